@@ -1,0 +1,106 @@
+// witness.cuh — shared helpers for the cuda-flux test corpus.
+//
+// Witness scheme
+// --------------
+// Every witnessed code path calls witness(). Each active thread executes exactly
+// one `atom.global.add.u32` on witness_threads, and the first active lane of the
+// warp (lowest set bit of __activemask()) executes exactly one
+// `atom.global.add.u64` on witness_warps. A profiler that counts executed PTX
+// instructions must therefore see, summed over the program:
+//     #atom.global.add.u32 executions == witness_threads
+//     #atom.global.add.u64 executions == witness_warps
+// (programs that have other atomics of those exact types say so in README.md).
+//
+// Why the empty `asm volatile` after each atomicAdd: a compiler may lower an
+// atomic whose returned value is unused to the reduction instruction
+// `red.global.add.*` instead of `atom.global.add.*` (clang-16 and nvcc 11.8 were
+// both observed to keep `atom` even without help, but other versions/back ends
+// are free to switch). Feeding the returned value into an empty volatile asm
+// statement makes it "used" in a way no optimiser can remove, so the PTX always
+// has `atom.global.add.u32` / `atom.global.add.u64`. The asm statement emits no
+// PTX instruction, only `// begin inline asm` / `// end inline asm` comments.
+//
+// The lane id comes from the %laneid special register, so the leader election is
+// correct for 1-D, 2-D and 3-D blocks alike.
+#ifndef CUDA_FLUX_CORPUS_WITNESS_CUH
+#define CUDA_FLUX_CORPUS_WITNESS_CUH
+
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+// Abort with a clear message when a CUDA runtime call fails.
+#define CHECK(call)                                                              \
+    do {                                                                         \
+        cudaError_t check_err_ = (call);                                         \
+        if (check_err_ != cudaSuccess) {                                         \
+            std::fprintf(stderr, "CUDA error: %s failed at %s:%d: %s (%s)\n",    \
+                         #call, __FILE__, __LINE__,                              \
+                         cudaGetErrorName(check_err_),                           \
+                         cudaGetErrorString(check_err_));                        \
+            std::exit(2);                                                        \
+        }                                                                        \
+    } while (0)
+
+// Check a kernel launch (configuration errors) and its execution.
+#define CHECK_LAUNCH()                                                           \
+    do {                                                                         \
+        CHECK(cudaGetLastError());                                               \
+        CHECK(cudaDeviceSynchronize());                                          \
+    } while (0)
+
+__device__ unsigned witness_threads;
+__device__ unsigned long long witness_warps;
+
+__device__ __forceinline__ unsigned witness_lane_id() {
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+__device__ __forceinline__ void witness() {
+    unsigned mask = __activemask();
+    unsigned old_t = atomicAdd(&witness_threads, 1u);
+    asm volatile("" ::"r"(old_t)); // keep atom.global.add.u32 (not red)
+    if (witness_lane_id() == (unsigned)(__ffs(mask) - 1)) {
+        unsigned long long old_w = atomicAdd(&witness_warps, 1ull);
+        asm volatile("" ::"l"(old_w)); // keep atom.global.add.u64 (not red)
+    }
+}
+
+// WITNESS() may be used in __host__ __device__ code shared with the CPU
+// reference: it is witness() on the device and nothing on the host.
+#ifdef __CUDA_ARCH__
+#define WITNESS() witness()
+#else
+#define WITNESS() ((void)0)
+#endif
+
+// Reset the counters before the first kernel of a program.
+static inline void witness_reset() {
+    unsigned zt = 0;
+    unsigned long long zw = 0;
+    CHECK(cudaMemcpyToSymbol(witness_threads, &zt, sizeof(zt)));
+    CHECK(cudaMemcpyToSymbol(witness_warps, &zw, sizeof(zw)));
+}
+
+// Copy the counters back and print the witness line.
+static inline void witness_report() {
+    unsigned t = 0;
+    unsigned long long w = 0;
+    CHECK(cudaMemcpyFromSymbol(&t, witness_threads, sizeof(t)));
+    CHECK(cudaMemcpyFromSymbol(&w, witness_warps, sizeof(w)));
+    std::printf("witness: threads=%u warps=%llu\n", t, w);
+}
+
+// Print the verdict; returns the process exit status.
+static inline int report_result(long failures, const char* what) {
+    if (failures == 0) {
+        std::printf("result: PASS\n");
+        return 0;
+    }
+    std::printf("result: FAIL %ld mismatches (%s)\n", failures, what);
+    return 1;
+}
+
+#endif // CUDA_FLUX_CORPUS_WITNESS_CUH

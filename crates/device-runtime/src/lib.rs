@@ -1,0 +1,172 @@
+//! `device-runtime`: the counter code cuda-flux runs on the GPU, as PTX.
+//!
+//! Each counted block begins with a warp-aggregated update: the first active lane adds the
+//! number of active threads to the block's thread counter and 1 to its warp counter. Counters
+//! are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses bank
+//! `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. The updates
+//! use `red` (no result) and predication instead of branches, so they add no basic blocks and
+//! no labels to the code they instrument.
+
+use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Statement};
+
+/// Bytes of one block's counters in one bank: a `u64` thread count and a `u64` warp count.
+pub const COUNTER_PAIR_BYTES: u64 = 16;
+
+/// Registers the counter code uses, declared once per instrumented function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterRegisters {
+    /// `.b32` scratch registers: `{b32}0`..`{b32}3`.
+    pub b32: String,
+    /// `.b64` registers: `{b64}0` is the bank's base address, `{b64}1`..`{b64}2` scratch.
+    pub b64: String,
+    /// `.pred` register `{pred}0`: "this lane is the first active lane".
+    pub pred: String,
+}
+
+impl CounterRegisters {
+    fn r32(&self, i: u32) -> Operand {
+        Operand::reg(format!("{}{i}", self.b32))
+    }
+    fn r64(&self, i: u32) -> Operand {
+        Operand::reg(format!("{}{i}", self.b64))
+    }
+    fn leader(&self) -> String {
+        format!("{}0", self.pred)
+    }
+}
+
+/// Declares the counter registers in `function` under fresh names.
+pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, RewriteError> {
+    // A user's own register names could, in principle, match ours: try numbered variants.
+    for attempt in 0u32.. {
+        let suffix = if attempt == 0 {
+            String::new()
+        } else {
+            format!("x{attempt}_")
+        };
+        let regs = CounterRegisters {
+            b32: format!("%__cf{suffix}r"),
+            b64: format!("%__cf{suffix}rd"),
+            pred: format!("%__cf{suffix}p"),
+        };
+        let free = [(&regs.b32, 4), (&regs.b64, 3), (&regs.pred, 1)]
+            .iter()
+            .all(|(prefix, n)| {
+                (0..*n).all(|i| !function.declares_register(&format!("{prefix}{i}")))
+            });
+        if free {
+            function.declare_registers(".b32", &regs.b32, 4)?;
+            function.declare_registers(".b64", &regs.b64, 3)?;
+            function.declare_registers(".pred", &regs.pred, 1)?;
+            return Ok(regs);
+        }
+    }
+    unreachable!("u32 attempts are not exhausted by a finite function")
+}
+
+fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
+    Statement::instruction(Instruction::simple(opcode, operands))
+}
+
+/// Computes the bank's base address into `{b64}0`, from the kernel parameters `counters`
+/// (`.u64`, a global pointer) and `banks` (`.u32`, at least 1), for a kernel with `blocks`
+/// counted blocks. Runs once, at the top of the kernel.
+pub fn entry_prologue(
+    regs: &CounterRegisters,
+    counters_param: &str,
+    banks_param: &str,
+    blocks: u64,
+) -> Vec<Statement> {
+    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+    let addr = |p: &str| Operand::Address(vec![Operand::sym(p)]);
+    vec![
+        ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
+        ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
+        // linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
+        ins("mov.u32", vec![r(0), Operand::reg("%ctaid.z")]),
+        ins("mov.u32", vec![r(1), Operand::reg("%nctaid.y")]),
+        ins("mov.u32", vec![r(2), Operand::reg("%ctaid.y")]),
+        ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
+        ins("mov.u32", vec![r(1), Operand::reg("%nctaid.x")]),
+        ins("mov.u32", vec![r(2), Operand::reg("%ctaid.x")]),
+        ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
+        ins("ld.param.u32", vec![r(1), addr(banks_param)]),
+        ins("rem.u32", vec![r(0), r(0), r(1)]),
+        ins(
+            "mul.wide.u32",
+            vec![rd(1), r(0), Operand::int(blocks * COUNTER_PAIR_BYTES)],
+        ),
+        ins("add.s64", vec![rd(0), rd(0), rd(1)]),
+    ]
+}
+
+/// The update at the top of counted block `block`: the first active lane adds the active-thread
+/// count to the block's thread counter and 1 to its warp counter.
+pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
+    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+    let leader = regs.leader();
+    let guarded = |opcode: &str, operands| {
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated: false,
+                predicate: leader.as_str().into(),
+            }),
+            ptx_lexer::Opcode::new(opcode),
+            operands,
+        ))
+    };
+    let counter = |offset: u64| {
+        Operand::Address(vec![Operand::Offset {
+            base: Box::new(rd(0)),
+            offset: offset.to_string().into(),
+        }])
+    };
+    let threads_offset = block * COUNTER_PAIR_BYTES;
+    vec![
+        ins("activemask.b32", vec![r(3)]),
+        ins("popc.b32", vec![r(2), r(3)]),
+        ins("mov.u32", vec![r(1), Operand::reg("%lanemask_lt")]),
+        ins("and.b32", vec![r(1), r(1), r(3)]),
+        ins(
+            "setp.eq.u32",
+            vec![Operand::reg(&leader), r(1), Operand::int(0)],
+        ),
+        ins("cvt.u64.u32", vec![rd(2), r(2)]),
+        guarded("red.global.add.u64", vec![counter(threads_offset), rd(2)]),
+        guarded(
+            "red.global.add.u64",
+            vec![counter(threads_offset + 8), Operand::int(1)],
+        ),
+    ]
+}
+
+/// The parameters an instrumented kernel takes after its own.
+pub fn counter_params(kernel_name: &str) -> (Param, Param) {
+    (
+        Param::new(".param .u64", format!("{kernel_name}__cf_counters")),
+        Param::new(".param .u32", format!("{kernel_name}__cf_banks")),
+    )
+}
+
+/// Instruments kernel `function` in place (call it on a clone): adds the counter parameters,
+/// declares registers, computes the bank base at the top and counts every block. Returns the
+/// number of counted blocks, which is the counter buffer's block dimension.
+pub fn instrument_kernel(function: &mut Function) -> Result<u64, RewriteError> {
+    let blocks = function.blocks().len() as u64;
+    let (counters, banks) = counter_params(function.name());
+    let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
+    function.push_param(counters);
+    function.push_param(banks);
+    let regs = declare_registers(function)?;
+    function.insert_at_every_block_top(|index, _| block_update(&regs, index as u64))?;
+    // The prologue goes before the first label or instruction, so it runs once even when the
+    // entry block is a loop header.
+    let prologue = entry_prologue(&regs, &counters_name, &banks_name, blocks);
+    let at = function
+        .statements()
+        .iter()
+        .position(|s| s.as_instruction().is_some() || s.as_label().is_some())
+        .unwrap_or(function.statements().len());
+    function.insert_statements(at, prologue)?;
+    Ok(blocks)
+}

@@ -1,0 +1,178 @@
+//! Test support shared by the crates' corpus tests: compiles the CUDA corpus (`corpus/*.cu`) to
+//! PTX with clang-16 and nvcc 11.8, and assembles PTX with ptxas. The tools come from
+//! `scripts/setup.sh`; a missing tool fails the test with a message saying so.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The CUDA toolkit root clang is pointed at (Debian's nvidia-cuda-toolkit layout).
+pub const CUDA_PATH: &str = "/usr/lib/cuda";
+
+/// Which compiler produced a PTX file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiler {
+    Clang,
+    Nvcc,
+}
+
+/// One generated PTX file.
+#[derive(Debug, Clone)]
+pub struct PtxFile {
+    pub source: String,
+    pub compiler: Compiler,
+    pub arch: &'static str,
+    pub path: PathBuf,
+}
+
+impl PtxFile {
+    pub fn describe(&self) -> String {
+        format!("{} ({:?}, {})", self.source, self.compiler, self.arch)
+    }
+
+    /// The architectures ptxas must assemble this PTX for: its own, and sm_90 for sm_70 PTX
+    /// (PTX for an older target assembles for a newer one).
+    pub fn assemble_archs(&self) -> &'static [&'static str] {
+        match self.arch {
+            "sm_70" => &["sm_70", "sm_90"],
+            _ => &["sm_90"],
+        }
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/<name> sits two levels below the repository root")
+        .to_path_buf()
+}
+
+/// The corpus's CUDA sources, sorted.
+pub fn corpus_sources() -> Vec<PathBuf> {
+    let dir = repo_root().join("corpus");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty(), "no .cu files in {}", dir.display());
+    sources
+}
+
+fn run(mut command: Command, what: &str) -> Result<(), String> {
+    let output = command.output().map_err(|e| {
+        format!(
+            "{what}: cannot run {:?} ({e}); run scripts/setup.sh",
+            command.get_program()
+        )
+    })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// Compiles one source to PTX.
+pub fn compile(source: &Path, compiler: Compiler, arch: &str, out: &Path) -> Result<(), String> {
+    let mut command;
+    match compiler {
+        Compiler::Clang => {
+            command = Command::new("clang-16");
+            command
+                .args(["-x", "cuda", "--cuda-device-only", "-S", "-O2"])
+                .arg(format!("--cuda-gpu-arch={arch}"))
+                .arg(format!("--cuda-path={CUDA_PATH}"))
+                .arg("-o")
+                .arg(out)
+                .arg(source);
+        }
+        Compiler::Nvcc => {
+            command = Command::new("nvcc");
+            command
+                .arg("-ptx")
+                .arg(format!("-arch={arch}"))
+                .arg("-o")
+                .arg(out)
+                .arg(source);
+        }
+    }
+    run(
+        command,
+        &format!("{compiler:?} {arch} {}", source.display()),
+    )
+}
+
+/// Assembles a PTX file with ptxas for `arch`, discarding the output.
+pub fn ptxas(ptx: &Path, arch: &str) -> Result<(), String> {
+    let mut command = Command::new("ptxas");
+    command
+        .arg(format!("-arch={arch}"))
+        .arg("-o")
+        .arg("/dev/null")
+        .arg(ptx);
+    run(command, &format!("ptxas -arch={arch} {}", ptx.display()))
+}
+
+/// Runs `job` over `items` on all cores, collecting every error.
+pub fn parallel<T: Sync>(
+    items: &[T],
+    job: impl Fn(&T) -> Result<(), String> + Sync,
+) -> Vec<String> {
+    let errors = Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                if let Err(e) = job(item) {
+                    errors.lock().unwrap().push(e);
+                }
+            });
+        }
+    });
+    errors.into_inner().unwrap()
+}
+
+/// Compiles the whole corpus with clang-16 (sm_70, sm_90) and nvcc (sm_70, sm_90) into `dir`.
+pub fn generate_corpus_ptx(dir: &Path) -> Vec<PtxFile> {
+    std::fs::create_dir_all(dir).expect("create PTX output directory");
+    let mut files = Vec::new();
+    for source in corpus_sources() {
+        let stem = source.file_stem().unwrap().to_string_lossy().to_string();
+        for compiler in [Compiler::Clang, Compiler::Nvcc] {
+            for arch in ["sm_70", "sm_90"] {
+                let path = dir.join(format!("{stem}.{compiler:?}.{arch}.ptx").to_lowercase());
+                files.push(PtxFile {
+                    source: stem.clone(),
+                    compiler,
+                    arch,
+                    path,
+                });
+            }
+        }
+    }
+    let corpus = repo_root().join("corpus");
+    let errors = parallel(&files, |f| {
+        compile(
+            &corpus.join(format!("{}.cu", f.source)),
+            f.compiler,
+            f.arch,
+            &f.path,
+        )
+    });
+    assert!(
+        errors.is_empty(),
+        "corpus compilation failed:\n{}",
+        errors.join("\n")
+    );
+    files
+}
