@@ -170,3 +170,44 @@ pub fn instrument_kernel(function: &mut Function) -> Result<u64, RewriteError> {
     function.insert_statements(at, prologue)?;
     Ok(blocks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ptx_lexer::StatementKind;
+
+    fn regs() -> CounterRegisters {
+        CounterRegisters {
+            b32: "%r".into(),
+            b64: "%rd".into(),
+            pred: "%p".into(),
+        }
+    }
+
+    #[test]
+    fn block_update_targets_the_blocks_counter_pair() {
+        let text: Vec<String> = block_update(&regs(), 3)
+            .iter()
+            .map(|s| match s.kind() {
+                StatementKind::Instruction(i) => i.to_string(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        // Block 3's pair starts at 3 * 16 bytes: threads there, warps 8 bytes on.
+        assert_eq!(text[6], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
+        assert_eq!(text[7], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        // Only the first active lane (no lower active lane) updates.
+        assert_eq!(text[2], "mov.u32 %r1, %lanemask_lt;");
+        assert_eq!(text[4], "setp.eq.u32 %p0, %r1, 0;");
+    }
+
+    #[test]
+    fn registers_avoid_names_the_kernel_already_uses() {
+        let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %__cfr<4>;\n\tret;\n}\n";
+        let mut module = ptx_lexer::parse(ptx).unwrap();
+        let k = module.function_mut("k").unwrap();
+        let regs = declare_registers(k).unwrap();
+        assert_eq!(regs.b32, "%__cfx1_r");
+        assert!(k.declares_register("%__cfx1_r3"));
+    }
+}

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use ptx_lexer::{FunctionKind, Module};
 
 /// A plain-text table of every function definition: kind, blocks, static instruction count and
-/// the most frequent opcodes.
-pub fn summary_table(title: &str, module: &Module) -> String {
+/// the most frequent opcodes; with `show_blocks`, each block's label, size and opcodes below it.
+pub fn summary_table(title: &str, module: &Module, show_blocks: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -50,6 +50,22 @@ pub fn summary_table(title: &str, module: &Module) -> String {
             function.name,
             top.join(", ")
         );
+        if show_blocks {
+            for (index, block) in function.blocks.iter().enumerate() {
+                let label = match (&block.label, index) {
+                    (Some(label), _) => label.as_str(),
+                    (None, 0) => "(entry)",
+                    (None, _) => "(fall-through)",
+                };
+                let opcodes: Vec<&str> = block.instructions.iter().map(|o| o.as_str()).collect();
+                let _ = writeln!(
+                    out,
+                    "      block {index:>3} {label:<16} {:>4} instrs: {}",
+                    block.instructions.len(),
+                    opcodes.join(" ")
+                );
+            }
+        }
     }
     out
 }

@@ -30,6 +30,9 @@ enum Command {
         /// PTX files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Also list every basic block: label, size and opcodes.
+        #[arg(long)]
+        blocks: bool,
     },
 }
 
@@ -55,13 +58,14 @@ fn run(cli: Cli) -> Result<()> {
                 None => print(&json),
             }
         }
-        Command::Summary { files } => {
+        Command::Summary { files, blocks } => {
             let mut text = String::new();
             for file in &files {
                 let module = load(file)?;
                 text.push_str(&wrapper::summary_table(
                     &file.display().to_string(),
                     &module,
+                    blocks,
                 ));
             }
             print(text.trim_end())

@@ -86,7 +86,7 @@ pub fn compile(source: &Path, compiler: Compiler, arch: &str, out: &Path) -> Res
         Compiler::Clang => {
             command = Command::new("clang-16");
             command
-                .args(["-x", "cuda", "--cuda-device-only", "-S", "-O2"])
+                .args(["-x", "cuda", "--cuda-device-only", "-S", "-O2", "-Wno-unknown-cuda-version"])
                 .arg(format!("--cuda-gpu-arch={arch}"))
                 .arg(format!("--cuda-path={CUDA_PATH}"))
                 .arg("-o")
@@ -107,6 +107,20 @@ pub fn compile(source: &Path, compiler: Compiler, arch: &str, out: &Path) -> Res
         command,
         &format!("{compiler:?} {arch} {}", source.display()),
     )
+}
+
+/// Compiles one source to textual device LLVM IR with clang-16 (what the device pass reads).
+pub fn compile_device_ir(source: &Path, arch: &str, out: &Path) -> Result<(), String> {
+    let mut command = Command::new("clang-16");
+    command
+        .args(["-x", "cuda", "--cuda-device-only", "-S", "-emit-llvm", "-O2"])
+        .arg("-Wno-unknown-cuda-version")
+        .arg(format!("--cuda-gpu-arch={arch}"))
+        .arg(format!("--cuda-path={CUDA_PATH}"))
+        .arg("-o")
+        .arg(out)
+        .arg(source);
+    run(command, &format!("clang-16 -emit-llvm {arch} {}", source.display()))
 }
 
 /// Assembles a PTX file with ptxas for `arch`, discarding the output.

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# All of cuda-flux's tests, none of which needs a GPU: set-up (idempotent), formatting, lints,
+# the workspace's tests (they compile the CUDA corpus with clang-16 and nvcc and assemble every
+# PTX we emit with ptxas), and the corpus's own compile-and-link check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+echo "test: cargo fmt --check"
+cargo fmt --all -- --check
+echo "test: cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "test: cargo test"
+cargo test --workspace
+echo "test: corpus compiles and links with clang-16 and nvcc"
+OUT_DIR="$(mktemp -d)" corpus/verify.sh
