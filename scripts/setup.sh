@@ -66,7 +66,7 @@ else
 fi
 
 # The tools the build and tests use must now answer.
-for tool in clang-16 llc-16 nvcc ptxas fatbinary cuobjdump; do
+for tool in clang-16 clang++-16 llvm-dis-16 nvcc ptxas fatbinary cuobjdump; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not on PATH after installation"
 done
 [ -f /usr/lib/llvm-16/include/llvm-c/Core.h ] || die "LLVM 16 headers missing (/usr/lib/llvm-16)"

@@ -1,8 +1,10 @@
 //! `cuda-flux-pass`: the LLVM side of cuda-flux, run in process through inkwell.
 //!
-//! Today it reads clang's device IR and finds the kernels in it (the functions the NVPTX back end
-//! will emit as `.entry`); the device pass (cloning kernels and reachable device functions) and
-//! the host pass (launch rewriting) build on this.
+//! - [`kernels`]: the kernels of clang's device IR (the functions emitted as `.entry`).
+//! - [`host`]: the host pass on clang's host IR (clone registration, snapshots, launches routed
+//!   through the host runtime) and in-process object emission.
+
+pub mod host;
 
 use std::path::Path;
 
@@ -16,6 +18,8 @@ use thiserror::Error;
 pub enum PassError {
     #[error("cannot read LLVM IR from {path}: {message}")]
     Read { path: String, message: String },
+    #[error("host pass: {0}")]
+    Host(String),
 }
 
 /// Reads an LLVM module from textual IR (`.ll`) or bitcode (`.bc`).

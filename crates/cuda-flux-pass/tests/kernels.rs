@@ -31,7 +31,9 @@ fn kernels_in_device_ir_are_the_ptx_entries() {
             .map(|f| f.name().to_string())
             .collect();
         if from_ir.is_empty() || from_ir != entries {
-            return Err(format!("{stem}: IR kernels {from_ir:?} != PTX entries {entries:?}"));
+            return Err(format!(
+                "{stem}: IR kernels {from_ir:?} != PTX entries {entries:?}"
+            ));
         }
         Ok(())
     });
@@ -44,6 +46,8 @@ fn unreadable_ir_is_an_error_naming_the_file() {
     let path = dir.path().join("broken.ll");
     std::fs::write(&path, "this is not IR").unwrap();
     let context = Context::create();
-    let error = cuda_flux_pass::read_module(&context, &path).unwrap_err().to_string();
+    let error = cuda_flux_pass::read_module(&context, &path)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("broken.ll"), "{error}");
 }

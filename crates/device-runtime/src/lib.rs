@@ -7,6 +7,10 @@
 //! use `red` (no result) and predication instead of branches, so they add no basic blocks and
 //! no labels to the code they instrument.
 
+mod instrument;
+
+pub use instrument::{instrument_module, KernelInstrumentation, SnapshotBlock};
+
 use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Statement};
 
 /// Bytes of one block's counters in one bank: a `u64` thread count and a `u64` warp count.
@@ -146,29 +150,6 @@ pub fn counter_params(kernel_name: &str) -> (Param, Param) {
         Param::new(".param .u64", format!("{kernel_name}__cf_counters")),
         Param::new(".param .u32", format!("{kernel_name}__cf_banks")),
     )
-}
-
-/// Instruments kernel `function` in place (call it on a clone): adds the counter parameters,
-/// declares registers, computes the bank base at the top and counts every block. Returns the
-/// number of counted blocks, which is the counter buffer's block dimension.
-pub fn instrument_kernel(function: &mut Function) -> Result<u64, RewriteError> {
-    let blocks = function.blocks().len() as u64;
-    let (counters, banks) = counter_params(function.name());
-    let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
-    function.push_param(counters);
-    function.push_param(banks);
-    let regs = declare_registers(function)?;
-    function.insert_at_every_block_top(|index, _| block_update(&regs, index as u64))?;
-    // The prologue goes before the first label or instruction, so it runs once even when the
-    // entry block is a loop header.
-    let prologue = entry_prologue(&regs, &counters_name, &banks_name, blocks);
-    let at = function
-        .statements()
-        .iter()
-        .position(|s| s.as_instruction().is_some() || s.as_label().is_some())
-        .unwrap_or(function.statements().len());
-    function.insert_statements(at, prologue)?;
-    Ok(blocks)
 }
 
 #[cfg(test)]

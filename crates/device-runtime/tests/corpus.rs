@@ -1,14 +1,44 @@
 //! The counter code on real compiler output: every kernel of the corpus, compiled by clang-16
-//! and nvcc for sm_70 and sm_90, gets an instrumented clone that ptxas must assemble. The clone
-//! keeps the original's blocks and instructions, with exactly one update per block.
+//! and nvcc for sm_70 and sm_90 (and with debug information), gets a counting clone, and every
+//! device function it reaches a counting copy; ptxas must assemble the result. The clones keep
+//! the original's instructions, with exactly one update per counted block.
 
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
 mod support;
 
-use ptx_lexer::{parse, FunctionKind, Instruction};
+use ptx_lexer::{parse, FunctionKind, Instruction, Operand};
 
-fn original_instructions(f: &ptx_lexer::Function) -> Vec<Instruction> {
-    f.instructions().cloned().collect()
+/// The clone's instructions that came from the original, with redirected calls mapped back:
+/// callee `f__cf<k>` becomes `f` again and the extra counter-base argument is dropped.
+fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
+    f.statements()
+        .iter()
+        .filter_map(|s| {
+            let i = s.as_instruction()?;
+            if s.is_from_source() {
+                return Some(i.clone());
+            }
+            if i.opcode.base() != "call" {
+                return None; // counter code
+            }
+            let mut call = i.clone();
+            let mut callee_done = false;
+            for op in call.operands.iter_mut() {
+                match op {
+                    Operand::Symbol(name) if !callee_done => {
+                        let base = name.rsplit_once("__cf").map_or(name.as_str(), |(b, _)| b);
+                        *name = base.into();
+                        callee_done = true;
+                    }
+                    Operand::List(args) if callee_done => {
+                        args.pop();
+                    }
+                    _ => {}
+                }
+            }
+            Some(call)
+        })
+        .collect()
 }
 
 #[test]
@@ -18,52 +48,70 @@ fn every_corpus_kernel_instruments_and_assembles() {
     let errors = support::parallel(&files, |file| {
         let describe = file.describe();
         let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;
-        let mut module = parse(text).map_err(|e| format!("{describe}: {e}"))?;
-        let kernels: Vec<String> = module
+        let original = parse(text).map_err(|e| format!("{describe}: {e}"))?;
+        let mut module = original.clone();
+        let results = device_runtime::instrument_module(&mut module);
+        let kernels = original
             .functions()
             .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
-            .map(|f| f.name().to_string())
-            .collect();
-        if kernels.is_empty() {
-            return Err(format!("{describe}: no kernels"));
+            .count();
+        if results.len() != kernels || kernels == 0 {
+            return Err(format!(
+                "{describe}: {} results for {kernels} kernels",
+                results.len()
+            ));
         }
-        for name in &kernels {
-            let original = module.function(name).unwrap();
-            let original_blocks = original.blocks().len();
-            let original_code = original_instructions(original);
-            let clone_name = format!("{name}__cf");
-            let clone = module
-                .clone_function(name, &clone_name)
-                .map_err(|e| format!("{describe}: {e}"))?;
-            let counted = device_runtime::instrument_kernel(clone).map_err(|e| format!("{describe}: {e}"))?;
-            if counted != original_blocks as u64 {
-                return Err(format!("{describe}: {name}: {counted} counted of {original_blocks} blocks"));
+        for result in &results {
+            let Some(clone_name) = &result.clone else {
+                return Err(format!(
+                    "{describe}: {} not instrumented: {:?}",
+                    result.kernel, result.note
+                ));
+            };
+            let kernel = original.function(&result.kernel).unwrap();
+            if result.params != kernel.params().len() {
+                return Err(format!(
+                    "{describe}: {}: wrong parameter count",
+                    result.kernel
+                ));
             }
-            // Same blocks; the clone's instructions are the original's plus the counter code,
-            // and the counter code is all the clone adds: one `red` pair per block.
-            let clone = module.function(&clone_name).unwrap();
-            if clone.blocks().len() != original_blocks {
-                return Err(format!("{describe}: {name}: instrumenting changed the block count"));
+            // The snapshot starts with the kernel's own blocks, as parsed from the original.
+            let own = kernel.blocks().len();
+            if result.blocks.len() < own
+                || result.blocks[..own]
+                    .iter()
+                    .any(|b| b.function != result.kernel)
+            {
+                return Err(format!(
+                    "{describe}: {}: snapshot does not start with the kernel",
+                    result.kernel
+                ));
             }
-            let reds = clone
-                .instructions()
-                .filter(|i| i.opcode.as_str() == "red.global.add.u64")
-                .count();
-            let original_reds = original_code
-                .iter()
-                .filter(|i| i.opcode.as_str() == "red.global.add.u64")
-                .count();
-            if reds - original_reds != 2 * original_blocks {
-                return Err(format!("{describe}: {name}: {reds} counter updates for {original_blocks} blocks"));
+            // Every snapshot block is counted once: one pair of updates per block in the clone
+            // and in the function copies, none elsewhere.
+            let clone = module.function(clone_name).unwrap();
+            if original_code_of(clone) != kernel.instructions().cloned().collect::<Vec<_>>() {
+                return Err(format!(
+                    "{describe}: {}: the clone's original code changed",
+                    result.kernel
+                ));
             }
-            let without_counters: Vec<Instruction> = clone
-                .statements()
-                .iter()
-                .filter(|s| s.is_from_source())
-                .filter_map(|s| s.as_instruction().cloned())
+            let copies: Vec<&ptx_lexer::Function> = module
+                .functions()
+                .filter(|f| {
+                    f.is_definition() && (f.name() == clone_name || f.name().contains("__cf"))
+                })
                 .collect();
-            if without_counters != original_code {
-                return Err(format!("{describe}: {name}: the original instructions changed"));
+            let updates: usize = copies
+                .iter()
+                .flat_map(|f| f.instructions())
+                .filter(|i| i.opcode.as_str() == "red.global.add.u64" && i.guard.is_some())
+                .count();
+            let expected: usize = results.iter().map(|r| 2 * r.blocks.len()).sum();
+            if updates != expected {
+                return Err(format!(
+                    "{describe}: {updates} guarded updates, expected {expected}"
+                ));
             }
         }
         let path = file.path.with_extension("instrumented.ptx");
@@ -73,5 +121,68 @@ fn every_corpus_kernel_instruments_and_assembles() {
         }
         Ok(())
     });
-    assert!(errors.is_empty(), "{} failure(s):\n{}", errors.len(), errors.join("\n\n"));
+    assert!(
+        errors.is_empty(),
+        "{} failure(s):\n{}",
+        errors.len(),
+        errors.join("\n\n")
+    );
+}
+
+#[test]
+fn device_functions_are_counted_in_the_kernels_layout() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-calls");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptx = dir.join("device_calls.ptx");
+    support::compile(
+        &support::repo_root().join("corpus/device_calls.cu"),
+        support::Compiler::Clang,
+        "sm_70",
+        &ptx,
+    )
+    .unwrap();
+    let mut module = parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
+    let original = module.clone();
+    let results = device_runtime::instrument_module(&mut module);
+    let calls = results
+        .iter()
+        .find(|r| r.kernel.contains("calls_kernel"))
+        .expect("the kernel that calls device functions");
+    let functions: Vec<&str> = calls.blocks.iter().map(|b| b.function.as_str()).collect();
+    // The recursive and __noinline__ functions are in the layout, after the kernel's blocks.
+    for name in original
+        .functions()
+        .filter(|f| f.kind() == FunctionKind::Func && f.is_definition())
+    {
+        let reached = original
+            .functions()
+            .filter(|f| f.kind() == FunctionKind::Entry)
+            .any(|k| {
+                k.name() == calls.kernel
+                    && k.instructions().any(|i| {
+                        i.operands
+                            .iter()
+                            .any(|o| matches!(o, ptx_lexer::Operand::Symbol(s) if s == name.name()))
+                    })
+            });
+        if reached {
+            assert!(
+                functions.contains(&name.name()),
+                "{} missing from {functions:?}",
+                name.name()
+            );
+        }
+    }
+    // Each reached function has a copy for this kernel that takes the counter base.
+    let kernel_index = original
+        .functions()
+        .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
+        .position(|f| f.name() == calls.kernel)
+        .unwrap();
+    for name in functions.iter().filter(|n| **n != calls.kernel) {
+        let copy = module
+            .function(&format!("{name}__cf{kernel_index}"))
+            .unwrap_or_else(|| panic!("no copy of {name}"));
+        assert_eq!(copy.params().last().unwrap().declaration, ".param .b64");
+    }
 }

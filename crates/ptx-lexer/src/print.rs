@@ -154,3 +154,14 @@ fn write_statement(s: &Statement, src: &str, out: &mut String, style: Style) {
         StatementKind::ScopeClose => write!(out, "}}"),
     };
 }
+
+impl Function {
+    /// A declaration of this function (its canonical header and `;`), e.g. to declare a function
+    /// before a caller that precedes its definition.
+    pub fn declaration(&self) -> String {
+        let mut out = String::new();
+        write_header(self, &mut out);
+        out.push(';');
+        out
+    }
+}

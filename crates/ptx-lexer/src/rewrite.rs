@@ -340,3 +340,11 @@ impl Function {
         Ok(())
     }
 }
+
+impl Function {
+    /// The body's statements, mutable in place (a statement changed through
+    /// [`Statement::kind_mut`] prints from its model). Empty for a declaration.
+    pub fn statements_mut(&mut self) -> &mut [Statement] {
+        self.body.as_deref_mut().unwrap_or(&mut [])
+    }
+}

@@ -102,12 +102,7 @@ fn clean(text: &str) -> String {
         }
     }
     out.lines()
-        .filter(|l| {
-            !matches!(
-                l.split_whitespace().next(),
-                Some(".loc" | ".file")
-            )
-        })
+        .filter(|l| !matches!(l.split_whitespace().next(), Some(".loc" | ".file")))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -43,8 +43,10 @@ fn module_header_and_globals() {
     assert_eq!(m.target(), ["sm_90"]);
     assert_eq!(m.address_size(), 64);
     assert_eq!(m.files().collect::<Vec<_>>(), [(1, "/src/k.cu")]);
-    let vars: Vec<(&str, Option<StateSpace>)> =
-        m.variables().map(|v| (v.name.as_str(), v.state_space)).collect();
+    let vars: Vec<(&str, Option<StateSpace>)> = m
+        .variables()
+        .map(|v| (v.name.as_str(), v.state_space))
+        .collect();
     assert_eq!(
         vars,
         [
@@ -57,7 +59,10 @@ fn module_header_and_globals() {
     assert!(!vprintf.is_definition());
     assert_eq!(vprintf.return_params()[0].name, "func_retval0");
     assert_eq!(vprintf.params().len(), 2);
-    assert!(m.summary().functions.is_empty(), "declarations have no blocks");
+    assert!(
+        m.summary().functions.is_empty(),
+        "declarations have no blocks"
+    );
 }
 
 #[test]
@@ -69,7 +74,10 @@ fn entry_with_params_and_attributes() {
     let k = m.function("k").unwrap();
     assert_eq!(k.kind(), FunctionKind::Entry);
     assert_eq!(k.linkage(), ["visible"]);
-    assert_eq!(k.params()[0].declaration, ".param .u64 .ptr .global .align 4");
+    assert_eq!(
+        k.params()[0].declaration,
+        ".param .u64 .ptr .global .align 4"
+    );
     assert_eq!(k.params()[1].array.as_deref(), Some("16"));
     let attrs: Vec<&str> = k.attributes().iter().map(|a| a.text.as_str()).collect();
     assert_eq!(attrs, [".maxntid 256, 1, 1", ".minnctapersm 2"]);
@@ -86,16 +94,25 @@ fn blocks_start_at_labels_and_after_transfers_but_not_after_calls() {
     assert_eq!(
         block_shape(&m, "k"),
         [
-            (None, vec!["mov.u32".into(), "setp.eq.s32".into(), "bra".into()]),
-            (None, vec!["add.s32".into(), "call.uni".into(), "sub.s32".into()]),
+            (
+                None,
+                vec!["mov.u32".into(), "setp.eq.s32".into(), "bra".into()]
+            ),
+            (
+                None,
+                vec!["add.s32".into(), "call.uni".into(), "sub.s32".into()]
+            ),
             (Some("$L__BB0_2".into()), vec!["ret".into()]),
             (None, vec!["exit".into()]),
             (None, vec!["trap".into()]),
         ]
     );
     let k = m.function("k").unwrap();
-    let edges: Vec<(usize, usize, EdgeKind)> =
-        k.edges(&k.blocks()).iter().map(|e| (e.from, e.to, e.kind)).collect();
+    let edges: Vec<(usize, usize, EdgeKind)> = k
+        .edges(&k.blocks())
+        .iter()
+        .map(|e| (e.from, e.to, e.kind))
+        .collect();
     assert_eq!(
         edges,
         [
@@ -122,13 +139,18 @@ fn labels_inside_nested_scopes_start_blocks_and_declarations_are_not_labels() {
     assert_eq!(shape[2].1, ["call", "ret"]);
     let k = m.function("k").unwrap();
     let prototype = k.statements().iter().find_map(|s| match s.kind() {
-        StatementKind::Directive(Directive::Other { label, name, .. }) if name == "callprototype" => {
+        StatementKind::Directive(Directive::Other { label, name, .. })
+            if name == "callprototype" =>
+        {
             label.clone()
         }
         _ => None,
     });
     assert_eq!(prototype.as_deref(), Some("prototype_0"));
-    let call = k.instructions().find(|i| i.opcode.base() == "call").unwrap();
+    let call = k
+        .instructions()
+        .find(|i| i.opcode.base() == "call")
+        .unwrap();
     assert!(matches!(&call.operands[0], Operand::List(l) if l.len() == 1));
     assert!(matches!(&call.operands[2], Operand::List(_)));
 }
@@ -143,9 +165,15 @@ fn jump_tables_give_an_edge_per_target() {
     let k = m.function("k").unwrap();
     let blocks = k.blocks();
     assert_eq!(blocks.len(), 3);
-    let edges: Vec<(usize, usize, EdgeKind)> =
-        k.edges(&blocks).iter().map(|e| (e.from, e.to, e.kind)).collect();
-    assert_eq!(edges, [(0, 1, EdgeKind::JumpTable), (0, 2, EdgeKind::JumpTable)]);
+    let edges: Vec<(usize, usize, EdgeKind)> = k
+        .edges(&blocks)
+        .iter()
+        .map(|e| (e.from, e.to, e.kind))
+        .collect();
+    assert_eq!(
+        edges,
+        [(0, 1, EdgeKind::JumpTable), (0, 2, EdgeKind::JumpTable)]
+    );
 }
 
 #[test]
@@ -172,13 +200,23 @@ fn operands_of_every_shape() {
     );
     assert_eq!(ins[0].facts.bytes_per_thread, Some(16));
     assert_eq!(ins[0].facts.data_type, Some(DataType::F64));
-    assert!(matches!(&ins[1].operands[0], Operand::Address(a) if matches!(&a[0], Operand::Offset { offset, .. } if offset == "-4")));
-    assert_eq!(ins[2].operands[0], Operand::RegisterPair("%p1".into(), "%p2".into()));
+    assert!(
+        matches!(&ins[1].operands[0], Operand::Address(a) if matches!(&a[0], Operand::Offset { offset, .. } if offset == "-4"))
+    );
+    assert_eq!(
+        ins[2].operands[0],
+        Operand::RegisterPair("%p1".into(), "%p2".into())
+    );
     assert_eq!(ins[2].operands[2], Operand::Integer("-12".into()));
-    assert_eq!(ins[3].operands[0], Operand::RegisterPair("%r2".into(), "%p3".into()));
+    assert_eq!(
+        ins[3].operands[0],
+        Operand::RegisterPair("%r2".into(), "%p3".into())
+    );
     assert_eq!(ins[4].operands[1], Operand::Float("0f3F800000".into()));
     assert!(matches!(&ins[6].operands[0], Operand::Vector(v) if v[3] == Operand::Sink));
-    assert!(matches!(&ins[6].operands[1], Operand::Address(a) if matches!(&a[1], Operand::Vector(_))));
+    assert!(
+        matches!(&ins[6].operands[1], Operand::Address(a) if matches!(&a[1], Operand::Vector(_)))
+    );
     assert_eq!(ins[6].facts.state_space, Some(StateSpace::Texture));
     assert_eq!(ins[7].operands[2], Operand::NegatedRegister("%p3".into()));
     // Canonical printing of each instruction parses back to the same instruction.
@@ -198,7 +236,9 @@ fn debug_directives_are_kept_and_loc_is_parsed() {
     );
     let k = m.function("k").unwrap();
     let loc = k.statements().iter().find_map(|s| match s.kind() {
-        StatementKind::Directive(Directive::Loc { file, line, column, .. }) => Some((*file, *line, *column)),
+        StatementKind::Directive(Directive::Loc {
+            file, line, column, ..
+        }) => Some((*file, *line, *column)),
         _ => None,
     });
     assert_eq!(loc, Some((1, 10, 5)));
@@ -211,10 +251,22 @@ fn inserting_at_a_block_top_goes_after_the_label_and_before_a_guard() {
         ".visible .entry k()\n{\n\t.reg .pred %p<2>;\n$L__BB0_1:\n\t@%p1 bra $L__BB0_1;\n\tret;\n}\n",
     );
     let k = m.function_mut("k").unwrap();
-    k.insert_at_block_top(0, vec![Statement::instruction(ptx_lexer::Instruction::simple("membar.cta", vec![]))])
-        .unwrap();
-    k.insert_at_block_top(1, vec![Statement::instruction(ptx_lexer::Instruction::simple("membar.gl", vec![]))])
-        .unwrap();
+    k.insert_at_block_top(
+        0,
+        vec![Statement::instruction(ptx_lexer::Instruction::simple(
+            "membar.cta",
+            vec![],
+        ))],
+    )
+    .unwrap();
+    k.insert_at_block_top(
+        1,
+        vec![Statement::instruction(ptx_lexer::Instruction::simple(
+            "membar.gl",
+            vec![],
+        ))],
+    )
+    .unwrap();
     assert_eq!(
         m.to_ptx(),
         format!(
@@ -239,16 +291,34 @@ fn cloning_prints_a_canonical_header_and_keeps_the_body() {
         "{\n\tret;\n}\n\n.visible .entry k_clone(\n\t.param .u64 k_p0,\n\t.param .u64 k_counters\n)\n{\n\t.reg .b64 %cf<2>;\n\tret;\n}\n"
     ), "{text}");
     assert_eq!(parse(text).unwrap().functions().count(), 2);
-    assert!(m.clone_function("k", "k_clone").is_err(), "names must stay unique");
+    assert!(
+        m.clone_function("k", "k_clone").is_err(),
+        "names must stay unique"
+    );
     assert!(m.clone_function("missing", "x").is_err());
 }
 
 #[test]
 fn malformed_input_reports_line_column_and_token() {
     let cases = [
-        (".version 7.8\n.target sm_90\n.visible .entry k()\n{\n\tmov.u32 %r1, #3;\n}\n", 5, 15, "'#'"),
-        (".version 7.8\n.visible .entry k()\n{\n\tret;\n", 3, 1, "'{'"),
-        (".version 7.8\n.visible .entry k()\n{\n\tadd.s32 %r1 %r2;\n}\n", 4, 14, "'%r2'"),
+        (
+            ".version 7.8\n.target sm_90\n.visible .entry k()\n{\n\tmov.u32 %r1, #3;\n}\n",
+            5,
+            15,
+            "'#'",
+        ),
+        (
+            ".version 7.8\n.visible .entry k()\n{\n\tret;\n",
+            3,
+            1,
+            "'{'",
+        ),
+        (
+            ".version 7.8\n.visible .entry k()\n{\n\tadd.s32 %r1 %r2;\n}\n",
+            4,
+            14,
+            "'%r2'",
+        ),
         (".version\n", 2, 1, "end of input"),
         ("ret;\n", 1, 1, "'ret'"),
         (".visible .entry k()\n{\n\t@ bra L;\n}\n", 3, 4, "'bra'"),
@@ -256,7 +326,11 @@ fn malformed_input_reports_line_column_and_token() {
     ];
     for (text, line, column, found) in cases {
         let e = parse(text).unwrap_err();
-        assert_eq!((e.line, e.column, e.found.as_str()), (line, column, found), "{text:?}: {e}");
+        assert_eq!(
+            (e.line, e.column, e.found.as_str()),
+            (line, column, found),
+            "{text:?}: {e}"
+        );
         assert!(!e.to_string().contains('\n'), "one line: {e}");
     }
 }

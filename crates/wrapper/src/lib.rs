@@ -1,4 +1,7 @@
-//! Library side of the `cuda-flux` command (so that its pieces are testable).
+//! Library side of the `cuda-flux` command and the `cuda-flux-clang` driver (so that their
+//! pieces are testable).
+
+pub mod driver;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -35,7 +35,11 @@ fn example_ptx() -> PathBuf {
 
 fn stderr_line(output: &Output) -> String {
     let text = String::from_utf8_lossy(&output.stderr).to_string();
-    assert_eq!(text.lines().count(), 1, "exactly one line on stderr: {text:?}");
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "exactly one line on stderr: {text:?}"
+    );
     assert!(!text.contains("panicked"), "{text}");
     text
 }
@@ -44,7 +48,11 @@ fn stderr_line(output: &Output) -> String {
 fn ptx_prints_the_model_as_json() {
     let ptx = example_ptx();
     let output = cuda_flux(&["ptx", ptx.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let module = ptx_lexer::parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
     let functions = json["functions"].as_array().unwrap();
@@ -53,9 +61,15 @@ fn ptx_prints_the_model_as_json() {
         .filter(|f| f.is_definition())
         .map(|f| f.name())
         .collect();
-    let names: Vec<&str> = functions.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = functions
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, expected);
-    for (f, function) in functions.iter().zip(module.functions().filter(|f| f.is_definition())) {
+    for (f, function) in functions
+        .iter()
+        .zip(module.functions().filter(|f| f.is_definition()))
+    {
         assert!(matches!(f["kind"].as_str(), Some("entry" | "func")));
         let blocks = f["blocks"].as_array().unwrap();
         assert_eq!(blocks.len(), function.blocks().len());
@@ -85,7 +99,8 @@ fn ptx_output_file_is_written_whole() {
     let output = cuda_flux(&["ptx", ptx.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(output.status.success());
     assert!(output.stdout.is_empty());
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert!(json["functions"].is_array());
     // Nothing but the result is left in the directory.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
@@ -99,7 +114,10 @@ fn summary_lists_every_function() {
     let text = String::from_utf8(output.stdout).unwrap();
     let module = ptx_lexer::parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
     for f in module.functions().filter(|f| f.is_definition()) {
-        let line = text.lines().find(|l| l.contains(f.name())).unwrap_or_else(|| panic!("{text}"));
+        let line = text
+            .lines()
+            .find(|l| l.contains(f.name()))
+            .unwrap_or_else(|| panic!("{text}"));
         let columns: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(columns[1], f.blocks().len().to_string(), "{line}");
         assert_eq!(columns[2], f.instructions().count().to_string(), "{line}");
@@ -115,16 +133,28 @@ fn bad_input_is_one_clear_line_and_exit_1() {
     assert!(stderr_line(&output).contains("missing.ptx"));
 
     let broken = dir.path().join("broken.ptx");
-    std::fs::write(&broken, ".version 7.8\n.visible .entry k()\n{\n\tmov.u32 %r1, #1;\n}\n").unwrap();
+    std::fs::write(
+        &broken,
+        ".version 7.8\n.visible .entry k()\n{\n\tmov.u32 %r1, #1;\n}\n",
+    )
+    .unwrap();
     let output = cuda_flux(&["ptx", broken.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     let line = stderr_line(&output);
-    assert!(line.contains("broken.ptx") && line.contains("4:15") && line.contains("'#'"), "{line}");
+    assert!(
+        line.contains("broken.ptx") && line.contains("4:15") && line.contains("'#'"),
+        "{line}"
+    );
     assert!(output.stdout.is_empty(), "no partial output");
 
     let ptx = example_ptx();
     let unwritable = dir.path().join("no/such/dir/out.json");
-    let output = cuda_flux(&["ptx", ptx.to_str().unwrap(), "-o", unwritable.to_str().unwrap()]);
+    let output = cuda_flux(&[
+        "ptx",
+        ptx.to_str().unwrap(),
+        "-o",
+        unwritable.to_str().unwrap(),
+    ]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr_line(&output).contains("no/such/dir"));
 

@@ -23,12 +23,19 @@ pub struct PtxFile {
     pub source: String,
     pub compiler: Compiler,
     pub arch: &'static str,
+    /// Built with debug information (clang `-g`, nvcc `-G`): `.loc`, `.file`, `.section`, and
+    /// clang's `$L__tmp` labels inside bodies.
+    pub debug: bool,
     pub path: PathBuf,
 }
 
 impl PtxFile {
     pub fn describe(&self) -> String {
-        format!("{} ({:?}, {})", self.source, self.compiler, self.arch)
+        let debug = if self.debug { ", debug" } else { "" };
+        format!(
+            "{} ({:?}, {}{debug})",
+            self.source, self.compiler, self.arch
+        )
     }
 
     /// The architectures ptxas must assemble this PTX for: its own, and sm_90 for sm_70 PTX
@@ -81,20 +88,44 @@ fn run(mut command: Command, what: &str) -> Result<(), String> {
 
 /// Compiles one source to PTX.
 pub fn compile(source: &Path, compiler: Compiler, arch: &str, out: &Path) -> Result<(), String> {
+    compile_with(source, compiler, arch, false, out)
+}
+
+/// Compiles one source to PTX, with debug information if `debug`.
+pub fn compile_with(
+    source: &Path,
+    compiler: Compiler,
+    arch: &str,
+    debug: bool,
+    out: &Path,
+) -> Result<(), String> {
     let mut command;
     match compiler {
         Compiler::Clang => {
             command = Command::new("clang-16");
             command
-                .args(["-x", "cuda", "--cuda-device-only", "-S", "-O2", "-Wno-unknown-cuda-version"])
+                .args([
+                    "-x",
+                    "cuda",
+                    "--cuda-device-only",
+                    "-S",
+                    "-O2",
+                    "-Wno-unknown-cuda-version",
+                ])
                 .arg(format!("--cuda-gpu-arch={arch}"))
                 .arg(format!("--cuda-path={CUDA_PATH}"))
                 .arg("-o")
                 .arg(out)
                 .arg(source);
+            if debug {
+                command.arg("-g");
+            }
         }
         Compiler::Nvcc => {
             command = Command::new("nvcc");
+            if debug {
+                command.arg("-G");
+            }
             command
                 .arg("-ptx")
                 .arg(format!("-arch={arch}"))
@@ -113,14 +144,24 @@ pub fn compile(source: &Path, compiler: Compiler, arch: &str, out: &Path) -> Res
 pub fn compile_device_ir(source: &Path, arch: &str, out: &Path) -> Result<(), String> {
     let mut command = Command::new("clang-16");
     command
-        .args(["-x", "cuda", "--cuda-device-only", "-S", "-emit-llvm", "-O2"])
+        .args([
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-S",
+            "-emit-llvm",
+            "-O2",
+        ])
         .arg("-Wno-unknown-cuda-version")
         .arg(format!("--cuda-gpu-arch={arch}"))
         .arg(format!("--cuda-path={CUDA_PATH}"))
         .arg("-o")
         .arg(out)
         .arg(source);
-    run(command, &format!("clang-16 -emit-llvm {arch} {}", source.display()))
+    run(
+        command,
+        &format!("clang-16 -emit-llvm {arch} {}", source.display()),
+    )
 }
 
 /// Assembles a PTX file with ptxas for `arch`, discarding the output.
@@ -156,19 +197,22 @@ pub fn parallel<T: Sync>(
     errors.into_inner().unwrap()
 }
 
-/// Compiles the whole corpus with clang-16 (sm_70, sm_90) and nvcc (sm_70, sm_90) into `dir`.
+/// Compiles the whole corpus with clang-16 (sm_70, sm_90) and nvcc (sm_70, sm_90) into `dir`,
+/// and once more for sm_70 with debug information from each compiler.
 pub fn generate_corpus_ptx(dir: &Path) -> Vec<PtxFile> {
     std::fs::create_dir_all(dir).expect("create PTX output directory");
     let mut files = Vec::new();
     for source in corpus_sources() {
         let stem = source.file_stem().unwrap().to_string_lossy().to_string();
         for compiler in [Compiler::Clang, Compiler::Nvcc] {
-            for arch in ["sm_70", "sm_90"] {
-                let path = dir.join(format!("{stem}.{compiler:?}.{arch}.ptx").to_lowercase());
+            for (arch, debug) in [("sm_70", false), ("sm_90", false), ("sm_70", true)] {
+                let kind = if debug { ".debug" } else { "" };
+                let path = dir.join(format!("{stem}.{compiler:?}.{arch}{kind}.ptx").to_lowercase());
                 files.push(PtxFile {
                     source: stem.clone(),
                     compiler,
                     arch,
+                    debug,
                     path,
                 });
             }

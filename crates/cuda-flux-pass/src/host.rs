@@ -1,0 +1,290 @@
+//! The host pass: on clang's host IR of a CUDA translation unit, register each kernel's counting
+//! clone with the CUDA runtime next to the original, hand the runtime each kernel's snapshot, and
+//! route every `cudaLaunchKernel` (and `cudaDeviceReset`) through the host runtime.
+//!
+//! Clang registers kernels in `__cuda_module_ctor`: `__cudaRegisterFatBinary` gives the module
+//! handle, one `__cudaRegisterFunction(handle, stub, name, name, -1, ...)` per kernel, then
+//! `__cudaRegisterFatBinaryEnd(handle)`. The pass adds its registrations before the end call.
+//! The stub is the kernel's handle on the host; launches pass it to `cudaLaunchKernel`, also
+//! when the launch is written in another translation unit (it calls the stub, which is here).
+
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target};
+use inkwell::values::{BasicValue, BasicValueEnum, CallSiteValue, FunctionValue, PointerValue};
+use inkwell::{AddressSpace, OptimizationLevel};
+
+use crate::PassError;
+
+/// The runtime's launch entry point: same signature as `cudaLaunchKernel`.
+pub const LAUNCH_KERNEL: &str = "__cuda_flux_launch_kernel";
+/// The runtime's replacement of `cudaDeviceReset` (writes the profile first).
+pub const DEVICE_RESET: &str = "__cuda_flux_device_reset";
+/// The runtime's registration entry point for one kernel and one architecture.
+pub const REGISTER_KERNEL: &str = "__cuda_flux_register_kernel";
+
+/// What the device side produced for one kernel of the translation unit.
+#[derive(Debug, Clone)]
+pub struct KernelRegistration {
+    /// The kernel's device name (mangled), as clang registers it.
+    pub kernel: String,
+    /// The counting clone's device name; `None` if the kernel is not instrumented.
+    pub clone: Option<String>,
+    /// One snapshot (JSON) per architecture the kernel was compiled for.
+    pub snapshots: Vec<String>,
+}
+
+/// What the host pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostReport {
+    /// Kernels whose registration was extended (clone and snapshots).
+    pub registered: Vec<String>,
+    /// Kernels the device side described but the host IR does not register.
+    pub missing: Vec<String>,
+    /// Calls rerouted to the runtime.
+    pub launches_rerouted: usize,
+}
+
+fn pass_error(message: impl Into<String>) -> PassError {
+    PassError::Host(message.into())
+}
+
+/// Reads the NUL-terminated string held by the global `pointer` points at, if it is one
+/// (clang's kernel-name constants are unnamed globals, so they are found by address).
+fn string_constant<'ctx>(module: &Module<'ctx>, pointer: PointerValue<'ctx>) -> Option<String> {
+    let global = module
+        .get_globals()
+        .find(|g| g.as_pointer_value() == pointer)?;
+    let BasicValueEnum::ArrayValue(array) = global.get_initializer()? else {
+        return None;
+    };
+    if !array.is_const_string() {
+        return None;
+    }
+    let bytes = array.get_string_constant()?.to_bytes();
+    std::str::from_utf8(bytes).ok().map(str::to_string)
+}
+
+fn calls_to<'ctx>(function: FunctionValue<'ctx>, callee: &str) -> Vec<CallSiteValue<'ctx>> {
+    let mut calls = Vec::new();
+    for block in function.get_basic_block_iter() {
+        for instruction in block.get_instructions() {
+            let Ok(call) = CallSiteValue::try_from(instruction) else {
+                continue;
+            };
+            // The called value is a call's last operand; for a direct call, the function.
+            let called = instruction
+                .get_operand(instruction.get_num_operands().saturating_sub(1))
+                .and_then(|o| o.left());
+            if let Some(BasicValueEnum::PointerValue(f)) = called {
+                if f.get_name().to_bytes() == callee.as_bytes() {
+                    calls.push(call);
+                }
+            }
+        }
+    }
+    calls
+}
+
+/// Argument `index` of a call.
+fn argument<'ctx>(call: CallSiteValue<'ctx>, index: u32) -> Option<BasicValueEnum<'ctx>> {
+    instruction_of(call)?.get_operand(index)?.left()
+}
+
+/// Replaces every use of function `from` by `to` (declared with `from`'s type if absent).
+/// Returns the number of call sites rerouted.
+fn reroute<'ctx>(module: &Module<'ctx>, from: &str, to: &str) -> usize {
+    let Some(original) = module.get_function(from) else {
+        return 0;
+    };
+    let calls = count_call_uses(module, original);
+    let replacement = module
+        .get_function(to)
+        .unwrap_or_else(|| module.add_function(to, original.get_type(), Some(Linkage::External)));
+    original
+        .as_global_value()
+        .as_pointer_value()
+        .replace_all_uses_with(replacement.as_global_value().as_pointer_value());
+    calls
+}
+
+fn count_call_uses<'ctx>(module: &Module<'ctx>, target: FunctionValue<'ctx>) -> usize {
+    module
+        .get_functions()
+        .map(|f| calls_to(f, target.get_name().to_str().unwrap_or("")).len())
+        .sum()
+}
+
+/// Runs the host pass on `module`.
+pub fn instrument_host<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    kernels: &[KernelRegistration],
+) -> Result<HostReport, PassError> {
+    let mut report = HostReport::default();
+    report.launches_rerouted = reroute(module, "cudaLaunchKernel", LAUNCH_KERNEL);
+    reroute(module, "cudaDeviceReset", DEVICE_RESET);
+
+    let Some(ctor) = module.get_function("__cuda_module_ctor") else {
+        report.missing = kernels.iter().map(|k| k.kernel.clone()).collect();
+        return Ok(report);
+    };
+    let handle = calls_to(ctor, "__cudaRegisterFatBinary")
+        .first()
+        .and_then(|c| c.try_as_basic_value().left())
+        .ok_or_else(|| pass_error("__cuda_module_ctor does not register a fat binary"))?;
+    let registrations = calls_to(ctor, "__cudaRegisterFunction");
+    let register_function = module
+        .get_function("__cudaRegisterFunction")
+        .ok_or_else(|| pass_error("no __cudaRegisterFunction declaration"))?;
+
+    let builder = context.create_builder();
+    let end = calls_to(ctor, "__cudaRegisterFatBinaryEnd");
+    match end.first().and_then(|c| instruction_of(*c)) {
+        Some(instruction) => builder.position_before(&instruction),
+        None => {
+            let last = registrations
+                .last()
+                .and_then(|c| instruction_of(*c))
+                .ok_or_else(|| pass_error("no kernel registrations in __cuda_module_ctor"))?;
+            match last.get_next_instruction() {
+                Some(next) => builder.position_before(&next),
+                None => return Err(pass_error("malformed __cuda_module_ctor")),
+            }
+        }
+    }
+
+    let ptr_type = context.ptr_type(AddressSpace::default());
+    let i64_type = context.i64_type();
+    let register_kernel = module.get_function(REGISTER_KERNEL).unwrap_or_else(|| {
+        let ty = context.void_type().fn_type(
+            &[
+                ptr_type.into(),
+                ptr_type.into(),
+                ptr_type.into(),
+                i64_type.into(),
+            ],
+            false,
+        );
+        module.add_function(REGISTER_KERNEL, ty, Some(Linkage::External))
+    });
+
+    for kernel in kernels {
+        let stub = registrations.iter().find_map(|call| {
+            let name_arg = argument(*call, 2)?;
+            let BasicValueEnum::PointerValue(name_ptr) = name_arg else {
+                return None;
+            };
+            (string_constant(module, name_ptr).as_deref() == Some(kernel.kernel.as_str()))
+                .then(|| argument(*call, 1))
+                .flatten()
+        });
+        let Some(BasicValueEnum::PointerValue(stub)) = stub else {
+            report.missing.push(kernel.kernel.clone());
+            continue;
+        };
+        let clone_stub = match &kernel.clone {
+            Some(clone) => {
+                // A distinct host address stands for the clone, as the stub does for the kernel.
+                let global = module.add_global(
+                    context.i8_type(),
+                    None,
+                    &format!("__cuda_flux_stub.{clone}"),
+                );
+                global.set_linkage(Linkage::Private);
+                global.set_initializer(&context.i8_type().const_zero());
+                let stub_ptr = global.as_pointer_value();
+                let name = builder
+                    .build_global_string_ptr(clone, &format!("__cuda_flux_name.{clone}"))
+                    .map_err(|e| pass_error(e.to_string()))?
+                    .as_pointer_value();
+                let null = ptr_type.const_null();
+                builder
+                    .build_call(
+                        register_function,
+                        &[
+                            handle.into(),
+                            stub_ptr.into(),
+                            name.into(),
+                            name.into(),
+                            context.i32_type().const_int(u64::MAX, true).into(),
+                            null.into(),
+                            null.into(),
+                            null.into(),
+                            null.into(),
+                            null.into(),
+                        ],
+                        "",
+                    )
+                    .map_err(|e| pass_error(e.to_string()))?;
+                stub_ptr
+            }
+            None => ptr_type.const_null(),
+        };
+        for (i, snapshot) in kernel.snapshots.iter().enumerate() {
+            let text = context.const_string(snapshot.as_bytes(), false);
+            let global = module.add_global(
+                text.get_type(),
+                None,
+                &format!("__cuda_flux_snapshot.{}.{i}", kernel.kernel),
+            );
+            global.set_linkage(Linkage::Private);
+            global.set_constant(true);
+            global.set_initializer(&text);
+            builder
+                .build_call(
+                    register_kernel,
+                    &[
+                        stub.into(),
+                        clone_stub.into(),
+                        global.as_pointer_value().into(),
+                        i64_type.const_int(snapshot.len() as u64, false).into(),
+                    ],
+                    "",
+                )
+                .map_err(|e| pass_error(e.to_string()))?;
+        }
+        report.registered.push(kernel.kernel.clone());
+    }
+    module
+        .verify()
+        .map_err(|e| pass_error(format!("host module does not verify: {e}")))?;
+    Ok(report)
+}
+
+fn instruction_of(call: CallSiteValue<'_>) -> Option<inkwell::values::InstructionValue<'_>> {
+    let value = call.try_as_basic_value();
+    value
+        .left()
+        .and_then(|v| v.as_instruction_value())
+        .or_else(|| value.right())
+}
+
+/// Emits `module` as a position-independent object file for its own (host) target.
+pub fn emit_object(
+    module: &Module<'_>,
+    path: &std::path::Path,
+    level: OptimizationLevel,
+) -> Result<(), PassError> {
+    Target::initialize_x86(&InitializationConfig::default());
+    let triple = module.get_triple();
+    let target = Target::from_triple(&triple).map_err(|e| pass_error(e.to_string()))?;
+    let machine = target
+        .create_target_machine(
+            &triple,
+            "x86-64",
+            "",
+            level,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| {
+            pass_error(format!(
+                "no target machine for {}",
+                triple.as_str().to_string_lossy()
+            ))
+        })?;
+    machine
+        .write_to_file(module, FileType::Object, path)
+        .map_err(|e| pass_error(format!("cannot write {}: {e}", path.display())))
+}

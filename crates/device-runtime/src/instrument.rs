@@ -1,0 +1,299 @@
+//! Instrumenting a whole PTX module: every kernel gets a counting clone, and every device
+//! function a kernel can reach gets a counting clone for that kernel, so that counts inside
+//! `__noinline__` and recursive functions land in the kernel's own counter buffer.
+//!
+//! Layout of a kernel's counters: the kernel's blocks first, then the blocks of each reachable
+//! device function in the order they are first reached (depth first, in call order). Function
+//! clones are per kernel, so each one adds constant offsets to the base address it is passed;
+//! the kernel passes its bank's base address as an extra `.param .b64` argument to every call of
+//! a cloned function.
+
+use std::collections::HashMap;
+
+use ptx_lexer::{
+    BasicBlock, Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError,
+    Statement, StatementKind,
+};
+
+use crate::{block_update, counter_params, declare_registers, entry_prologue, CounterRegisters};
+
+/// One block of the snapshot: the function it belongs to (the original's name), its label and
+/// its instructions' full opcodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotBlock {
+    pub function: String,
+    pub label: Option<String>,
+    pub instructions: Vec<Opcode>,
+}
+
+/// What happened to one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInstrumentation {
+    /// The kernel's (mangled) name.
+    pub kernel: String,
+    /// The counting clone's name; `None` when the kernel could not be instrumented.
+    pub clone: Option<String>,
+    /// Why the kernel is not instrumented, or what is not counted in it.
+    pub note: Option<String>,
+    /// Number of the original kernel's parameters (the clone takes two more).
+    pub params: usize,
+    /// The blocks that `block_counts` index: the kernel's, then each reachable function's.
+    pub blocks: Vec<SnapshotBlock>,
+}
+
+/// Instruments every kernel of `module` in place. A kernel that cannot be instrumented is left
+/// as it is and reported with `clone: None` and the reason.
+pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
+    let kernels: Vec<String> = module
+        .functions()
+        .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
+        .map(|f| f.name().to_string())
+        .collect();
+    let mut results = Vec::new();
+    for (index, kernel) in kernels.iter().enumerate() {
+        // Work on a copy so that a failure leaves the module untouched.
+        let mut attempt = module.clone();
+        match instrument_kernel_in(&mut attempt, kernel, index) {
+            Ok(result) => {
+                *module = attempt;
+                results.push(result);
+            }
+            Err(error) => {
+                let original = module.function(kernel);
+                results.push(KernelInstrumentation {
+                    kernel: kernel.clone(),
+                    clone: None,
+                    note: Some(error.to_string()),
+                    params: original.map_or(0, |f| f.params().len()),
+                    blocks: original.map_or_else(Vec::new, |f| snapshot_blocks(f)),
+                });
+            }
+        }
+    }
+    results
+}
+
+fn snapshot_blocks(function: &ptx_lexer::Function) -> Vec<SnapshotBlock> {
+    let statements = function.statements();
+    function
+        .blocks()
+        .into_iter()
+        .map(|b| SnapshotBlock {
+            function: function.name().to_string(),
+            label: b.label.map(|l| l.to_string()),
+            instructions: b
+                .instructions
+                .iter()
+                .filter_map(|&i| statements[i].as_instruction())
+                .map(|i| i.opcode.clone())
+                .collect(),
+        })
+        .collect()
+}
+
+/// The function a `call` statement calls directly (`None` for an indirect call through a
+/// register).
+fn direct_callee(instruction: &Instruction) -> Option<&str> {
+    if instruction.opcode.base() != "call" {
+        return None;
+    }
+    instruction.operands.iter().find_map(|op| match op {
+        Operand::Symbol(s) => Some(s.as_str()),
+        _ => None,
+    })
+}
+
+fn is_indirect_call(instruction: &Instruction) -> bool {
+    instruction.opcode.base() == "call" && direct_callee(instruction).is_none()
+}
+
+/// Device functions reachable from `kernel` through direct calls (definitions only), in
+/// depth-first, call order of first reach.
+fn reachable_functions(module: &Module, kernel: &str) -> Vec<String> {
+    fn visit(module: &Module, name: &str, seen: &mut Vec<String>) {
+        let Some(function) = module.function(name) else {
+            return;
+        };
+        for callee in function.instructions().filter_map(direct_callee) {
+            let defined = module.function(callee).is_some_and(|f| f.is_definition());
+            if defined && !seen.iter().any(|s| s == callee) {
+                seen.push(callee.to_string());
+                visit(module, callee, seen);
+            }
+        }
+    }
+    let mut seen = vec![kernel.to_string()];
+    visit(module, kernel, &mut seen);
+    seen.remove(0);
+    seen
+}
+
+fn instrument_kernel_in(
+    module: &mut Module,
+    kernel: &str,
+    kernel_index: usize,
+) -> Result<KernelInstrumentation, RewriteError> {
+    let functions = reachable_functions(module, kernel);
+    let mut blocks = Vec::new();
+    let mut offsets: Vec<u64> = Vec::new();
+    let mut indirect = false;
+    for name in std::iter::once(kernel).chain(functions.iter().map(String::as_str)) {
+        let function = module
+            .function(name)
+            .ok_or_else(|| RewriteError::NoSuchFunction(name.to_string()))?;
+        offsets.push(blocks.len() as u64);
+        indirect |= function.instructions().any(is_indirect_call);
+        blocks.extend(snapshot_blocks(function));
+    }
+    let total_blocks = blocks.len() as u64;
+    let params = module.function(kernel).map_or(0, |f| f.params().len());
+
+    // Clone names: `K__cf` for the kernel, `f__cf<k>` for kernel number k's copy of `f`.
+    let kernel_clone = format!("{kernel}__cf");
+    let clones: HashMap<&str, String> = functions
+        .iter()
+        .map(|f| (f.as_str(), format!("{f}__cf{kernel_index}")))
+        .collect();
+
+    // Kernel clone: counter parameters, registers, bank base, block updates, calls.
+    let kernel_fn = module.clone_function(kernel, &kernel_clone)?;
+    let (counters, banks) = counter_params(&kernel_clone);
+    let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
+    kernel_fn.push_param(counters);
+    kernel_fn.push_param(banks);
+    let regs = declare_registers(kernel_fn)?;
+    count_blocks(kernel_fn, &regs, offsets[0])?;
+    redirect_calls(kernel_fn, &regs, &clones)?;
+    let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks);
+    insert_prologue(kernel_fn, prologue)?;
+
+    // Function clones, each with its counter base as an extra parameter.
+    let mut declarations = Vec::new();
+    for (name, &offset) in functions.iter().zip(&offsets[1..]) {
+        let clone_name = &clones[name.as_str()];
+        let function = module.clone_function(name, clone_name)?;
+        let base_param = format!("{clone_name}_param_cf");
+        function.push_param(Param::new(".param .b64", base_param.clone()));
+        let regs = declare_registers(function)?;
+        count_blocks(function, &regs, offset)?;
+        redirect_calls(function, &regs, &clones)?;
+        let load_base = vec![Statement::instruction(Instruction::simple(
+            "ld.param.u64",
+            vec![
+                Operand::reg(format!("{}0", regs.b64)),
+                Operand::Address(vec![Operand::sym(base_param)]),
+            ],
+        ))];
+        insert_prologue(function, load_base)?;
+        declarations.push(function.declaration());
+    }
+    // Callers may precede the function clones: declare them first.
+    for declaration in declarations {
+        module.insert_directive_before_functions(declaration);
+    }
+
+    Ok(KernelInstrumentation {
+        kernel: kernel.to_string(),
+        clone: Some(kernel_clone),
+        note: indirect.then(|| {
+            "indirect calls (function pointers) run the uninstrumented target; its blocks are \
+             not counted"
+                .to_string()
+        }),
+        params,
+        blocks,
+    })
+}
+
+fn count_blocks(
+    function: &mut ptx_lexer::Function,
+    regs: &CounterRegisters,
+    offset: u64,
+) -> Result<(), RewriteError> {
+    function.insert_at_every_block_top(|index, _: &BasicBlock| {
+        block_update(regs, offset + index as u64)
+    })
+}
+
+/// Inserts `code` before the first label or instruction, so that it runs once on entry even
+/// when the entry block is a loop header.
+fn insert_prologue(
+    function: &mut ptx_lexer::Function,
+    code: Vec<Statement>,
+) -> Result<(), RewriteError> {
+    let at = function
+        .statements()
+        .iter()
+        .position(|s| s.as_instruction().is_some() || s.as_label().is_some())
+        .unwrap_or(function.statements().len());
+    function.insert_statements(at, code)
+}
+
+/// Points every direct call of a cloned function at this kernel's clone, passing the counter
+/// base (`{b64}0`) as an extra `.param .b64` argument declared right before the call.
+fn redirect_calls(
+    function: &mut ptx_lexer::Function,
+    regs: &CounterRegisters,
+    clones: &HashMap<&str, String>,
+) -> Result<(), RewriteError> {
+    let calls: Vec<(usize, String)> = function
+        .statements()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let callee = direct_callee(s.as_instruction()?)?;
+            clones.get(callee).map(|clone| (i, clone.clone()))
+        })
+        .collect();
+    // From the last call backwards, so that earlier indices stay valid.
+    for (n, (index, clone)) in calls.iter().enumerate().rev() {
+        let argument = format!("__cf_arg{n}");
+        let statements = function.statements_mut();
+        if let StatementKind::Instruction(call) = statements[index.to_owned()].kind_mut() {
+            let mut callee_seen = false;
+            let mut appended = false;
+            for operand in call.operands.iter_mut() {
+                match operand {
+                    Operand::Symbol(s) if !callee_seen => {
+                        *s = clone.as_str().into();
+                        callee_seen = true;
+                    }
+                    Operand::List(arguments) if callee_seen => {
+                        arguments.push(Operand::sym(argument.clone()));
+                        appended = true;
+                    }
+                    _ => {}
+                }
+            }
+            if !appended {
+                // `call f;` or `call (r), f;`: the argument list comes right after the callee.
+                let at = call
+                    .operands
+                    .iter()
+                    .position(|o| matches!(o, Operand::Symbol(_)))
+                    .map_or(call.operands.len(), |p| p + 1);
+                call.operands
+                    .insert(at, Operand::List(vec![Operand::sym(argument.clone())]));
+            }
+        }
+        let pass_base = vec![
+            Statement::directive(Directive::Other {
+                label: None,
+                name: "param".into(),
+                text: format!(".param .b64 {argument};"),
+            }),
+            Statement::instruction(Instruction::simple(
+                "st.param.b64",
+                vec![
+                    Operand::Address(vec![Operand::Offset {
+                        base: Box::new(Operand::sym(argument.clone())),
+                        offset: "0".into(),
+                    }]),
+                    Operand::reg(format!("{}0", regs.b64)),
+                ],
+            )),
+        ];
+        function.insert_statements(*index, pass_base)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,41 @@
+//! `cuda-flux-clang`: compile and link CUDA programs like `clang++`, with every kernel
+//! instrumented to count its PTX instructions at run time.
+
+use std::process::ExitCode;
+
+use wrapper::driver::{Driver, DriverArgs, StepFailed};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-help") {
+        println!(
+            "usage: cuda-flux-clang [clang++ options] FILE...\n\n\
+             Builds CUDA programs like clang++, with every kernel instrumented to count its PTX\n\
+             instructions. Running the program writes cuda-flux-<pid>.json (CUDA_FLUX_OUTPUT).\n\n\
+             cuda-flux options:\n  \
+             --cuda-gpu-arch=sm_XX   target architecture (repeatable; default sm_70)\n  \
+             --cuda-flux-keep[=DIR]  keep intermediates (device PTX, instrumented PTX, fat binary,\n                          \
+             host IR) in DIR (default: the current directory); or CUDA_FLUX_KEEP=DIR\n  \
+             -v                      show every step"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let parsed = match DriverArgs::parse(&args) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            eprintln!("cuda-flux-clang: error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match Driver::new(parsed).and_then(|driver| driver.build()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if let Some(StepFailed(code)) = error.downcast_ref::<StepFailed>() {
+                // The failing tool already printed why.
+                return ExitCode::from(u8::try_from(*code).unwrap_or(1).max(1));
+            }
+            eprintln!("cuda-flux-clang: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

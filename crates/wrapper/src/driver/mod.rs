@@ -1,0 +1,598 @@
+//! `cuda-flux-clang`: a drop-in for `clang++` on CUDA programs that builds them instrumented.
+//!
+//! Per CUDA translation unit and per architecture: clang compiles the device code to PTX (the
+//! very PTX a plain clang build runs); the PTX model gives every kernel a counting clone
+//! (`device_runtime::instrument_module`); ptxas assembles it; fatbinary packs SASS and PTX of all
+//! architectures; clang compiles the host code to IR with that fat binary; the host pass
+//! registers the clones and routes launches through the host runtime, and emits the object in
+//! process. The link adds the host runtime and cudart (static).
+//!
+//! Nothing here breaks a user's build: a kernel that cannot be instrumented keeps its original
+//! code and is reported (one warning at build time, `"instrumented": false` in the profile).
+
+pub mod args;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use device_runtime::KernelInstrumentation;
+use inkwell::context::Context;
+use inkwell::OptimizationLevel;
+
+pub use args::{ArgsError, DriverArgs, InputKind, OptLevel};
+use cuda_flux_pass::host::KernelRegistration;
+
+/// A failed step whose own output already told the user why (e.g. a compile error in their
+/// code): exit with its status and add nothing.
+#[derive(Debug)]
+pub struct StepFailed(pub i32);
+
+impl std::fmt::Display for StepFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a compilation step failed with status {}", self.0)
+    }
+}
+
+impl std::error::Error for StepFailed {}
+
+/// The external tools and libraries the driver uses.
+#[derive(Debug, Clone)]
+pub struct Toolchain {
+    pub clang: PathBuf,
+    pub ptxas: PathBuf,
+    pub fatbinary: PathBuf,
+    pub cuda_path: Option<PathBuf>,
+    /// Directory holding `libcudart_static.a`.
+    pub cudart_dir: Option<PathBuf>,
+    /// The host runtime static library (`libhost_runtime.a`).
+    pub runtime_lib: PathBuf,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+impl Toolchain {
+    /// Finds the tools: `CUDA_FLUX_CLANG` (default `clang++-16`), `ptxas` and `fatbinary` from
+    /// the CUDA toolkit, the runtime library next to this executable (or `CUDA_FLUX_RUNTIME_LIB`).
+    pub fn discover(cuda_path: Option<PathBuf>) -> Result<Self> {
+        let cuda_path = cuda_path
+            .or_else(|| env_path("CUDA_PATH"))
+            .or_else(|| Some(PathBuf::from("/usr/lib/cuda")).filter(|p| p.join("nvvm").exists()));
+        let tool = |name: &str| -> PathBuf {
+            cuda_path
+                .as_ref()
+                .map(|p| p.join("bin").join(name))
+                .filter(|p| p.exists())
+                .unwrap_or_else(|| PathBuf::from(name))
+        };
+        let cudart_dir = [
+            cuda_path.as_ref().map(|p| p.join("lib64")),
+            Some(PathBuf::from("/usr/lib/x86_64-linux-gnu")),
+            Some(PathBuf::from("/usr/local/cuda/lib64")),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("libcudart_static.a").exists());
+        let runtime_lib = match env_path("CUDA_FLUX_RUNTIME_LIB") {
+            Some(path) => path,
+            None => std::env::current_exe()
+                .context("cannot locate the cuda-flux executable")?
+                .with_file_name("libhost_runtime.a"),
+        };
+        Ok(Toolchain {
+            clang: env_path("CUDA_FLUX_CLANG").unwrap_or_else(|| PathBuf::from("clang++-16")),
+            ptxas: tool("ptxas"),
+            fatbinary: tool("fatbinary"),
+            cuda_path,
+            cudart_dir,
+            runtime_lib,
+        })
+    }
+}
+
+/// Where intermediates go: a temporary directory, or the `--cuda-flux-keep` directory.
+enum WorkDir {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl WorkDir {
+    fn path(&self) -> &Path {
+        match self {
+            WorkDir::Temporary(t) => t.path(),
+            WorkDir::Kept(p) => p,
+        }
+    }
+}
+
+/// One run of the driver.
+pub struct Driver {
+    args: DriverArgs,
+    tools: Toolchain,
+    work: WorkDir,
+}
+
+fn quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=+,:@%".contains(&b))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+fn demangle(name: &str) -> String {
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok())
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn warn(message: impl std::fmt::Display) {
+    eprintln!("cuda-flux: warning: {message}");
+}
+
+/// One architecture's outcome for one translation unit.
+struct ArchBuild {
+    arch: String,
+    cubin: PathBuf,
+    ptx: PathBuf,
+    kernels: Vec<KernelInstrumentation>,
+}
+
+impl Driver {
+    pub fn new(args: DriverArgs) -> Result<Self> {
+        let tools = Toolchain::discover(args.cuda_path.clone())?;
+        let work = match args.keep.clone().or_else(|| env_path("CUDA_FLUX_KEEP")) {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                WorkDir::Kept(dir)
+            }
+            None => WorkDir::Temporary(
+                tempfile::Builder::new()
+                    .prefix("cuda-flux-")
+                    .tempdir()
+                    .context("cannot create a temporary directory")?,
+            ),
+        };
+        Ok(Driver { args, tools, work })
+    }
+
+    fn verbose(&self, message: impl std::fmt::Display) {
+        if self.args.verbose {
+            eprintln!("cuda-flux: {message}");
+        }
+    }
+
+    /// Runs an external command; a failure ends the build with its status.
+    fn run(&self, command: &mut Command) -> Result<()> {
+        if self.args.verbose {
+            let mut line = quote(&command.get_program().to_string_lossy());
+            for arg in command.get_args() {
+                line.push(' ');
+                line.push_str(&quote(&arg.to_string_lossy()));
+            }
+            eprintln!("cuda-flux: {line}");
+        }
+        let status = command
+            .status()
+            .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(StepFailed(status.code().unwrap_or(1)).into())
+        }
+    }
+
+    /// Runs a command whose failure the driver handles itself; returns its stderr on failure.
+    fn try_run(&self, command: &mut Command) -> Result<std::result::Result<(), String>> {
+        if self.args.verbose {
+            let args: Vec<String> = command
+                .get_args()
+                .map(|a| quote(&a.to_string_lossy()))
+                .collect();
+            eprintln!(
+                "cuda-flux: {} {}",
+                command.get_program().to_string_lossy(),
+                args.join(" ")
+            );
+        }
+        let output = command
+            .output()
+            .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
+        Ok(if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        })
+    }
+
+    fn clang_cuda(&self) -> Command {
+        let mut command = Command::new(&self.tools.clang);
+        command.args([
+            "-x",
+            "cuda",
+            "-Wno-unknown-cuda-version",
+            "-Qunused-arguments",
+        ]);
+        if let Some(path) = &self.tools.cuda_path {
+            command.arg(format!("--cuda-path={}", path.display()));
+        }
+        command.args(&self.args.flags);
+        command
+    }
+
+    /// Builds everything; returns normally when the build succeeded.
+    pub fn build(&self) -> Result<()> {
+        let compiled_count = self
+            .args
+            .inputs
+            .iter()
+            .filter(|i| i.kind != InputKind::Link)
+            .count();
+        let mut objects = Vec::new();
+        for (index, input) in self.args.inputs.iter().enumerate() {
+            let object = if self.args.compile_only {
+                match (&self.args.output, compiled_count) {
+                    (Some(output), 1) => output.clone(),
+                    _ => PathBuf::from(input.path.file_stem().unwrap_or_default())
+                        .with_extension("o"),
+                }
+            } else {
+                let stem = input.path.file_stem().unwrap_or_default().to_string_lossy();
+                self.work.path().join(format!("{index}-{stem}.o"))
+            };
+            match input.kind {
+                InputKind::Link => {
+                    objects.push(input.path.clone());
+                    continue;
+                }
+                InputKind::Host => {
+                    let mut command = Command::new(&self.tools.clang);
+                    command
+                        .args(["-Qunused-arguments", "-c"])
+                        .args(&self.args.flags);
+                    command.arg(&input.path).arg("-o").arg(&object);
+                    self.run(&mut command)?;
+                }
+                InputKind::Cuda if self.args.rdc => {
+                    warn(format!(
+                        "{}: -fgpu-rdc is not supported yet; its kernels run uninstrumented",
+                        input.path.display()
+                    ));
+                    let mut command = self.clang_cuda();
+                    command.arg("-fgpu-rdc").arg("-c");
+                    for arch in &self.args.archs {
+                        command.arg(format!("--cuda-gpu-arch={arch}"));
+                    }
+                    command.arg(&input.path).arg("-o").arg(&object);
+                    self.run(&mut command)?;
+                }
+                InputKind::Cuda => self.compile_cuda(index, &input.path, &object)?,
+            }
+            objects.push(object);
+        }
+        if !self.args.compile_only {
+            self.link(&objects)?;
+        }
+        Ok(())
+    }
+
+    fn compile_cuda(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        let stem = format!(
+            "{index}-{}",
+            source.file_stem().unwrap_or_default().to_string_lossy()
+        );
+        let dir = self.work.path();
+        let mut builds = Vec::new();
+        for arch in &self.args.archs {
+            builds.push(self.build_arch(source, &stem, arch)?);
+        }
+
+        // Fat binary: SASS and (instrumented) PTX for every architecture.
+        let fatbin = dir.join(format!("{stem}.fatbin"));
+        let mut command = Command::new(&self.tools.fatbinary);
+        command.args(["-64", "--create"]).arg(&fatbin);
+        for build in &builds {
+            let number = build.arch.trim_start_matches("sm_");
+            command.arg(format!(
+                "--image=profile={},file={}",
+                build.arch,
+                build.cubin.display()
+            ));
+            command.arg(format!(
+                "--image=profile=compute_{number},file={}",
+                build.ptx.display()
+            ));
+        }
+        self.run(&mut command)?;
+
+        // Host IR with the fat binary embedded.
+        let host_ir = dir.join(format!("{stem}.host.bc"));
+        let mut command = self.clang_cuda();
+        command.args(["--cuda-host-only", "-emit-llvm", "-c"]);
+        for arch in &self.args.archs {
+            command.arg(format!("--cuda-gpu-arch={arch}"));
+        }
+        command
+            .arg("-Xclang")
+            .arg("-fcuda-include-gpubinary")
+            .arg("-Xclang")
+            .arg(&fatbin);
+        command.arg(source).arg("-o").arg(&host_ir);
+        self.run(&mut command)?;
+
+        let registrations = self.registrations(source, &builds)?;
+        self.verbose(format!(
+            "[in process] host pass on {} ({} kernel(s)) -> {}",
+            host_ir.display(),
+            registrations.len(),
+            object.display()
+        ));
+        let context = Context::create();
+        let outcome = cuda_flux_pass::read_module(&context, &host_ir)
+            .map_err(anyhow::Error::from)
+            .and_then(|module| {
+                let report =
+                    cuda_flux_pass::host::instrument_host(&context, &module, &registrations)?;
+                if self.work_is_kept() {
+                    let _ = module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
+                }
+                cuda_flux_pass::host::emit_object(&module, object, self.host_opt_level())?;
+                Ok(report)
+            });
+        match outcome {
+            Ok(report) => {
+                for missing in &report.missing {
+                    warn(format!(
+                        "{}: kernel '{}' is not registered by the host code; it is not profiled",
+                        source.display(),
+                        demangle(missing)
+                    ));
+                }
+                Ok(())
+            }
+            Err(error) => {
+                warn(format!(
+                    "{}: host pass failed ({error:#}); its kernels run uninstrumented",
+                    source.display()
+                ));
+                let mut command = self.clang_cuda();
+                command.args(["--cuda-host-only", "-c"]);
+                command
+                    .arg("-Xclang")
+                    .arg("-fcuda-include-gpubinary")
+                    .arg("-Xclang")
+                    .arg(&fatbin);
+                command.arg(source).arg("-o").arg(object);
+                self.run(&mut command)
+            }
+        }
+    }
+
+    fn work_is_kept(&self) -> bool {
+        matches!(self.work, WorkDir::Kept(_))
+    }
+
+    fn host_opt_level(&self) -> OptimizationLevel {
+        match self.args.opt_level {
+            OptLevel::O0 => OptimizationLevel::None,
+            OptLevel::O1 => OptimizationLevel::Less,
+            OptLevel::O2 => OptimizationLevel::Default,
+            OptLevel::O3 => OptimizationLevel::Aggressive,
+        }
+    }
+
+    fn ptxas(&self, arch: &str, ptx: &Path, cubin: &Path) -> Command {
+        let mut command = Command::new(&self.tools.ptxas);
+        let level = match self.args.opt_level {
+            OptLevel::O0 => "-O0",
+            OptLevel::O1 => "-O1",
+            OptLevel::O2 => "-O2",
+            OptLevel::O3 => "-O3",
+        };
+        command.args(["-m64", level]);
+        if self.args.debug {
+            if self.args.opt_level == OptLevel::O0 {
+                command.args(["-g", "--dont-merge-basicblocks", "--return-at-end"]);
+            } else {
+                command.arg("-lineinfo");
+            }
+        }
+        command
+            .args(["--gpu-name", arch, "--output-file"])
+            .arg(cubin)
+            .arg(ptx);
+        command
+    }
+
+    fn build_arch(&self, source: &Path, stem: &str, arch: &str) -> Result<ArchBuild> {
+        let dir = self.work.path();
+        let original = dir.join(format!("{stem}.{arch}.ptx"));
+        let mut command = self.clang_cuda();
+        command
+            .args(["--cuda-device-only", "-S"])
+            .arg(format!("--cuda-gpu-arch={arch}"));
+        command.arg(source).arg("-o").arg(&original);
+        self.run(&mut command)?;
+
+        let text = std::fs::read_to_string(&original)
+            .with_context(|| format!("cannot read {}", original.display()))?;
+        let cubin = dir.join(format!("{stem}.{arch}.cubin"));
+        let mut module = match ptx_lexer::parse(text) {
+            Ok(module) => module,
+            Err(error) => {
+                warn(format!(
+                    "{}: cannot parse the PTX for {arch} ({error}); its kernels run uninstrumented",
+                    source.display()
+                ));
+                self.run(&mut self.ptxas(arch, &original, &cubin))?;
+                return Ok(ArchBuild {
+                    arch: arch.to_string(),
+                    cubin,
+                    ptx: original,
+                    kernels: Vec::new(),
+                });
+            }
+        };
+        let mut kernels = device_runtime::instrument_module(&mut module);
+        let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
+        self.verbose(format!(
+            "[in process] instrument {} -> {} ({} kernel(s))",
+            original.display(),
+            instrumented.display(),
+            kernels.len()
+        ));
+        std::fs::write(&instrumented, module.to_ptx())
+            .with_context(|| format!("cannot write {}", instrumented.display()))?;
+        match self.try_run(&mut self.ptxas(arch, &instrumented, &cubin))? {
+            Ok(()) => Ok(ArchBuild {
+                arch: arch.to_string(),
+                cubin,
+                ptx: instrumented,
+                kernels,
+            }),
+            Err(stderr) => {
+                let reason = format!(
+                    "ptxas rejected the instrumented PTX for {arch}: {}",
+                    stderr.lines().next().unwrap_or("").trim()
+                );
+                for kernel in &mut kernels {
+                    kernel.clone = None;
+                    kernel.note = Some(reason.clone());
+                }
+                self.run(&mut self.ptxas(arch, &original, &cubin))?;
+                Ok(ArchBuild {
+                    arch: arch.to_string(),
+                    cubin,
+                    ptx: original,
+                    kernels,
+                })
+            }
+        }
+    }
+
+    /// One registration per kernel: instrumented only if every architecture instrumented it.
+    fn registrations(
+        &self,
+        source: &Path,
+        builds: &[ArchBuild],
+    ) -> Result<Vec<KernelRegistration>> {
+        let mut names: Vec<&str> = Vec::new();
+        for build in builds {
+            for k in &build.kernels {
+                if !names.contains(&k.kernel.as_str()) {
+                    names.push(&k.kernel);
+                }
+            }
+        }
+        let source_name = source.to_string_lossy();
+        let mut registrations = Vec::new();
+        for name in names {
+            let per_arch: Vec<(&ArchBuild, &KernelInstrumentation)> = builds
+                .iter()
+                .filter_map(|b| b.kernels.iter().find(|k| k.kernel == name).map(|k| (b, k)))
+                .collect();
+            let everywhere =
+                per_arch.len() == builds.len() && per_arch.iter().all(|(_, k)| k.clone.is_some());
+            let reason = per_arch
+                .iter()
+                .find(|(_, k)| k.clone.is_none())
+                .and_then(|(_, k)| k.note.clone())
+                .or_else(|| {
+                    (!everywhere).then(|| "not compiled for every architecture".to_string())
+                });
+            let demangled = demangle(name);
+            if !everywhere {
+                warn(format!(
+                    "{}: kernel '{demangled}' is not instrumented: {}",
+                    source.display(),
+                    reason.as_deref().unwrap_or("unknown reason")
+                ));
+            } else if let Some(note) = per_arch.iter().find_map(|(_, k)| k.note.as_ref()) {
+                warn(format!(
+                    "{}: kernel '{demangled}': {note}",
+                    source.display()
+                ));
+            }
+            let snapshots = per_arch
+                .iter()
+                .map(|(build, k)| {
+                    let arch: u32 = build
+                        .arch
+                        .trim_start_matches("sm_")
+                        .trim_end_matches('a')
+                        .parse()
+                        .map_err(|_| anyhow!("bad architecture {}", build.arch))?;
+                    let blocks: Vec<serde_json::Value> = k
+                        .blocks
+                        .iter()
+                        .map(|b| {
+                            serde_json::json!({
+                                "function": b.function,
+                                "label": b.label,
+                                "instructions": b.instructions.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
+                            })
+                        })
+                        .collect();
+                    Ok(serde_json::json!({
+                        "kernel": name,
+                        "demangled": demangled,
+                        "source": source_name,
+                        "arch": arch,
+                        "instrumented": everywhere,
+                        "reason": if everywhere { None } else { reason.clone() },
+                        "params": k.params,
+                        "blocks": blocks,
+                    })
+                    .to_string())
+                })
+                .collect::<Result<Vec<String>>>()?;
+            registrations.push(KernelRegistration {
+                kernel: name.to_string(),
+                clone: if everywhere {
+                    per_arch[0].1.clone.clone()
+                } else {
+                    None
+                },
+                snapshots,
+            });
+        }
+        Ok(registrations)
+    }
+
+    fn link(&self, objects: &[PathBuf]) -> Result<()> {
+        if !self.tools.runtime_lib.exists() {
+            bail!(
+                "the host runtime library is missing at {} (build the workspace with cargo build, \
+                 or set CUDA_FLUX_RUNTIME_LIB)",
+                self.tools.runtime_lib.display()
+            );
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command.arg("-Qunused-arguments");
+        command.args(objects);
+        command.args(&self.args.flags);
+        command.args(&self.args.link_flags);
+        command.arg(&self.tools.runtime_lib);
+        if let Some(dir) = &self.tools.cudart_dir {
+            command.arg(format!("-L{}", dir.display()));
+        }
+        command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
+        command.arg("-o").arg(
+            self.args
+                .output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("a.out")),
+        );
+        self.run(&mut command)
+    }
+}
