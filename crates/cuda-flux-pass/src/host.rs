@@ -121,8 +121,10 @@ pub fn instrument_host<'ctx>(
     module: &Module<'ctx>,
     kernels: &[KernelRegistration],
 ) -> Result<HostReport, PassError> {
-    let mut report = HostReport::default();
-    report.launches_rerouted = reroute(module, "cudaLaunchKernel", LAUNCH_KERNEL);
+    let mut report = HostReport {
+        launches_rerouted: reroute(module, "cudaLaunchKernel", LAUNCH_KERNEL),
+        ..HostReport::default()
+    };
     reroute(module, "cudaDeviceReset", DEVICE_RESET);
 
     let Some(ctor) = module.get_function("__cuda_module_ctor") else {

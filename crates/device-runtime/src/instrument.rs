@@ -65,7 +65,7 @@ pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
                     clone: None,
                     note: Some(error.to_string()),
                     params: original.map_or(0, |f| f.params().len()),
-                    blocks: original.map_or_else(Vec::new, |f| snapshot_blocks(f)),
+                    blocks: original.map_or_else(Vec::new, snapshot_blocks),
                 });
             }
         }

@@ -1,45 +1,45 @@
-//! `host-runtime`: linked into instrumented programs (as a static library). It will own the
-//! counter-buffer pool, launch records and JSON output. Today it holds the harvesting step:
-//! folding the banked counters of one launch into per-block totals.
+//! `host-runtime`: linked into instrumented programs as a static library (with `cudart_static`).
+//!
+//! The compiler's host pass makes the program call three C functions (module `exports`):
+//!
+//! * `__cuda_flux_register_kernel(original_stub, clone_stub, snapshot_json, len)`, once per
+//!   instrumented kernel and architecture, from the module's registration function;
+//! * `__cuda_flux_launch_kernel(...)` instead of `cudaLaunchKernel` for registered kernels: it
+//!   launches the instrumented clone with a counter buffer from a per-device pool and queues an
+//!   asynchronous read-back;
+//! * `__cuda_flux_device_reset()` instead of `cudaDeviceReset`: harvest and write the profile,
+//!   then reset.
+//!
+//! At exit, every pending read-back is harvested (banks folded into per-block counts, per-block
+//! counts into per-opcode counts) and the profile is written as JSON (schema `cuda-flux/1`, see
+//! `docs/output.md`). Without a usable GPU every launch is forwarded unchanged to
+//! `cudaLaunchKernel` and nothing is written.
+//!
+//! The logic lives in safe, tested modules; the CUDA calls sit behind a trait (`cuda::Cuda`)
+//! whose real implementation (`ffi`) is the only place that talks to `cudart`.
 
-/// Sums a launch's banked counter buffer (`[bank][block][threads, warps]`, as laid out by
-/// `device-runtime`) into per-block thread and warp counts.
-///
-/// Returns `None` when the buffer's length is not `banks * blocks * 2`.
-pub fn fold_banks(buffer: &[u64], banks: usize, blocks: usize) -> Option<(Vec<u64>, Vec<u64>)> {
-    if banks.checked_mul(blocks)?.checked_mul(2)? != buffer.len() {
-        return None;
-    }
-    let mut threads = vec![0u64; blocks];
-    let mut warps = vec![0u64; blocks];
-    if blocks == 0 {
-        return Some((threads, warps));
-    }
-    for bank in buffer.chunks_exact(blocks * 2) {
-        for (block, pair) in bank.chunks_exact(2).enumerate() {
-            threads[block] += pair[0];
-            warps[block] += pair[1];
-        }
-    }
-    Some((threads, warps))
-}
+pub mod config;
+pub mod counts;
+pub mod output;
+pub mod report;
+pub mod snapshot;
 
-#[cfg(test)]
-mod tests {
-    use super::fold_banks;
+mod args;
+mod cuda;
+mod runtime;
 
-    #[test]
-    fn folds_every_bank_into_its_block() {
-        // 2 banks x 3 blocks x (threads, warps)
-        let buffer = [1, 10, 2, 20, 3, 30, 4, 40, 5, 50, 6, 60];
-        let (threads, warps) = fold_banks(&buffer, 2, 3).unwrap();
-        assert_eq!(threads, [5, 7, 9]);
-        assert_eq!(warps, [50, 70, 90]);
-    }
+#[cfg(not(test))]
+mod exports;
+#[cfg(not(test))]
+mod ffi;
 
-    #[test]
-    fn rejects_a_buffer_of_the_wrong_size() {
-        assert_eq!(fold_banks(&[0; 10], 2, 3), None);
-        assert_eq!(fold_banks(&[], usize::MAX, 3), None);
-    }
+pub use counts::fold_banks;
+
+/// CUDA's `dim3`, passed by value as in `cudaLaunchKernel`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3 {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
 }

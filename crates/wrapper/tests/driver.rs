@@ -120,7 +120,49 @@ fn every_corpus_program_builds_instrumented() {
                 kernels.len()
             ));
         }
-        Ok(())
+        // Link the object through the driver, build the plain program, run both.
+        let program = root.join(format!("{stem}.instrumented"));
+        let output = driver()
+            .arg(&object)
+            .arg("-o")
+            .arg(&program)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !output.status.success() {
+            return Err(format!(
+                "{stem}: link failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let plain = root.join(format!("{stem}.plain"));
+        let output = Command::new("clang++-16")
+            .args([
+                "-x",
+                "cuda",
+                "-O2",
+                "--cuda-gpu-arch=sm_70",
+                "--cuda-gpu-arch=sm_90",
+            ])
+            .args(["--cuda-path=/usr/lib/cuda", "-Wno-unknown-cuda-version"])
+            .arg(source)
+            .arg("-o")
+            .arg(&plain)
+            .args([
+                "-L/usr/lib/x86_64-linux-gnu",
+                "-lcudart_static",
+                "-ldl",
+                "-lrt",
+                "-lpthread",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !output.status.success() {
+            return Err(format!(
+                "{stem}: plain build failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        same_behaviour(&stem, &plain, &program)
     });
     assert!(
         errors.is_empty(),
@@ -128,6 +170,54 @@ fn every_corpus_program_builds_instrumented() {
         errors.len(),
         errors.join("\n\n")
     );
+}
+
+/// Runs both programs in empty directories. Without a GPU the instrumented one must behave
+/// exactly like the plain one (output, status) and write nothing; with a GPU both must print the
+/// same result line, and the profile must be complete JSON.
+fn same_behaviour(stem: &str, plain: &Path, instrumented: &Path) -> Result<(), String> {
+    type Run = (String, Option<i32>, Vec<std::path::PathBuf>);
+    let run = |program: &Path| -> Result<Run, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let output = Command::new(program)
+            .current_dir(dir.path())
+            .env_remove("CUDA_FLUX_OUTPUT")
+            .output()
+            .map_err(|e| e.to_string())?;
+        let files = std::fs::read_dir(dir.path())
+            .map_err(|e| e.to_string())?
+            .map(|e| e.map(|e| e.path()).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        for file in &files {
+            let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| format!("{stem}: {} is not complete JSON: {e}", file.display()))?;
+        }
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        Ok((text, output.status.code(), files))
+    };
+    let (plain_text, plain_status, _) = run(plain)?;
+    let (text, status, files) = run(instrumented)?;
+    if plain_text.contains("result: PASS") {
+        // A GPU is present.
+        let result = |t: &str| {
+            t.lines()
+                .find(|l| l.starts_with("result:"))
+                .map(str::to_string)
+        };
+        if result(&plain_text) != result(&text) || files.len() != 1 {
+            return Err(format!(
+                "{stem}: with a GPU, results differ or no profile:\n{text}"
+            ));
+        }
+    } else if (plain_text.as_str(), plain_status) != (text.as_str(), status) || !files.is_empty() {
+        return Err(format!(
+            "{stem}: without a GPU the instrumented build must behave like the plain one\n\
+             plain ({plain_status:?}): {plain_text}\ninstrumented ({status:?}): {text}\nfiles: {files:?}"
+        ));
+    }
+    Ok(())
 }
 
 #[test]

@@ -22,6 +22,7 @@ use inkwell::OptimizationLevel;
 
 pub use args::{ArgsError, DriverArgs, InputKind, OptLevel};
 use cuda_flux_pass::host::KernelRegistration;
+use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
 
 /// A failed step whose own output already told the user why (e.g. a compile error in their
 /// code): exit with its status and add nothing.
@@ -532,28 +533,29 @@ impl Driver {
                         .trim_end_matches('a')
                         .parse()
                         .map_err(|_| anyhow!("bad architecture {}", build.arch))?;
-                    let blocks: Vec<serde_json::Value> = k
-                        .blocks
-                        .iter()
-                        .map(|b| {
-                            serde_json::json!({
-                                "function": b.function,
-                                "label": b.label,
-                                "instructions": b.instructions.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
+                    let snapshot = Snapshot {
+                        kernel: name.to_string(),
+                        demangled: demangled.clone(),
+                        source: source_name.to_string(),
+                        arch,
+                        instrumented: everywhere,
+                        reason: if everywhere { None } else { reason.clone() },
+                        params: k.params,
+                        blocks: k
+                            .blocks
+                            .iter()
+                            .map(|b| SnapshotBlock {
+                                function: b.function.clone(),
+                                label: b.label.clone(),
+                                instructions: b
+                                    .instructions
+                                    .iter()
+                                    .map(|o| o.to_string())
+                                    .collect(),
                             })
-                        })
-                        .collect();
-                    Ok(serde_json::json!({
-                        "kernel": name,
-                        "demangled": demangled,
-                        "source": source_name,
-                        "arch": arch,
-                        "instrumented": everywhere,
-                        "reason": if everywhere { None } else { reason.clone() },
-                        "params": k.params,
-                        "blocks": blocks,
-                    })
-                    .to_string())
+                            .collect(),
+                    };
+                    Ok(snapshot.to_json()?)
                 })
                 .collect::<Result<Vec<String>>>()?;
             registrations.push(KernelRegistration {

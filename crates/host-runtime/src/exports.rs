@@ -1,0 +1,136 @@
+//! The C ABI the compiler's host pass calls. Each entry point catches panics: profiling must
+//! never abort the program, and a launch must happen exactly once.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, OnceLock};
+
+use crate::config::Config;
+use crate::cuda::{Code, Cuda};
+use crate::ffi::RealCuda;
+use crate::runtime::Runtime;
+use crate::Dim3;
+
+extern "C" {
+    fn atexit(function: extern "C" fn()) -> c_int;
+}
+
+static RUNTIME: OnceLock<Runtime<RealCuda>> = OnceLock::new();
+static EARLY_EXIT_HOOK: Once = Once::new();
+static LATE_EXIT_HOOK: AtomicBool = AtomicBool::new(false);
+
+fn warn(line: &str) {
+    // Never panic on a closed stderr.
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The runtime, created (and the environment read) at first use.
+fn runtime() -> &'static Runtime<RealCuda> {
+    RUNTIME.get_or_init(|| {
+        let (config, messages) = Config::from_env();
+        for message in &messages {
+            warn(message);
+        }
+        Runtime::new(RealCuda, config, std::process::id(), Box::new(warn))
+    })
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if let Some(runtime) = RUNTIME.get() {
+            runtime.exit();
+        }
+    });
+}
+
+/// Registers one snapshot of a kernel. See the crate documentation.
+///
+/// # Safety
+///
+/// `snapshot_json` must be null or point to `snapshot_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_register_kernel(
+    original_stub: *const c_void,
+    clone_stub: *const c_void,
+    snapshot_json: *const u8,
+    snapshot_len: usize,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let json: &[u8] = if snapshot_json.is_null() {
+            &[]
+        } else {
+            // SAFETY: the caller passes the embedded snapshot and its length.
+            unsafe { std::slice::from_raw_parts(snapshot_json, snapshot_len) }
+        };
+        runtime().register(original_stub as usize, clone_stub as usize, json);
+        // Exit handlers run in reverse order of registration. This one, registered during
+        // static initialization, runs late: after the module destructor and after whatever
+        // the CUDA runtime registers when it initializes, when counters may no longer be
+        // readable. The hook registered at the first recorded launch (below) runs before
+        // those and does the work; this one then finds it done. It touches CUDA only if a
+        // launch found a GPU.
+        EARLY_EXIT_HOOK.call_once(|| {
+            // SAFETY: registering a plain function.
+            unsafe { atexit(at_exit) };
+        });
+    }));
+}
+
+/// `cudaLaunchKernel` for registered kernels. See the crate documentation.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_kernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_bytes: usize,
+    stream: *mut c_void,
+) -> Code {
+    let launched = Cell::new(None);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let runtime = runtime();
+        // SAFETY: the caller's arguments, as for cudaLaunchKernel.
+        let code =
+            unsafe { runtime.launch(func, grid, block, args, shared_bytes, stream, &launched) };
+        if runtime.recorded() > 0 && !LATE_EXIT_HOOK.swap(true, Ordering::Relaxed) {
+            // Registered after the CUDA runtime initialized (the launch did), so it runs
+            // before the CUDA runtime tears itself down at exit and can still read counters.
+            // SAFETY: registering a plain function.
+            unsafe { atexit(at_exit) };
+        }
+        code
+    }));
+    match (result, launched.get()) {
+        (Ok(code), _) => code,
+        (Err(_), Some(code)) => code,
+        // SAFETY: the caller's arguments, unchanged.
+        (Err(_), None) => unsafe {
+            RealCuda.launch(
+                func as usize,
+                grid,
+                block,
+                args,
+                shared_bytes,
+                stream as usize,
+            )
+        },
+    }
+}
+
+/// `cudaDeviceReset` for instrumented programs: harvest and write the profile, then reset.
+#[no_mangle]
+pub extern "C" fn __cuda_flux_device_reset() -> Code {
+    let _ = catch_unwind(|| {
+        if let Some(runtime) = RUNTIME.get() {
+            runtime.before_device_reset();
+        }
+    });
+    RealCuda.device_reset()
+}

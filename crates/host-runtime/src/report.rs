@@ -1,0 +1,126 @@
+//! The profile a run writes: schema `cuda-flux/1`, documented in `docs/output.md` and
+//! `docs/cuda-flux-1.schema.json`. Readers (the `cuda-flux` command) can deserialize it with the
+//! same types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Mode;
+use crate::snapshot::Block;
+
+/// The value of [`Report::schema`].
+pub const SCHEMA: &str = "cuda-flux/1";
+
+/// Per-opcode (or per-block) execution counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Executions by threads.
+    pub threads: u64,
+    /// Executions by warps (a warp executing an instruction with any number of active threads
+    /// counts once).
+    pub warps: u64,
+}
+
+impl Counts {
+    /// Adds `other` (saturating: counts are far from `u64::MAX` in practice).
+    pub fn add(&mut self, other: Counts) {
+        self.threads = self.threads.saturating_add(other.threads);
+        self.warps = self.warps.saturating_add(other.warps);
+    }
+}
+
+/// Counts per opcode, ordered by opcode.
+pub type OpcodeCounts = BTreeMap<String, Counts>;
+
+/// A whole profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The program's command line (`/proc/self/cmdline`).
+    pub program: Vec<String>,
+    /// Process id.
+    pub pid: u32,
+    /// The devices launches ran on.
+    pub devices: Vec<Device>,
+    /// One entry per registered kernel and architecture.
+    pub kernels: Vec<Kernel>,
+}
+
+/// A device launches ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// CUDA device ordinal.
+    pub ordinal: i32,
+    /// Device name (`cudaDeviceProp::name`).
+    pub name: String,
+    /// `major.minor`, e.g. `9.0`.
+    pub compute_capability: String,
+}
+
+/// A kernel as compiled for one architecture, with its launches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// Mangled name.
+    pub name: String,
+    /// Demangled name.
+    pub demangled: String,
+    /// Source file.
+    pub source: String,
+    /// Architecture of the code these blocks describe (70 for sm_70).
+    pub arch: u32,
+    /// Whether the compiler built an instrumented clone for this architecture.
+    pub instrumented: bool,
+    /// Why not, when `instrumented` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The counted blocks, in counter order.
+    pub blocks: Vec<Block>,
+    /// Launches that ran this architecture's code, in launch order per host thread.
+    pub launches: Vec<Launch>,
+    /// Sum of the launches' `instructions`.
+    pub totals: OpcodeCounts,
+}
+
+/// One kernel launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Grid dimensions (CTAs).
+    pub grid: [u32; 3],
+    /// Block dimensions (threads).
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes.
+    pub dynamic_shared_bytes: u64,
+    /// Stream handle value: 0 legacy default stream, 1 `cudaStreamLegacy`, 2
+    /// `cudaStreamPerThread`, otherwise the `cudaStream_t` pointer value.
+    pub stream: u64,
+    /// Device ordinal.
+    pub device: i32,
+    /// The counting mode of these counts.
+    pub mode: Mode,
+    /// The mode `CUDA_FLUX_MODE` asked for, when it differs from `mode` (not supported yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_mode: Option<Mode>,
+    /// Whether this launch ran the instrumented clone and its counters were read back.
+    pub instrumented: bool,
+    /// Why not, when `instrumented` is false (the original kernel ran, uncounted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Per block (same order as the kernel's `blocks`): how often it was entered. Present when
+    /// `instrumented`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_counts: Option<BlockCounts>,
+    /// Executed instructions per opcode (zero counts left out). Present when `instrumented`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<OpcodeCounts>,
+}
+
+/// Per-block entry counts of one launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockCounts {
+    /// Threads that entered each block.
+    pub threads: Vec<u64>,
+    /// Warps that entered each block.
+    pub warps: Vec<u64>,
+}

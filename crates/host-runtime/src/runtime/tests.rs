@@ -1,0 +1,896 @@
+//! The runtime on a simulated device: device and pinned memory are host memory, "kernels" are
+//! closures over their counter buffer, events complete at once (or never, on request).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::cuda::{DeviceInfo, FuncInfo};
+use crate::report::Counts;
+use crate::snapshot::Block;
+
+const ORIGINAL: usize = 0x1000;
+const CLONE: usize = 0x2000;
+const OTHER: usize = 0x3000;
+const NO_DEVICE: Code = 100;
+const OUT_OF_RESOURCES: Code = 701;
+const INVALID_DEVICE_FUNCTION: Code = 98;
+
+/// Per-block (threads, warps) the simulated clone adds per launch.
+const PER_BLOCK: [(u64, u64); 3] = [(64, 2), (512, 16), (60, 2)];
+
+#[derive(Default)]
+struct Fake {
+    devices: i32,
+    binary_version: i32,
+    max_threads: i32,
+    clone_attributes_fail: bool,
+    clone_launch_fails: bool,
+    capturing: bool,
+    events_never_ready: bool,
+    state: Mutex<FakeState>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    device: i32,
+    next: u64,
+    memory: HashMap<u64, Vec<u64>>,
+    host: HashMap<usize, Vec<u64>>,
+    events: HashSet<usize>,
+    /// (function, argument pointers) of every launch that ran.
+    launches: Vec<(usize, Vec<usize>)>,
+    /// (counter buffer, banks) each clone launch received.
+    clone_extras: Vec<(u64, u32)>,
+    mallocs: usize,
+    frees: usize,
+    syncs: usize,
+    resets: usize,
+    last_error: Code,
+    capture_mode: i32,
+    exchanges: usize,
+}
+
+impl Fake {
+    fn gpu(binary_version: i32) -> Self {
+        Fake {
+            devices: 1,
+            binary_version,
+            max_threads: 1024,
+            ..Fake::default()
+        }
+    }
+
+    fn st(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap()
+    }
+
+    fn fail(&self, code: Code) -> Code {
+        self.st().last_error = code;
+        code
+    }
+}
+
+impl Cuda for Fake {
+    fn device_count(&self) -> Result<i32, Code> {
+        if self.devices == 0 {
+            return Err(self.fail(NO_DEVICE));
+        }
+        Ok(self.devices)
+    }
+    fn get_device(&self) -> Result<i32, Code> {
+        Ok(self.st().device)
+    }
+    fn set_device(&self, device: i32) -> Result<(), Code> {
+        self.st().device = device;
+        Ok(())
+    }
+    fn device_info(&self, _device: i32) -> Result<DeviceInfo, Code> {
+        Ok(DeviceInfo {
+            name: "Simulated H200".into(),
+            major: self.binary_version / 10,
+            minor: self.binary_version % 10,
+        })
+    }
+    fn func_info(&self, func: usize) -> Result<FuncInfo, Code> {
+        if func == CLONE && self.clone_attributes_fail {
+            return Err(self.fail(INVALID_DEVICE_FUNCTION));
+        }
+        Ok(FuncInfo {
+            binary_version: self.binary_version,
+            max_threads_per_block: self.max_threads,
+        })
+    }
+    fn malloc(&self, bytes: usize) -> Result<u64, Code> {
+        let mut st = self.st();
+        assert_eq!(
+            st.capture_mode, CAPTURE_MODE_RELAXED,
+            "allocations run relaxed"
+        );
+        st.next += 0x10_0000;
+        let ptr = st.next;
+        st.memory.insert(ptr, vec![0xdead; bytes / 8]);
+        st.mallocs += 1;
+        Ok(ptr)
+    }
+    fn free(&self, ptr: u64) {
+        let mut st = self.st();
+        st.memory.remove(&ptr).unwrap();
+        st.frees += 1;
+    }
+    fn malloc_host(&self, bytes: usize) -> Result<usize, Code> {
+        let mut buffer = vec![0xbeef_u64; bytes / 8];
+        let ptr = buffer.as_mut_ptr() as usize;
+        self.st().host.insert(ptr, buffer);
+        Ok(ptr)
+    }
+    fn free_host(&self, ptr: usize) {
+        self.st().host.remove(&ptr).unwrap();
+    }
+    fn event_create(&self) -> Result<usize, Code> {
+        let mut st = self.st();
+        st.next += 1;
+        let event = st.next as usize;
+        st.events.insert(event);
+        Ok(event)
+    }
+    fn event_destroy(&self, event: usize) {
+        assert!(self.st().events.remove(&event));
+    }
+    fn event_record(&self, event: usize, _stream: usize) -> Result<(), Code> {
+        assert!(self.st().events.contains(&event));
+        Ok(())
+    }
+    fn event_query(&self, _event: usize) -> Result<bool, Code> {
+        Ok(!self.events_never_ready)
+    }
+    fn event_synchronize(&self, _event: usize) -> Result<(), Code> {
+        let mut st = self.st();
+        assert_eq!(st.capture_mode, CAPTURE_MODE_RELAXED, "waits run relaxed");
+        st.syncs += 1;
+        Ok(())
+    }
+    fn memset_async(&self, ptr: u64, bytes: usize, _stream: usize) -> Result<(), Code> {
+        let mut st = self.st();
+        let memory = st.memory.get_mut(&ptr).unwrap();
+        memory[..bytes / 8].fill(0);
+        Ok(())
+    }
+    fn memcpy_to_host_async(
+        &self,
+        host: usize,
+        device: u64,
+        bytes: usize,
+        _stream: usize,
+    ) -> Result<(), Code> {
+        let mut st = self.st();
+        let words: Vec<u64> = st.memory[&device][..bytes / 8].to_vec();
+        st.host.get_mut(&host).unwrap()[..bytes / 8].copy_from_slice(&words);
+        Ok(())
+    }
+    fn stream_is_capturing(&self, _stream: usize) -> Result<bool, Code> {
+        Ok(self.capturing)
+    }
+    unsafe fn launch(
+        &self,
+        func: usize,
+        _grid: Dim3,
+        _block: Dim3,
+        args: *mut *mut c_void,
+        _shared_bytes: usize,
+        _stream: usize,
+    ) -> Code {
+        if self.devices == 0 {
+            return self.fail(NO_DEVICE);
+        }
+        let params = 2;
+        if func == CLONE {
+            if self.clone_launch_fails {
+                return self.fail(OUT_OF_RESOURCES);
+            }
+            let all = unsafe { std::slice::from_raw_parts(args, params + 2) };
+            let counters = unsafe { *(all[params] as *const u64) };
+            let banks = unsafe { *(all[params + 1] as *const u32) };
+            let mut st = self.st();
+            st.launches
+                .push((func, all.iter().map(|&p| p as usize).collect()));
+            st.clone_extras.push((counters, banks));
+            // Spread each block's counts over two banks, as different CTAs would.
+            let memory = st.memory.get_mut(&counters).unwrap();
+            let blocks = PER_BLOCK.len();
+            let banks = banks as usize;
+            for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
+                let second = (b + 1) % banks;
+                memory[b * 2] += t / 2;
+                memory[b * 2 + 1] += w / 2;
+                memory[(second * blocks + b) * 2] += t - t / 2;
+                memory[(second * blocks + b) * 2 + 1] += w - w / 2;
+            }
+        } else {
+            let all = unsafe { std::slice::from_raw_parts(args, params) };
+            self.st()
+                .launches
+                .push((func, all.iter().map(|&p| p as usize).collect()));
+        }
+        SUCCESS
+    }
+    fn exchange_capture_mode(&self, mode: i32) -> Result<i32, Code> {
+        self.st().exchanges += 1;
+        if self.devices == 0 {
+            return Err(self.fail(NO_DEVICE));
+        }
+        Ok(std::mem::replace(&mut self.st().capture_mode, mode))
+    }
+    fn clear_error(&self) {
+        self.st().last_error = SUCCESS;
+    }
+    fn device_reset(&self) -> Code {
+        let mut st = self.st();
+        st.resets += 1;
+        st.memory.clear();
+        SUCCESS
+    }
+    fn error_name(&self, code: Code) -> String {
+        format!("cudaError{code} ({code})")
+    }
+}
+
+fn block(label: Option<&str>, instructions: &[&str]) -> Block {
+    Block {
+        function: "_Z4loopPfS_".into(),
+        label: label.map(str::to_owned),
+        instructions: instructions.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn snapshot(arch: u32) -> Snapshot {
+    Snapshot {
+        kernel: "_Z4loopPfS_".into(),
+        demangled: "loop(float*, float*)".into(),
+        source: "loop.cu".into(),
+        arch,
+        instrumented: true,
+        reason: None,
+        params: 2,
+        blocks: vec![
+            block(None, &["ld.param.u64", "setp.ge.s32", "bra.uni"]),
+            block(
+                Some("$L__BB0_1"),
+                &[
+                    "ld.global.f32",
+                    "fma.rn.f32",
+                    "st.global.f32",
+                    "setp.lt.s32",
+                    "bra.uni",
+                ],
+            ),
+            block(Some("$L__BB0_2"), &["ret"]),
+        ],
+    }
+}
+
+fn json(snapshot: &Snapshot) -> Vec<u8> {
+    snapshot.to_json().unwrap().into_bytes()
+}
+
+struct Setup {
+    runtime: Runtime<Fake>,
+    messages: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+    output: PathBuf,
+}
+
+fn setup(fake: Fake, vars: &[(&str, &str)]) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("profile.json");
+    let mut vars: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    vars.entry("CUDA_FLUX_OUTPUT".into())
+        .or_insert_with(|| output.to_str().unwrap().to_owned());
+    let (config, parse_messages) =
+        Config::parse(|n| vars.get(n).map(Into::into), 1, Some(dir.path()));
+    assert!(parse_messages.is_empty() || vars.contains_key("CUDA_FLUX_MODE"));
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let sink = messages.clone();
+    let runtime = Runtime::new(
+        fake,
+        config,
+        std::process::id(),
+        Box::new(move |line| sink.lock().unwrap().push(line.to_owned())),
+    );
+    Setup {
+        runtime,
+        messages,
+        _dir: dir,
+        output,
+    }
+}
+
+fn dim(x: u32, y: u32, z: u32) -> Dim3 {
+    Dim3 { x, y, z }
+}
+
+/// Launches `func` with two arguments; returns the code and the argument pointers.
+fn launch_on(
+    runtime: &Runtime<Fake>,
+    func: usize,
+    grid: Dim3,
+    block: Dim3,
+    stream: usize,
+) -> (Code, [usize; 2]) {
+    let (mut a, mut b) = (1.0f32, 2u64);
+    let mut args: [*mut c_void; 2] = [(&mut a as *mut f32).cast(), (&mut b as *mut u64).cast()];
+    let launched = Cell::new(None);
+    let code = unsafe {
+        runtime.launch(
+            func as *const c_void,
+            grid,
+            block,
+            args.as_mut_ptr(),
+            48,
+            stream as *mut c_void,
+            &launched,
+        )
+    };
+    assert_eq!(
+        launched.get(),
+        Some(code),
+        "the program's kernel was launched exactly when reported"
+    );
+    (code, [args[0] as usize, args[1] as usize])
+}
+
+fn launch(runtime: &Runtime<Fake>, func: usize) -> Code {
+    launch_on(runtime, func, dim(4, 1, 1), dim(64, 1, 1), 0).0
+}
+
+fn read_report(path: &Path) -> (Report, serde_json::Value) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    validate(&value);
+    (serde_json::from_value(value.clone()).unwrap(), value)
+}
+
+fn schema() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cuda-flux-1.schema.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn validate(value: &serde_json::Value) {
+    let validator = jsonschema::draft202012::new(&schema()).expect("the schema is valid");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "output does not match the schema: {errors:#?}"
+    );
+}
+
+fn messages(setup: &Setup) -> Vec<String> {
+    setup.messages.lock().unwrap().clone()
+}
+
+#[test]
+fn without_a_gpu_launches_are_forwarded_and_nothing_is_written() {
+    let s = setup(Fake::default(), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), NO_DEVICE);
+    assert_eq!(launch(&s.runtime, ORIGINAL), NO_DEVICE);
+    assert_eq!(launch(&s.runtime, OTHER), NO_DEVICE);
+    // The launch's error is what the program sees, as in the plain build.
+    assert_eq!(s.runtime.cuda.st().last_error, NO_DEVICE);
+    assert_eq!(s.runtime.cuda.st().mallocs, 0);
+    assert_eq!(
+        s.runtime.cuda.st().exchanges,
+        0,
+        "no CUDA call beyond the device count"
+    );
+    s.runtime.exit();
+    assert!(!s.output.exists());
+    assert_eq!(
+        std::fs::read_dir(s._dir.path()).unwrap().count(),
+        0,
+        "no stray files"
+    );
+    assert!(messages(&s).is_empty());
+}
+
+#[test]
+fn counts_launches_and_writes_a_valid_profile() {
+    let s = setup(Fake::gpu(90), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(90)));
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let (code, args) = launch_on(&s.runtime, ORIGINAL, dim(4, 2, 1), dim(32, 2, 1), 0x7f00);
+    assert_eq!(code, SUCCESS);
+    assert_eq!(
+        launch_on(&s.runtime, ORIGINAL, dim(1, 1, 1), dim(64, 1, 1), 0).0,
+        SUCCESS
+    );
+    {
+        let st = s.runtime.cuda.st();
+        assert_eq!(st.launches.len(), 2);
+        let (func, clone_args) = &st.launches[0];
+        assert_eq!(*func, CLONE);
+        assert_eq!(
+            &clone_args[..2],
+            &args,
+            "original arguments are passed through"
+        );
+        assert_eq!(st.clone_extras[0].1, 32, "default banks");
+    }
+    s.runtime.exit();
+    assert!(messages(&s).is_empty(), "{:?}", messages(&s));
+    assert_eq!(
+        s.runtime.cuda.st().capture_mode,
+        0,
+        "the thread's capture mode is restored"
+    );
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.schema, "cuda-flux/1");
+    assert_eq!(report.pid, std::process::id());
+    assert!(!report.program.is_empty());
+    assert_eq!(
+        report.devices,
+        [report::Device {
+            ordinal: 0,
+            name: "Simulated H200".into(),
+            compute_capability: "9.0".into()
+        }]
+    );
+    // One entry per architecture, ordered by architecture; sm_90's code ran.
+    // One entry: the architecture whose code ran (sm_90); the unused sm_70 variant is left out.
+    assert_eq!(report.kernels.len(), 1);
+    let k90 = &report.kernels[0];
+    assert_eq!(k90.arch, 90);
+    assert_eq!(k90.blocks.len(), 3);
+    assert_eq!(k90.launches.len(), 2);
+    let launch = &k90.launches[0];
+    assert_eq!(launch.grid, [4, 2, 1]);
+    assert_eq!(launch.block, [32, 2, 1]);
+    assert_eq!(launch.dynamic_shared_bytes, 48);
+    assert_eq!(launch.stream, 0x7f00);
+    assert_eq!(launch.device, 0);
+    assert_eq!(launch.mode, Mode::All);
+    assert_eq!(launch.requested_mode, None);
+    assert!(launch.instrumented);
+    let counts = launch.block_counts.as_ref().unwrap();
+    assert_eq!(counts.threads, [64, 512, 60]);
+    assert_eq!(counts.warps, [2, 16, 2]);
+    let c = |threads, warps| Counts { threads, warps };
+    let instructions = launch.instructions.as_ref().unwrap();
+    assert_eq!(instructions["ld.param.u64"], c(64, 2));
+    assert_eq!(instructions["bra.uni"], c(64 + 512, 2 + 16));
+    assert_eq!(instructions["fma.rn.f32"], c(512, 16));
+    assert_eq!(instructions["ret"], c(60, 2));
+    assert_eq!(instructions.len(), 8);
+    assert_eq!(k90.totals["bra.uni"], c(2 * 576, 2 * 18));
+    assert_eq!(k90.totals["ret"], c(120, 4));
+}
+
+#[test]
+fn the_snapshot_follows_the_code_that_runs() {
+    // sm_86 runs sm_80-compatible code: the highest snapshot not above it (sm_70 here).
+    let s = setup(Fake::gpu(86), &[]);
+    for arch in [70, 90] {
+        s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(arch)));
+    }
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels.len(), 1, "only the variant that ran");
+    assert_eq!(report.kernels[0].arch, 70);
+    assert_eq!(report.kernels[0].launches.len(), 1);
+
+    // Code older than every snapshot: the original runs, uncounted, with the reason.
+    let s = setup(Fake::gpu(60), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().launches[0].0, ORIGINAL);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launch = &report.kernels[0].launches[0];
+    assert!(!launch.instrumented);
+    assert_eq!(
+        launch.reason.as_deref(),
+        Some("no snapshot for code of sm_60 (snapshots: sm_70)")
+    );
+}
+
+#[test]
+fn a_failing_clone_launch_runs_the_original_and_hides_the_error() {
+    let s = setup(
+        Fake {
+            clone_launch_fails: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    {
+        let st = s.runtime.cuda.st();
+        assert_eq!(st.last_error, SUCCESS, "the clone's error was cleared");
+        assert_eq!(st.launches.len(), 1);
+        assert_eq!(st.launches[0].0, ORIGINAL);
+    }
+    // The counter buffer went back to the pool and is reused.
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().mallocs, 1);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launch = &report.kernels[0].launches[0];
+    assert!(!launch.instrumented);
+    assert!(launch.block_counts.is_none() && launch.instructions.is_none());
+    assert!(launch.reason.as_ref().unwrap().contains("cudaError701"));
+    assert!(report.kernels[0].totals.is_empty());
+}
+
+#[test]
+fn a_clone_that_cannot_run_on_the_device_falls_back_to_the_original() {
+    let s = setup(
+        Fake {
+            clone_attributes_fail: true,
+            ..Fake::gpu(90)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(90)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().last_error, SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert_eq!(launches.len(), 2);
+    assert!(launches[1]
+        .reason
+        .as_ref()
+        .unwrap()
+        .contains("cudaFuncGetAttributes"));
+}
+
+#[test]
+fn uninstrumented_kernels_run_unchanged_and_say_why() {
+    let s = setup(Fake::gpu(70), &[]);
+    let mut uninstrumented = snapshot(70);
+    uninstrumented.instrumented = false;
+    uninstrumented.reason = Some("uses an unsupported instruction".into());
+    s.runtime.register(ORIGINAL, 0, &json(&uninstrumented));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let kernel = &report.kernels[0];
+    assert!(!kernel.instrumented);
+    assert_eq!(
+        kernel.reason.as_deref(),
+        Some("uses an unsupported instruction")
+    );
+    assert_eq!(
+        kernel.launches[0].reason.as_deref(),
+        Some("uses an unsupported instruction")
+    );
+}
+
+#[test]
+fn launches_that_the_clone_cannot_take_run_the_original() {
+    let s = setup(
+        Fake {
+            max_threads: 256,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(
+        launch_on(&s.runtime, ORIGINAL, dim(1, 1, 1), dim(32, 16, 1), 0).0,
+        SUCCESS
+    );
+    let s2 = setup(
+        Fake {
+            capturing: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s2.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s2.runtime, ORIGINAL), SUCCESS);
+    for (s, expected) in [(&s, "512 threads"), (&s2, "CUDA graph")] {
+        s.runtime.exit();
+        let (report, _) = read_report(&s.output);
+        let reason = report.kernels[0].launches[0].reason.clone().unwrap();
+        assert!(reason.contains(expected), "{reason}");
+        assert_eq!(s.runtime.cuda.st().launches[0].0, ORIGINAL);
+    }
+}
+
+#[test]
+fn filtered_kernels_are_forwarded_and_left_out() {
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_KERNELS", "reduce")]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().launches[0].0, ORIGINAL);
+    assert_eq!(s.runtime.cuda.st().mallocs, 0);
+    s.runtime.exit();
+    assert!(!s.output.exists(), "no profiled launch: nothing to write");
+    assert_eq!(
+        messages(&s),
+        ["cuda-flux: CUDA_FLUX_KERNELS='reduce' matched none of the program's 1 kernels"]
+    );
+
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_KERNELS", "loop(")]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let mut other = snapshot(70);
+    other.kernel = "_Z6reducePf".into();
+    other.demangled = "reduce(float*)".into();
+    s.runtime.register(OTHER, 0, &json(&other));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(launch(&s.runtime, OTHER), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels.len(), 1);
+    assert_eq!(report.kernels[0].name, "_Z4loopPfS_");
+}
+
+#[test]
+fn the_pool_reuses_finished_buffers() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    for _ in 0..200 {
+        assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    }
+    assert_eq!(
+        s.runtime.cuda.st().mallocs,
+        1,
+        "steady state allocates nothing"
+    );
+    assert_eq!(s.runtime.cuda.st().syncs, 0, "nothing waited on");
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert_eq!(launches.len(), 200);
+    assert!(launches.iter().all(|l| l.instrumented));
+    assert_eq!(report.kernels[0].totals["ret"].threads, 200 * 60);
+}
+
+#[test]
+fn a_full_pool_waits_for_the_oldest_launch() {
+    let s = setup(
+        Fake {
+            events_never_ready: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let launches = MAX_POOL_SLOTS + 10;
+    for _ in 0..launches {
+        assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    }
+    assert_eq!(s.runtime.cuda.st().mallocs, MAX_POOL_SLOTS);
+    assert_eq!(s.runtime.cuda.st().syncs, 10);
+    s.runtime.exit();
+    assert_eq!(s.runtime.cuda.st().syncs, launches);
+    let (report, _) = read_report(&s.output);
+    let recorded = &report.kernels[0].launches;
+    assert_eq!(recorded.len(), launches);
+    assert!(recorded
+        .iter()
+        .all(|l| l.block_counts.as_ref().unwrap().threads == [64, 512, 60]));
+}
+
+#[test]
+fn banks_come_from_the_environment() {
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_BANKS", "3")]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().clone_extras[0].1, 3);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let counts = report.kernels[0].launches[0].block_counts.clone().unwrap();
+    assert_eq!(counts.threads, [64, 512, 60]);
+}
+
+#[test]
+fn device_reset_writes_the_profile_and_frees_the_pool() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.device_reset(), SUCCESS);
+    {
+        let st = s.runtime.cuda.st();
+        assert_eq!((st.resets, st.frees, st.syncs), (1, 1, 1));
+        assert!(st.host.is_empty() && st.events.is_empty());
+    }
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels[0].launches.len(), 1);
+    assert!(report.kernels[0].launches[0].instrumented);
+
+    // The program goes on: a fresh pool, and the exit profile has everything.
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().mallocs, 2);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels[0].launches.len(), 2);
+    assert_eq!(report.kernels[0].totals["ret"].threads, 120);
+    // A second exit (both exit hooks run) changes nothing.
+    let before = std::fs::read(&s.output).unwrap();
+    s.runtime.exit();
+    assert_eq!(std::fs::read(&s.output).unwrap(), before);
+}
+
+#[test]
+fn device_reset_without_launches_writes_nothing() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(s.runtime.device_reset(), SUCCESS);
+    assert!(!s.output.exists());
+    let s = setup(Fake::default(), &[]);
+    assert_eq!(s.runtime.device_reset(), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().resets, 1);
+}
+
+#[test]
+fn threads_launch_concurrently() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let runtime = &s.runtime;
+            scope.spawn(move || {
+                for _ in 0..50 {
+                    let (code, _) = launch_on(runtime, ORIGINAL, dim(1, 1, 1), dim(32, 1, 1), t);
+                    assert_eq!(code, SUCCESS);
+                }
+            });
+        }
+    });
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert_eq!(launches.len(), 200);
+    for stream in 0..4 {
+        assert_eq!(launches.iter().filter(|l| l.stream == stream).count(), 50);
+    }
+    assert_eq!(report.kernels[0].totals["ret"].threads, 200 * 60);
+}
+
+#[test]
+fn unsupported_modes_are_recorded_as_requested() {
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_MODE", "warp")]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, value) = read_report(&s.output);
+    assert_eq!(report.kernels[0].launches[0].mode, Mode::All);
+    assert_eq!(
+        report.kernels[0].launches[0].requested_mode,
+        Some(Mode::Warp)
+    );
+    assert_eq!(value["kernels"][0]["launches"][0]["requested_mode"], "warp");
+}
+
+#[test]
+fn an_unwritable_output_is_one_message_naming_the_path() {
+    let s = setup(
+        Fake::gpu(70),
+        &[("CUDA_FLUX_OUTPUT", "/nonexistent-dir/p.json")],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let messages = messages(&s);
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0]
+        .starts_with("cuda-flux: cannot write the profile to '/nonexistent-dir/p.json': "));
+}
+
+#[test]
+fn registrations_merge_per_architecture() {
+    let s = setup(Fake::gpu(90), &[]);
+    // The clone stub may come with any of the registrations.
+    s.runtime.register(ORIGINAL, 0, &json(&snapshot(70)));
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(90)));
+    // The same registration again (a module registered twice) is ignored silently.
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(90)));
+    assert!(messages(&s).is_empty());
+    // A different snapshot for an architecture already known: the first stays.
+    let mut changed = snapshot(90);
+    changed.blocks.pop();
+    s.runtime.register(ORIGINAL, CLONE, &json(&changed));
+    // A different clone stub: the first stays.
+    s.runtime.register(ORIGINAL, 0x9999, &json(&snapshot(90)));
+    // Broken input never registers anything.
+    s.runtime.register(OTHER, 0, b"{not json");
+    s.runtime.register(0, CLONE, &json(&snapshot(70)));
+    let messages = messages(&s);
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    assert!(messages[0].contains("two different snapshots for sm_90"));
+    assert!(messages[1].contains("two different clones"));
+    assert!(messages[2].contains("invalid snapshot JSON"));
+    assert!(messages[3].contains("without a kernel stub"));
+
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(launch(&s.runtime, OTHER), SUCCESS);
+    {
+        let st = s.runtime.cuda.st();
+        assert_eq!(st.launches[0].0, CLONE);
+        assert_eq!(st.launches[1].0, OTHER, "unregistered: forwarded");
+    }
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels.len(), 1, "only the variant that ran");
+    assert_eq!(report.kernels[0].arch, 90);
+    assert_eq!(report.kernels[0].blocks.len(), 3);
+    assert_eq!(report.kernels[0].launches.len(), 1);
+}
+
+#[test]
+fn a_registration_after_launches_refreshes_the_choice() {
+    let s = setup(Fake::gpu(90), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(90)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert_eq!(report.kernels[0].launches.len(), 1);
+    assert_eq!(report.kernels[1].launches.len(), 1);
+}
+
+#[test]
+fn the_documented_example_matches_the_schema_and_the_types() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/output.md"))
+            .unwrap();
+    let start = doc
+        .find("```json\n")
+        .expect("docs/output.md has a JSON example")
+        + 8;
+    let end = start + doc[start..].find("```").unwrap();
+    let value: serde_json::Value = serde_json::from_str(&doc[start..end]).unwrap();
+    validate(&value);
+    let report: Report = serde_json::from_value(value).unwrap();
+    assert_eq!(report.schema, "cuda-flux/1");
+    // The example's totals and per-launch instructions are consistent with its block counts.
+    for kernel in &report.kernels {
+        let table = OpcodeTable::new(&kernel.blocks);
+        let mut totals = OpcodeCounts::new();
+        for launch in &kernel.launches {
+            if let Some(counts) = &launch.block_counts {
+                let computed = table.count(&counts.threads, &counts.warps);
+                assert_eq!(Some(&computed), launch.instructions.as_ref());
+                add_opcode_counts(&mut totals, &computed);
+            }
+        }
+        assert_eq!(totals, kernel.totals);
+    }
+}
+
+#[test]
+fn the_schema_rejects_malformed_profiles() {
+    let validator = jsonschema::draft202012::new(&schema()).unwrap();
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (_, good) = read_report(&s.output);
+    let broken = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut value = good.clone();
+        f(&mut value);
+        assert!(!validator.is_valid(&value), "accepted: {value}");
+    };
+    broken(&|v| v["schema"] = "cuda-flux/2".into());
+    broken(&|v| v["kernels"][0]["launches"][0]["grid"] = serde_json::json!([1, 1]));
+    broken(&|v| v["kernels"][0]["launches"][0]["mode"] = "some".into());
+    broken(&|v| {
+        v["kernels"][0]["launches"][0]["instrumented"] = false.into();
+    });
+    broken(&|v| v["kernels"][0]["totals"]["ret"]["threads"] = (-1).into());
+    broken(&|v| v["kernels"][0]["instrumented"] = false.into());
+    broken(&|v| v["devices"][0]["extra"] = 1.into());
+}
