@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job: set up the machine, build cuda-flux, compile the bundled example (corpus/saxpy.cu)
-# and show what cuda-flux sees in it. Profiling a run needs the instrumenting compiler and a GPU;
-# this script says so plainly when either is missing.
+# The main job: set up the machine, build cuda-flux, build the bundled example (corpus/saxpy.cu)
+# instrumented with cuda-flux-clang, and profile it. With no GPU present it shows the example's
+# static instruction summary instead, and says that running (and so profiling) needs a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,31 +10,24 @@ echo "demo: building cuda-flux (release)"
 cargo build --release --quiet --workspace
 
 out=target/example
+rm -rf "$out"
 mkdir -p "$out"
-for arch in sm_70 sm_90; do
-    echo "demo: compiling corpus/saxpy.cu to PTX for $arch with clang-16"
-    clang-16 -x cuda --cuda-device-only -S -O2 --cuda-gpu-arch="$arch" \
-        --cuda-path=/usr/lib/cuda -Wno-unknown-cuda-version \
-        -o "$out/saxpy.$arch.ptx" corpus/saxpy.cu
-done
-echo "demo: building the plain program with clang++-16 (cudart linked statically)"
-clang++-16 -x cuda -O2 --cuda-gpu-arch=sm_70 --cuda-gpu-arch=sm_90 --cuda-path=/usr/lib/cuda \
-    -Wno-unknown-cuda-version corpus/saxpy.cu -o "$out/saxpy" \
-    -L/usr/lib/x86_64-linux-gnu -lcudart_static -ldl -lrt -lpthread
+echo "demo: building corpus/saxpy.cu instrumented for sm_70 and sm_90 (intermediates: $out/build)"
+target/release/cuda-flux-clang -O2 --cuda-gpu-arch=sm_70 --cuda-gpu-arch=sm_90 \
+    --cuda-flux-keep="$out/build" corpus/saxpy.cu -o "$out/saxpy"
 
 echo
-echo "== Static instruction summary of the bundled example (PTX for sm_90) =="
-target/release/cuda-flux summary --blocks "$out/saxpy.sm_90.ptx"
-echo
-echo "Full model as JSON: target/release/cuda-flux ptx $out/saxpy.sm_90.ptx"
+echo "== Static instruction summary of the bundled example (its PTX for sm_90) =="
+target/release/cuda-flux summary --blocks "$out/build/0-saxpy.sm_90.ptx"
 echo
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    echo "== A GPU is present: running the plain example =="
-    "$out/saxpy" || true
+    echo "== A GPU is present: running the instrumented example =="
+    CUDA_FLUX_OUTPUT="$out/profile.json" "$out/saxpy"
     echo
-    echo "Dynamic instruction counts need the instrumenting compiler (cuda-flux-clang++), which is"
-    echo "not built yet: the counts above are static (per block, not per execution)."
+    echo "Profile (exact dynamic instruction counts per kernel, launch and block): $out/profile.json"
 else
     echo "No GPU on this machine: running the example, and so profiling it, needs a GPU."
-    echo "The counts above are static (instructions per block), read from the PTX."
+    echo "The counts above are static (instructions per block, read from the PTX). The"
+    echo "instrumented program is built ($out/saxpy); run it on a GPU machine to get"
+    echo "cuda-flux-<pid>.json with exact per-block, per-launch counts."
 fi

@@ -15,7 +15,10 @@ use ptx_lexer::{
     Statement, StatementKind,
 };
 
-use crate::{block_update, counter_params, declare_registers, entry_prologue, CounterRegisters};
+use crate::{
+    block_update, counter_params, declare_registers, entry_prologue, function_prologue,
+    CounterRegisters,
+};
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
 /// its instructions' full opcodes.
@@ -177,13 +180,7 @@ fn instrument_kernel_in(
         let regs = declare_registers(function)?;
         count_blocks(function, &regs, offset)?;
         redirect_calls(function, &regs, &clones)?;
-        let load_base = vec![Statement::instruction(Instruction::simple(
-            "ld.param.u64",
-            vec![
-                Operand::reg(format!("{}0", regs.b64)),
-                Operand::Address(vec![Operand::sym(base_param)]),
-            ],
-        ))];
+        let load_base = function_prologue(&regs, &base_param);
         insert_prologue(function, load_base)?;
         declarations.push(function.declaration());
     }

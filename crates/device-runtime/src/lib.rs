@@ -6,6 +6,12 @@
 //! `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. The updates
 //! use `red` (no result) and predication instead of branches, so they add no basic blocks and
 //! no labels to the code they instrument.
+//!
+//! The kernel's `banks` parameter carries the bank count in its low 24 bits and the counting
+//! mode in its top byte: 0 counts every thread, 1 only the first CTA (linear id 0), 2 only the
+//! first warp (linear thread id < 32) of that CTA. Threads that are not counted get a null base
+//! address, and every function derives its "counted" predicate from the base, so device
+//! functions need no extra parameter for the mode.
 
 mod instrument;
 
@@ -16,14 +22,25 @@ use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Stat
 /// Bytes of one block's counters in one bank: a `u64` thread count and a `u64` warp count.
 pub const COUNTER_PAIR_BYTES: u64 = 16;
 
+/// Mode codes in the top byte of the `banks` parameter.
+pub const MODE_ALL: u32 = 0;
+pub const MODE_CTA: u32 = 1;
+pub const MODE_WARP: u32 = 2;
+
+const B32_REGISTERS: u32 = 5;
+const B64_REGISTERS: u32 = 3;
+const PRED_REGISTERS: u32 = 3;
+
 /// Registers the counter code uses, declared once per instrumented function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRegisters {
-    /// `.b32` scratch registers: `{b32}0`..`{b32}3`.
+    /// `.b32` scratch registers: `{b32}0`..`{b32}4`.
     pub b32: String,
-    /// `.b64` registers: `{b64}0` is the bank's base address, `{b64}1`..`{b64}2` scratch.
+    /// `.b64` registers: `{b64}0` is the bank's base address (null when this thread is not
+    /// counted), `{b64}1`..`{b64}2` scratch.
     pub b64: String,
-    /// `.pred` register `{pred}0`: "this lane is the first active lane".
+    /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted"
+    /// (live through the function), `{pred}2` scratch.
     pub pred: String,
 }
 
@@ -33,6 +50,9 @@ impl CounterRegisters {
     }
     fn r64(&self, i: u32) -> Operand {
         Operand::reg(format!("{}{i}", self.b64))
+    }
+    fn p(&self, i: u32) -> Operand {
+        Operand::reg(format!("{}{i}", self.pred))
     }
     fn leader(&self) -> String {
         format!("{}0", self.pred)
@@ -53,15 +73,17 @@ pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, Re
             b64: format!("%__cf{suffix}rd"),
             pred: format!("%__cf{suffix}p"),
         };
-        let free = [(&regs.b32, 4), (&regs.b64, 3), (&regs.pred, 1)]
-            .iter()
-            .all(|(prefix, n)| {
-                (0..*n).all(|i| !function.declares_register(&format!("{prefix}{i}")))
-            });
+        let free = [
+            (&regs.b32, B32_REGISTERS),
+            (&regs.b64, B64_REGISTERS),
+            (&regs.pred, PRED_REGISTERS),
+        ]
+        .iter()
+        .all(|(prefix, n)| (0..*n).all(|i| !function.declares_register(&format!("{prefix}{i}"))));
         if free {
-            function.declare_registers(".b32", &regs.b32, 4)?;
-            function.declare_registers(".b64", &regs.b64, 3)?;
-            function.declare_registers(".pred", &regs.pred, 1)?;
+            function.declare_registers(".b32", &regs.b32, B32_REGISTERS)?;
+            function.declare_registers(".b64", &regs.b64, B64_REGISTERS)?;
+            function.declare_registers(".pred", &regs.pred, PRED_REGISTERS)?;
             return Ok(regs);
         }
     }
@@ -72,35 +94,72 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
     Statement::instruction(Instruction::simple(opcode, operands))
 }
 
-/// Computes the bank's base address into `{b64}0`, from the kernel parameters `counters`
-/// (`.u64`, a global pointer) and `banks` (`.u32`, at least 1), for a kernel with `blocks`
-/// counted blocks. Runs once, at the top of the kernel.
+/// Computes the bank's base address into `{b64}0` and the "counted" predicate `{pred}1`, from
+/// the kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count,
+/// at least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted
+/// blocks. Runs once, at the top of the kernel. Threads the mode does not count get a null base.
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
     banks_param: &str,
     blocks: u64,
 ) -> Vec<Statement> {
-    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
-    let addr = |p: &str| Operand::Address(vec![Operand::sym(p)]);
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let addr = |name: &str| Operand::Address(vec![Operand::sym(name)]);
+    let special = |name: &str| Operand::reg(name);
     vec![
         ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
-        // linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
-        ins("mov.u32", vec![r(0), Operand::reg("%ctaid.z")]),
-        ins("mov.u32", vec![r(1), Operand::reg("%nctaid.y")]),
-        ins("mov.u32", vec![r(2), Operand::reg("%ctaid.y")]),
+        // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
+        ins("mov.u32", vec![r(0), special("%ctaid.z")]),
+        ins("mov.u32", vec![r(1), special("%nctaid.y")]),
+        ins("mov.u32", vec![r(2), special("%ctaid.y")]),
         ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
-        ins("mov.u32", vec![r(1), Operand::reg("%nctaid.x")]),
-        ins("mov.u32", vec![r(2), Operand::reg("%ctaid.x")]),
+        ins("mov.u32", vec![r(1), special("%nctaid.x")]),
+        ins("mov.u32", vec![r(2), special("%ctaid.x")]),
         ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
+        // Bank base: counters + (r0 % banks) * blocks * 16.
         ins("ld.param.u32", vec![r(1), addr(banks_param)]),
-        ins("rem.u32", vec![r(0), r(0), r(1)]),
+        ins("and.b32", vec![r(2), r(1), Operand::int(0x00FF_FFFF)]),
+        ins("rem.u32", vec![r(2), r(0), r(2)]),
         ins(
             "mul.wide.u32",
-            vec![rd(1), r(0), Operand::int(blocks * COUNTER_PAIR_BYTES)],
+            vec![rd(1), r(2), Operand::int(blocks * COUNTER_PAIR_BYTES)],
         ),
         ins("add.s64", vec![rd(0), rd(0), rd(1)]),
+        // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
+        ins("shr.u32", vec![r(1), r(1), Operand::int(24)]),
+        ins("mov.u32", vec![r(2), special("%tid.z")]),
+        ins("mov.u32", vec![r(3), special("%ntid.y")]),
+        ins("mov.u32", vec![r(4), special("%tid.y")]),
+        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
+        ins("mov.u32", vec![r(3), special("%ntid.x")]),
+        ins("mov.u32", vec![r(4), special("%tid.x")]),
+        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
+        // counted = mode == all || (CTA 0 && (mode == cta || first warp))
+        ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
+        ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_CTA)]),
+        ins("or.pred", vec![p(2), p(2), p(1)]),
+        ins("setp.eq.u32", vec![p(1), r(0), Operand::int(0)]),
+        ins("and.pred", vec![p(2), p(2), p(1)]),
+        ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_ALL)]),
+        ins("or.pred", vec![p(1), p(1), p(2)]),
+        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(1)]),
+    ]
+}
+
+/// The prologue of a device-function copy: its counter base comes in parameter `base_param`
+/// (null when the calling thread is not counted), and so does the "counted" predicate.
+pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<Statement> {
+    vec![
+        ins(
+            "ld.param.u64",
+            vec![
+                regs.r64(0),
+                Operand::Address(vec![Operand::sym(base_param)]),
+            ],
+        ),
+        ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
     ]
 }
 
@@ -134,6 +193,10 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
         ins(
             "setp.eq.u32",
             vec![Operand::reg(&leader), r(1), Operand::int(0)],
+        ),
+        ins(
+            "and.pred",
+            vec![Operand::reg(&leader), Operand::reg(&leader), regs.p(1)],
         ),
         ins("cvt.u64.u32", vec![rd(2), r(2)]),
         guarded("red.global.add.u64", vec![counter(threads_offset), rd(2)]),
@@ -175,8 +238,10 @@ mod tests {
             })
             .collect();
         // Block 3's pair starts at 3 * 16 bytes: threads there, warps 8 bytes on.
-        assert_eq!(text[6], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
-        assert_eq!(text[7], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        assert_eq!(text[7], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
+        assert_eq!(text[8], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        // ...and only where this thread is counted (the mode).
+        assert_eq!(text[5], "and.pred %p0, %p0, %p1;");
         // Only the first active lane (no lower active lane) updates.
         assert_eq!(text[2], "mov.u32 %r1, %lanemask_lt;");
         assert_eq!(text[4], "setp.eq.u32 %p0, %r1, 0;");

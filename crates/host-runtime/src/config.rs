@@ -19,13 +19,22 @@ pub const MAX_BANKS: u32 = 4096;
 pub enum Mode {
     /// Every CTA of every launch is counted.
     All,
-    /// Sampling by CTA (not implemented by the device code yet).
+    /// Only the first CTA (linear CTA id 0) of each launch is counted.
     Cta,
-    /// Sampling by warp (not implemented by the device code yet).
+    /// Only the first warp (linear thread id < 32) of the first CTA of each launch is counted.
     Warp,
 }
 
 impl Mode {
+    /// The mode's code in the top byte of the clone's `banks` parameter (see `device-runtime`).
+    pub fn device_code(self) -> u32 {
+        match self {
+            Mode::All => 0,
+            Mode::Cta => 1,
+            Mode::Warp => 2,
+        }
+    }
+
     /// The name as written in the environment and in the output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,8 +50,8 @@ impl Mode {
 pub struct Config {
     /// Where the profile goes (absolute when the working directory was known).
     pub output: PathBuf,
-    /// The mode the user asked for; counting always uses [`Config::mode`].
-    pub requested_mode: Mode,
+    /// Which threads are counted (`CUDA_FLUX_MODE`).
+    pub mode: Mode,
     /// Counter banks per launch, 1..=[`MAX_BANKS`].
     pub banks: u32,
     /// Substrings of the kernels to profile; `None` profiles every kernel.
@@ -97,20 +106,12 @@ impl Config {
             }
         };
 
-        let requested_mode = match get("CUDA_FLUX_MODE") {
+        let mode = match get("CUDA_FLUX_MODE") {
             None => Mode::All,
             Some(value) => match value.to_str() {
                 Some("all") => Mode::All,
-                Some(name @ ("cta" | "warp")) => {
-                    messages.push(format!(
-                        "cuda-flux: CUDA_FLUX_MODE='{name}' is not supported yet; counting every CTA (mode 'all')"
-                    ));
-                    if name == "cta" {
-                        Mode::Cta
-                    } else {
-                        Mode::Warp
-                    }
-                }
+                Some("cta") => Mode::Cta,
+                Some("warp") => Mode::Warp,
                 _ => {
                     messages.push(format!(
                         "cuda-flux: CUDA_FLUX_MODE='{}' is not one of all, cta, warp; using all",
@@ -160,16 +161,16 @@ impl Config {
 
         let config = Config {
             output,
-            requested_mode,
+            mode,
             banks,
             kernels,
         };
         (config, messages)
     }
 
-    /// The mode counting actually uses: always [`Mode::All`] today.
+    /// The mode counting uses.
     pub fn mode(&self) -> Mode {
-        Mode::All
+        self.mode
     }
 
     /// Whether a kernel with these names is profiled (`CUDA_FLUX_KERNELS`: any of the substrings
@@ -202,7 +203,7 @@ mod tests {
         let (config, messages) = parse(&[]);
         assert!(messages.is_empty());
         assert_eq!(config.output, Path::new("/work/dir/cuda-flux-42.json"));
-        assert_eq!(config.requested_mode, Mode::All);
+        assert_eq!(config.mode, Mode::All);
         assert_eq!(config.mode(), Mode::All);
         assert_eq!(config.banks, DEFAULT_BANKS);
         assert_eq!(config.kernels, None);
@@ -317,17 +318,11 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_modes_are_kept_as_requested_with_one_note() {
-        for (value, mode) in [("cta", Mode::Cta), ("warp", Mode::Warp)] {
+    fn every_mode_is_accepted_without_a_message() {
+        for (value, mode) in [("all", Mode::All), ("cta", Mode::Cta), ("warp", Mode::Warp)] {
             let (config, messages) = parse(&[("CUDA_FLUX_MODE", value)]);
-            assert_eq!(
-                messages,
-                [format!(
-                    "cuda-flux: CUDA_FLUX_MODE='{value}' is not supported yet; counting every CTA (mode 'all')"
-                )]
-            );
-            assert_eq!(config.requested_mode, mode);
-            assert_eq!(config.mode(), Mode::All);
+            assert!(messages.is_empty(), "{messages:?}");
+            assert_eq!(config.mode(), mode);
         }
     }
 

@@ -99,9 +99,6 @@ pub struct Launch {
     pub device: i32,
     /// The counting mode of these counts.
     pub mode: Mode,
-    /// The mode `CUDA_FLUX_MODE` asked for, when it differs from `mode` (not supported yet).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_mode: Option<Mode>,
     /// Whether this launch ran the instrumented clone and its counters were read back.
     pub instrumented: bool,
     /// Why not, when `instrumented` is false (the original kernel ran, uncounted).

@@ -469,7 +469,8 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        let mut banks: u32 = self.config.banks;
+        // The bank count, with the counting mode in the top byte (banks are at most 4096).
+        let mut banks: u32 = self.config.banks | (self.config.mode().device_code() << 24);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks as *mut u32).cast(),
@@ -999,8 +1000,6 @@ impl<C: Cuda> Runtime<C> {
     }
 
     fn report(&self, state: &State) -> Report {
-        let requested = (self.config.requested_mode != self.config.mode())
-            .then_some(self.config.requested_mode);
         let mut used = BTreeSet::new();
         let mut kernels = Vec::new();
         for kernel in state.kernels.iter().filter(|k| k.profiled) {
@@ -1020,7 +1019,6 @@ impl<C: Cuda> Runtime<C> {
                     &variant.snapshot,
                     &variant.launches,
                     self.config.mode(),
-                    requested,
                 ));
             }
         }
@@ -1049,12 +1047,7 @@ impl<C: Cuda> Runtime<C> {
 }
 
 /// One kernel entry of the profile: `snapshot`'s description and its launches' counts.
-fn kernel_report(
-    snapshot: &Snapshot,
-    launches: &[LaunchRecord],
-    mode: Mode,
-    requested_mode: Option<Mode>,
-) -> report::Kernel {
+fn kernel_report(snapshot: &Snapshot, launches: &[LaunchRecord], mode: Mode) -> report::Kernel {
     let table = OpcodeTable::new(&snapshot.blocks);
     let mut totals = OpcodeCounts::new();
     let launches = launches
@@ -1084,7 +1077,6 @@ fn kernel_report(
                 stream: l.stream as u64,
                 device: l.device,
                 mode,
-                requested_mode,
                 instrumented: block_counts.is_some(),
                 reason,
                 block_counts,

@@ -199,7 +199,8 @@ impl Cuda for Fake {
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
             let blocks = PER_BLOCK.len();
-            let banks = banks as usize;
+            // The low 24 bits are the bank count; the top byte is the mode.
+            let banks = (banks & 0xFF_FFFF) as usize;
             for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
                 let second = (b + 1) % banks;
                 memory[b * 2] += t / 2;
@@ -456,7 +457,6 @@ fn counts_launches_and_writes_a_valid_profile() {
     assert_eq!(launch.stream, 0x7f00);
     assert_eq!(launch.device, 0);
     assert_eq!(launch.mode, Mode::All);
-    assert_eq!(launch.requested_mode, None);
     assert!(launch.instrumented);
     let counts = launch.block_counts.as_ref().unwrap();
     assert_eq!(counts.threads, [64, 512, 60]);
@@ -760,18 +760,20 @@ fn threads_launch_concurrently() {
 }
 
 #[test]
-fn unsupported_modes_are_recorded_as_requested() {
+fn the_mode_reaches_the_clone_and_the_record() {
     let s = setup(Fake::gpu(70), &[("CUDA_FLUX_MODE", "warp")]);
     s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
     assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    {
+        let st = s.runtime.cuda.st();
+        // Top byte: the mode's device code (warp = 2); low bits: the bank count.
+        assert_eq!(st.clone_extras[0].1 >> 24, 2);
+        assert_eq!(st.clone_extras[0].1 & 0xFF_FFFF, 32);
+    }
     s.runtime.exit();
     let (report, value) = read_report(&s.output);
-    assert_eq!(report.kernels[0].launches[0].mode, Mode::All);
-    assert_eq!(
-        report.kernels[0].launches[0].requested_mode,
-        Some(Mode::Warp)
-    );
-    assert_eq!(value["kernels"][0]["launches"][0]["requested_mode"], "warp");
+    assert_eq!(report.kernels[0].launches[0].mode, Mode::Warp);
+    assert_eq!(value["kernels"][0]["launches"][0]["mode"], "warp");
 }
 
 #[test]
