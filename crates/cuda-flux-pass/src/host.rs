@@ -3,8 +3,10 @@
 //! route every `cudaLaunchKernel` (and `cudaDeviceReset`) through the host runtime.
 //!
 //! Clang registers kernels in `__cuda_module_ctor`: `__cudaRegisterFatBinary` gives the module
-//! handle, one `__cudaRegisterFunction(handle, stub, name, name, -1, ...)` per kernel, then
-//! `__cudaRegisterFatBinaryEnd(handle)`. The pass adds its registrations before the end call.
+//! handle, `__cuda_register_globals(handle)` makes one `__cudaRegisterFunction(handle, stub,
+//! name, name, -1, ...)` per kernel, then `__cudaRegisterFatBinaryEnd(handle)`. The pass adds its
+//! registrations at the end of `__cuda_register_globals`, or, where optimisation inlined it,
+//! before the end call in the constructor.
 //! The stub is the kernel's handle on the host; launches pass it to `cudaLaunchKernel`, also
 //! when the launch is written in another translation unit (it calls the stub, which is here).
 
@@ -131,30 +133,43 @@ pub fn instrument_host<'ctx>(
         report.missing = kernels.iter().map(|k| k.kernel.clone()).collect();
         return Ok(report);
     };
-    let handle = calls_to(ctor, "__cudaRegisterFatBinary")
-        .first()
-        .and_then(|c| c.try_as_basic_value().left())
-        .ok_or_else(|| pass_error("__cuda_module_ctor does not register a fat binary"))?;
-    let registrations = calls_to(ctor, "__cudaRegisterFunction");
     let register_function = module
         .get_function("__cudaRegisterFunction")
         .ok_or_else(|| pass_error("no __cudaRegisterFunction declaration"))?;
-
     let builder = context.create_builder();
-    let end = calls_to(ctor, "__cudaRegisterFatBinaryEnd");
-    match end.first().and_then(|c| instruction_of(*c)) {
-        Some(instruction) => builder.position_before(&instruction),
-        None => {
-            let last = registrations
-                .last()
-                .and_then(|c| instruction_of(*c))
-                .ok_or_else(|| pass_error("no kernel registrations in __cuda_module_ctor"))?;
-            match last.get_next_instruction() {
-                Some(next) => builder.position_before(&next),
-                None => return Err(pass_error("malformed __cuda_module_ctor")),
-            }
+    // Without optimisation clang keeps the registrations in `__cuda_register_globals(handle)`,
+    // called from the constructor; optimised, that function is inlined into the constructor.
+    let (registrations, handle) = match module.get_function("__cuda_register_globals") {
+        Some(globals) => {
+            let handle = globals
+                .get_first_param()
+                .ok_or_else(|| pass_error("__cuda_register_globals takes no handle"))?;
+            let exit = globals
+                .get_last_basic_block()
+                .and_then(|b| b.get_terminator())
+                .ok_or_else(|| pass_error("malformed __cuda_register_globals"))?;
+            builder.position_before(&exit);
+            (calls_to(globals, "__cudaRegisterFunction"), handle)
         }
-    }
+        None => {
+            let handle = calls_to(ctor, "__cudaRegisterFatBinary")
+                .first()
+                .and_then(|c| c.try_as_basic_value().left())
+                .ok_or_else(|| pass_error("__cuda_module_ctor does not register a fat binary"))?;
+            let registrations = calls_to(ctor, "__cudaRegisterFunction");
+            let end = calls_to(ctor, "__cudaRegisterFatBinaryEnd");
+            let at = match end.first().and_then(|c| instruction_of(*c)) {
+                Some(instruction) => instruction,
+                None => registrations
+                    .last()
+                    .and_then(|c| instruction_of(*c))
+                    .and_then(|i| i.get_next_instruction())
+                    .ok_or_else(|| pass_error("no kernel registrations in __cuda_module_ctor"))?,
+            };
+            builder.position_before(&at);
+            (registrations, handle)
+        }
+    };
 
     let ptr_type = context.ptr_type(AddressSpace::default());
     let i64_type = context.i64_type();

@@ -254,3 +254,157 @@ fn compile_errors_in_user_code_pass_through_with_their_status() {
     );
     assert!(!stderr.contains("panicked"));
 }
+
+#[test]
+fn a_kernel_that_cannot_be_instrumented_still_builds_and_is_reported() {
+    // The clone of `k` would be named `k__cf`, which the program already uses: `k` keeps its
+    // original code, the build warns once, and the snapshot says why.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("clash.cu");
+    std::fs::write(
+        &source,
+        "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 1; }\n\
+         extern \"C\" __global__ void k__cf(int *p) { p[threadIdx.x] = 2; }\n\
+         int main() { int *p = nullptr; k<<<1, 1>>>(p); k__cf<<<1, 1>>>(p); return 0; }\n",
+    )
+    .unwrap();
+    let keep = dir.path().join("keep");
+    let output = driver()
+        .arg(format!("--cuda-flux-keep={}", keep.display()))
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.path().join("clash"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("'k'") && warnings[0].contains("not instrumented"),
+        "{stderr}"
+    );
+    let host = std::fs::read_to_string(keep.join("0-clash.host.instrumented.ll")).unwrap();
+    assert!(
+        host.contains(r#"\22kernel\22:\22k\22"#) && host.contains(r#"\22instrumented\22:false"#)
+    );
+    assert!(
+        host.contains("already exists"),
+        "the reason travels with the snapshot"
+    );
+    assert!(dir.path().join("clash").exists());
+}
+
+#[test]
+fn several_inputs_of_every_kind_build_in_one_call() {
+    // A kernel defined in one .cu file and launched from another, plus a C++ file and an object.
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let kernels = write(
+        "kernels.cu",
+        "__global__ void fill(int *p, int v) { p[threadIdx.x] = v; }\n",
+    );
+    let main = write(
+        "main.cu",
+        "#include <cstdio>\n__global__ void fill(int *p, int v);\nint helper();\nint lib();\n\
+         int main() { int *p; if (cudaMalloc(&p, 64) != cudaSuccess) { std::puts(\"no device\"); \
+         return 3; } fill<<<1, 16>>>(p, helper() + lib()); return cudaDeviceSynchronize() == cudaSuccess ? 0 : 4; }\n",
+    );
+    let helper = write("helper.cpp", "int helper() { return 41; }\n");
+    let lib_source = write("lib.cpp", "int lib() { return 1; }\n");
+    let lib_object = dir.path().join("lib.o");
+    let status = Command::new("clang++-16")
+        .arg("-c")
+        .arg(&lib_source)
+        .arg("-o")
+        .arg(&lib_object)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let program = dir.path().join("prog");
+    let output = driver()
+        .current_dir(dir.path())
+        .args(["-O1", "--cuda-gpu-arch=sm_90"])
+        .arg(&main)
+        .arg(&kernels)
+        .arg(&helper)
+        .arg(&lib_object)
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // -c with several inputs writes one object per input in the current directory.
+    let output = driver()
+        .current_dir(dir.path())
+        .arg("-c")
+        .arg(&main)
+        .arg(&kernels)
+        .arg(&helper)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for object in ["main.o", "kernels.o", "helper.o"] {
+        assert!(dir.path().join(object).exists(), "{object}");
+    }
+    // Without a GPU the program fails as its own code says; with one it runs.
+    let run = Command::new(&program)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        (run.status.code() == Some(3) && stdout.contains("no device")) || run.status.success(),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn debug_builds_without_optimisation_are_instrumented_too() {
+    // -O0 -g: registrations stay in __cuda_register_globals, ptxas gets -g, the PTX has .loc
+    // and debug sections.
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("keep");
+    let program = dir.path().join("calls");
+    let output = driver()
+        .args(["-O0", "-g", "--cuda-gpu-arch=sm_90"])
+        .arg(format!("--cuda-flux-keep={}", keep.display()))
+        .arg(support::repo_root().join("corpus/device_calls.cu"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .all(|l| l.contains("indirect calls")),
+        "{stderr}"
+    );
+    let host = std::fs::read_to_string(keep.join("0-device_calls.host.instrumented.ll")).unwrap();
+    let kernels = host
+        .matches("call void @__cuda_flux_register_kernel(")
+        .count();
+    assert_eq!(kernels, 1, "one kernel, one architecture");
+    assert!(!host.contains(r#"\22instrumented\22:false"#));
+    let sass = Command::new("cuobjdump")
+        .arg("-sass")
+        .arg(&program)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&sass.stdout).contains("__cf\n"));
+}
