@@ -49,6 +49,11 @@
         CHECK(cudaDeviceSynchronize());                                          \
     } while (0)
 
+// A translation unit that defines CORPUS_WITNESS_HOST_ONLY gets only CHECK,
+// CHECK_LAUNCH and report_result: no counters (so that, without -fgpu-rdc, only
+// one TU of a multi-TU program defines them; see multi_tu/).
+#ifndef CORPUS_WITNESS_HOST_ONLY
+
 __device__ unsigned witness_threads;
 __device__ unsigned long long witness_warps;
 
@@ -92,6 +97,8 @@ static inline void witness_report() {
     CHECK(cudaMemcpyFromSymbol(&w, witness_warps, sizeof(w)));
     std::printf("witness: threads=%u warps=%llu\n", t, w);
 }
+
+#endif // CORPUS_WITNESS_HOST_ONLY
 
 // Print the verdict; returns the process exit status.
 static inline int report_result(long failures, const char* what) {
