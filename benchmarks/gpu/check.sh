@@ -22,8 +22,11 @@ python3 - "$results" <<'PY'
 import json, subprocess, sys
 d = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{d}/checks.jsonl")]
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip()
+try:
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError:
+    gpu = "no GPU (nvidia-smi not found)"
 json.dump({"device": gpu, "commit": open("COMMIT").read().strip(), "programs": rows},
           open(f"{d}/results.json", "w"), indent=1)
 ok = sum(r["ok"] for r in rows)
