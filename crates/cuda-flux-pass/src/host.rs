@@ -1,6 +1,7 @@
 //! The host pass: on clang's host IR of a CUDA translation unit, register each kernel's counting
 //! clone with the CUDA runtime next to the original, hand the runtime each kernel's snapshot, and
-//! route every `cudaLaunchKernel` (and `cudaDeviceReset`) through the host runtime.
+//! route every `cudaLaunchKernel` (also its per-thread-stream and cooperative forms, see
+//! [`LAUNCH_ROUTES`]) and `cudaDeviceReset` through the host runtime.
 //!
 //! Clang registers kernels in `__cuda_module_ctor`: `__cudaRegisterFatBinary` gives the module
 //! handle, `__cuda_register_globals(handle)` makes one `__cudaRegisterFunction(handle, stub,
@@ -20,6 +21,23 @@ use crate::PassError;
 
 /// The runtime's launch entry point: same signature as `cudaLaunchKernel`.
 pub const LAUNCH_KERNEL: &str = "__cuda_flux_launch_kernel";
+/// The runtime's replacement of `cudaLaunchKernel_ptsz` (per-thread default stream).
+pub const LAUNCH_KERNEL_PTSZ: &str = "__cuda_flux_launch_kernel_ptsz";
+/// The runtime's replacement of `cudaLaunchCooperativeKernel`.
+pub const LAUNCH_COOPERATIVE_KERNEL: &str = "__cuda_flux_launch_cooperative_kernel";
+/// The runtime's replacement of `cudaLaunchCooperativeKernel_ptsz`.
+pub const LAUNCH_COOPERATIVE_KERNEL_PTSZ: &str = "__cuda_flux_launch_cooperative_kernel_ptsz";
+/// The CUDA launch calls the pass routes to the runtime, and their replacements (all with
+/// `cudaLaunchKernel`'s signature). `cudaLaunchKernelExC` is not routed.
+pub const LAUNCH_ROUTES: [(&str, &str); 4] = [
+    ("cudaLaunchKernel", LAUNCH_KERNEL),
+    ("cudaLaunchKernel_ptsz", LAUNCH_KERNEL_PTSZ),
+    ("cudaLaunchCooperativeKernel", LAUNCH_COOPERATIVE_KERNEL),
+    (
+        "cudaLaunchCooperativeKernel_ptsz",
+        LAUNCH_COOPERATIVE_KERNEL_PTSZ,
+    ),
+];
 /// The runtime's replacement of `cudaDeviceReset` (writes the profile first).
 pub const DEVICE_RESET: &str = "__cuda_flux_device_reset";
 /// The runtime's registration entry point for one kernel and one architecture.
@@ -124,7 +142,10 @@ pub fn instrument_host<'ctx>(
     kernels: &[KernelRegistration],
 ) -> Result<HostReport, PassError> {
     let mut report = HostReport {
-        launches_rerouted: reroute(module, "cudaLaunchKernel", LAUNCH_KERNEL),
+        launches_rerouted: LAUNCH_ROUTES
+            .iter()
+            .map(|(from, to)| reroute(module, from, to))
+            .sum(),
         ..HostReport::default()
     };
     reroute(module, "cudaDeviceReset", DEVICE_RESET);

@@ -11,6 +11,36 @@ pub(crate) type Code = i32;
 pub(crate) const SUCCESS: Code = 0;
 /// `cudaStreamCaptureModeRelaxed`.
 pub(crate) const CAPTURE_MODE_RELAXED: i32 = 2;
+/// `cudaStreamPerThread`: the calling thread's per-thread default stream.
+pub(crate) const STREAM_PER_THREAD: usize = 2;
+
+/// Which CUDA call a launch came through; the clone is launched, and an uninstrumented launch
+/// forwarded, through the same one. All four take `cudaLaunchKernel`'s arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaunchKind {
+    /// `cudaLaunchKernel`.
+    Plain,
+    /// `cudaLaunchKernel_ptsz`: stream 0 is the per-thread default stream.
+    PerThread,
+    /// `cudaLaunchCooperativeKernel`.
+    Cooperative,
+    /// `cudaLaunchCooperativeKernel_ptsz`.
+    CooperativePerThread,
+}
+
+impl LaunchKind {
+    /// The stream the launch runs on, as a handle any API call understands: the program's
+    /// stream value, except that 0 in a per-thread launch is `cudaStreamPerThread`. The
+    /// runtime's own work for the launch (clearing, read-back, event) goes there.
+    pub(crate) fn stream(self, stream: usize) -> usize {
+        match self {
+            LaunchKind::PerThread | LaunchKind::CooperativePerThread if stream == 0 => {
+                STREAM_PER_THREAD
+            }
+            _ => stream,
+        }
+    }
+}
 
 /// What the runtime needs from `cudaFuncGetAttributes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,13 +86,15 @@ pub(crate) trait Cuda: Send + Sync {
         stream: usize,
     ) -> Result<(), Code>;
     fn stream_is_capturing(&self, stream: usize) -> Result<bool, Code>;
-    /// `cudaLaunchKernel`.
+    /// `cudaLaunchKernel`, or the launch call `kind` names (same arguments).
     ///
     /// # Safety
     ///
     /// As `cudaLaunchKernel`: `args` must hold the kernel's arguments.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn launch(
         &self,
+        kind: LaunchKind,
         func: usize,
         grid: Dim3,
         block: Dim3,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::config::Config;
-use crate::cuda::{Code, Cuda};
+use crate::cuda::{Code, Cuda, LaunchKind};
 use crate::ffi::RealCuda;
 use crate::runtime::Runtime;
 use crate::Dim3;
@@ -79,13 +79,15 @@ pub unsafe extern "C" fn __cuda_flux_register_kernel(
     }));
 }
 
-/// `cudaLaunchKernel` for registered kernels. See the crate documentation.
+/// The four launch entry points: a launch the program made through the call `kind` names.
+/// The clone is launched (or the launch forwarded) through that same call; should the runtime
+/// panic before the program's kernel was launched, it is launched unchanged.
 ///
 /// # Safety
 ///
 /// As `cudaLaunchKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn __cuda_flux_launch_kernel(
+unsafe fn launch(
+    kind: LaunchKind,
     func: *const c_void,
     grid: Dim3,
     block: Dim3,
@@ -97,8 +99,18 @@ pub unsafe extern "C" fn __cuda_flux_launch_kernel(
     let result = catch_unwind(AssertUnwindSafe(|| {
         let runtime = runtime();
         // SAFETY: the caller's arguments, as for cudaLaunchKernel.
-        let code =
-            unsafe { runtime.launch(func, grid, block, args, shared_bytes, stream, &launched) };
+        let code = unsafe {
+            runtime.launch(
+                kind,
+                func,
+                grid,
+                block,
+                args,
+                shared_bytes,
+                stream,
+                &launched,
+            )
+        };
         if runtime.recorded() > 0 && !LATE_EXIT_HOOK.swap(true, Ordering::Relaxed) {
             // Registered after the CUDA runtime initialized (the launch did), so it runs
             // before the CUDA runtime tears itself down at exit and can still read counters.
@@ -113,6 +125,7 @@ pub unsafe extern "C" fn __cuda_flux_launch_kernel(
         // SAFETY: the caller's arguments, unchanged.
         (Err(_), None) => unsafe {
             RealCuda.launch(
+                kind,
                 func as usize,
                 grid,
                 block,
@@ -121,6 +134,118 @@ pub unsafe extern "C" fn __cuda_flux_launch_kernel(
                 stream as usize,
             )
         },
+    }
+}
+
+/// `cudaLaunchKernel` for registered kernels. See the crate documentation.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_kernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_bytes: usize,
+    stream: *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe {
+        launch(
+            LaunchKind::Plain,
+            func,
+            grid,
+            block,
+            args,
+            shared_bytes,
+            stream,
+        )
+    }
+}
+
+/// `cudaLaunchKernel_ptsz` (per-thread default stream) for registered kernels.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_kernel_ptsz(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_bytes: usize,
+    stream: *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe {
+        launch(
+            LaunchKind::PerThread,
+            func,
+            grid,
+            block,
+            args,
+            shared_bytes,
+            stream,
+        )
+    }
+}
+
+/// `cudaLaunchCooperativeKernel` for registered kernels.
+///
+/// # Safety
+///
+/// As `cudaLaunchCooperativeKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_cooperative_kernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_bytes: usize,
+    stream: *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe {
+        launch(
+            LaunchKind::Cooperative,
+            func,
+            grid,
+            block,
+            args,
+            shared_bytes,
+            stream,
+        )
+    }
+}
+
+/// `cudaLaunchCooperativeKernel_ptsz` (per-thread default stream) for registered kernels.
+///
+/// # Safety
+///
+/// As `cudaLaunchCooperativeKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_cooperative_kernel_ptsz(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_bytes: usize,
+    stream: *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe {
+        launch(
+            LaunchKind::CooperativePerThread,
+            func,
+            grid,
+            block,
+            args,
+            shared_bytes,
+            stream,
+        )
     }
 }
 

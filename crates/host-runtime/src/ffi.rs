@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
-use crate::cuda::{Code, Cuda, DeviceInfo, FuncInfo, SUCCESS};
+use crate::cuda::{Code, Cuda, DeviceInfo, FuncInfo, LaunchKind, SUCCESS};
 use crate::Dim3;
 
 const CUDA_ERROR_NOT_READY: Code = 600;
@@ -66,6 +66,30 @@ extern "C" {
         shared_mem: usize,
         stream: *mut c_void,
     ) -> Code;
+    fn cudaLaunchKernel_ptsz(
+        func: *const c_void,
+        grid: Dim3,
+        block: Dim3,
+        args: *mut *mut c_void,
+        shared_mem: usize,
+        stream: *mut c_void,
+    ) -> Code;
+    fn cudaLaunchCooperativeKernel(
+        func: *const c_void,
+        grid: Dim3,
+        block: Dim3,
+        args: *mut *mut c_void,
+        shared_mem: usize,
+        stream: *mut c_void,
+    ) -> Code;
+    fn cudaLaunchCooperativeKernel_ptsz(
+        func: *const c_void,
+        grid: Dim3,
+        block: Dim3,
+        args: *mut *mut c_void,
+        shared_mem: usize,
+        stream: *mut c_void,
+    ) -> Code;
     fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) -> Code;
     fn cudaGetLastError() -> Code;
     fn cudaDeviceReset() -> Code;
@@ -79,6 +103,10 @@ fn check(code: Code) -> Result<(), Code> {
         Err(code)
     }
 }
+
+/// `cudaLaunchKernel` and the launch calls with its signature.
+type LaunchFn =
+    unsafe extern "C" fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, *mut c_void) -> Code;
 
 /// The CUDA runtime of the program.
 pub(crate) struct RealCuda;
@@ -209,6 +237,7 @@ impl Cuda for RealCuda {
 
     unsafe fn launch(
         &self,
+        kind: LaunchKind,
         func: usize,
         grid: Dim3,
         block: Dim3,
@@ -216,9 +245,15 @@ impl Cuda for RealCuda {
         shared_bytes: usize,
         stream: usize,
     ) -> Code {
-        // SAFETY: forwarded from the caller's contract.
+        let call: LaunchFn = match kind {
+            LaunchKind::Plain => cudaLaunchKernel,
+            LaunchKind::PerThread => cudaLaunchKernel_ptsz,
+            LaunchKind::Cooperative => cudaLaunchCooperativeKernel,
+            LaunchKind::CooperativePerThread => cudaLaunchCooperativeKernel_ptsz,
+        };
+        // SAFETY: forwarded from the caller's contract; all four take the same arguments.
         unsafe {
-            cudaLaunchKernel(
+            call(
                 func as *const c_void,
                 grid,
                 block,

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::args::extend_args;
 use crate::config::{Config, Mode};
 use crate::counts::{add_opcode_counts, fold_banks, OpcodeTable};
-use crate::cuda::{Code, Cuda, CAPTURE_MODE_RELAXED, SUCCESS};
+use crate::cuda::{Code, Cuda, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
 use crate::output::{program_arguments, write_atomically};
 use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot};
@@ -154,8 +154,9 @@ struct ClonePlan {
     slot: Slot,
 }
 
-/// The program's launch, as passed to `cudaLaunchKernel`.
+/// The program's launch, as passed to `cudaLaunchKernel` (or the call `kind` names).
 struct CloneLaunch {
+    kind: LaunchKind,
     grid: Dim3,
     block: Dim3,
     args: *mut *mut c_void,
@@ -258,9 +259,11 @@ impl<C: Cuda> Runtime<C> {
         state.selections.retain(|&(k, _), _| k != index);
     }
 
-    /// `__cuda_flux_launch_kernel`. `launched` receives the result of the launch that ran the
-    /// program's kernel (original or clone) as soon as it happened, so that a caller recovering
-    /// from a panic knows not to launch again.
+    /// `__cuda_flux_launch_kernel` and its siblings: a launch the program made through the
+    /// call `kind` names; the clone is launched, or the launch forwarded, through the same call.
+    /// `launched` receives the result of the launch that ran the program's kernel (original or
+    /// clone) as soon as it happened, so that a caller recovering from a panic knows not to
+    /// launch again.
     ///
     /// # Safety
     ///
@@ -268,6 +271,7 @@ impl<C: Cuda> Runtime<C> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn launch(
         &self,
+        kind: LaunchKind,
         func: *const c_void,
         grid: Dim3,
         block: Dim3,
@@ -281,12 +285,12 @@ impl<C: Cuda> Runtime<C> {
             // SAFETY: the program's own launch, unchanged.
             let code = unsafe {
                 self.cuda
-                    .launch(func, grid, block, args, shared_bytes, stream)
+                    .launch(kind, func, grid, block, args, shared_bytes, stream)
             };
             launched.set(Some(code));
             code
         };
-        match self.plan(func, block, stream) {
+        match self.plan(func, block, kind.stream(stream)) {
             Plan::Forward => original(),
             Plan::Original {
                 kernel,
@@ -319,6 +323,7 @@ impl<C: Cuda> Runtime<C> {
                     outcome,
                 };
                 let clone_launch = CloneLaunch {
+                    kind,
                     grid,
                     block,
                     args,
@@ -341,7 +346,8 @@ impl<C: Cuda> Runtime<C> {
         }
     }
 
-    /// Decides how to run a launch of `func`; for the clone, also takes a counter buffer.
+    /// Decides how to run a launch of `func` on `stream` (a handle any API call understands:
+    /// [`LaunchKind::stream`]); for the clone, also takes a counter buffer.
     fn plan(&self, func: usize, block: Dim3, stream: usize) -> Plan {
         let mut state = self.lock();
         let Some(&kernel) = state.by_stub.get(&func) else {
@@ -446,12 +452,16 @@ impl<C: Cuda> Runtime<C> {
         launched: &Cell<Option<Code>>,
     ) -> Result<(), String> {
         let CloneLaunch {
+            kind,
             grid,
             block,
             args,
             shared_bytes,
             stream,
         } = launch;
+        // The runtime's own work goes on the stream the clone runs on; the clone itself gets
+        // the program's stream value with the program's launch call.
+        let queue = kind.stream(stream);
         let ClonePlan {
             kernel,
             variant,
@@ -479,7 +489,7 @@ impl<C: Cuda> Runtime<C> {
         let Some(mut clone_args) = (unsafe { extend_args(args, params, extra) }) else {
             return give_back(slot, "the launch passed no kernel arguments".to_owned());
         };
-        if let Err(code) = self.cuda.memset_async(slot.device_ptr, bytes, stream) {
+        if let Err(code) = self.cuda.memset_async(slot.device_ptr, bytes, queue) {
             return give_back(
                 slot,
                 format!("clearing the counter buffer failed: {}", self.name(code)),
@@ -488,6 +498,7 @@ impl<C: Cuda> Runtime<C> {
         // SAFETY: the clone takes the original's parameters plus the two counter parameters.
         let code = unsafe {
             self.cuda.launch(
+                kind,
                 clone,
                 grid,
                 block,
@@ -504,7 +515,7 @@ impl<C: Cuda> Runtime<C> {
             self.cuda.clear_error();
             // The clearing is queued on the stream: the buffer is free once the stream gets
             // past it, not before (another stream could be counting into it by then).
-            let recorded = self.cuda.event_record(slot.event, stream);
+            let recorded = self.cuda.event_record(slot.event, queue);
             let mut state = self.lock();
             match recorded {
                 Ok(()) => self.queue(&mut state, device, slot, None, None),
@@ -519,7 +530,7 @@ impl<C: Cuda> Runtime<C> {
         let failure =
             match self
                 .cuda
-                .memcpy_to_host_async(slot.host_ptr, slot.device_ptr, bytes, stream)
+                .memcpy_to_host_async(slot.host_ptr, slot.device_ptr, bytes, queue)
             {
                 Ok(()) => None,
                 Err(code) => {
@@ -530,7 +541,7 @@ impl<C: Cuda> Runtime<C> {
                     ))
                 }
             };
-        let recorded = self.cuda.event_record(slot.event, stream);
+        let recorded = self.cuda.event_record(slot.event, queue);
         let mut state = self.lock();
         let record = LaunchRecord {
             grid,

@@ -6,9 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const EXPORTS: [&str; 3] = [
+const EXPORTS: [&str; 6] = [
     "__cuda_flux_register_kernel",
     "__cuda_flux_launch_kernel",
+    "__cuda_flux_launch_kernel_ptsz",
+    "__cuda_flux_launch_cooperative_kernel",
+    "__cuda_flux_launch_cooperative_kernel_ptsz",
     "__cuda_flux_device_reset",
 ];
 
@@ -63,7 +66,19 @@ void __cuda_flux_register_kernel(const void *original_stub, const void *clone_st
                                  const char *snapshot_json, size_t snapshot_len);
 int __cuda_flux_launch_kernel(const void *func, dim3 grid, dim3 block, void **args,
                               size_t shared_bytes, void *stream);
+int __cuda_flux_launch_kernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                   size_t shared_bytes, void *stream);
+int __cuda_flux_launch_cooperative_kernel(const void *func, dim3 grid, dim3 block, void **args,
+                                          size_t shared_bytes, void *stream);
+int __cuda_flux_launch_cooperative_kernel_ptsz(const void *func, dim3 grid, dim3 block,
+                                               void **args, size_t shared_bytes, void *stream);
 int __cuda_flux_device_reset(void);
+// cudart's per-thread-stream launch calls (declared by its headers only in per-thread builds).
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                  size_t shared_bytes, cudaStream_t stream);
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 grid, dim3 block,
+                                             void **args, size_t shared_bytes,
+                                             cudaStream_t stream);
 }
 
 // Host stubs stand-ins: only their addresses matter.
@@ -99,10 +114,24 @@ int main() {
     int plain = cudaLaunchKernel((const void *)original_stub, grid, block, args, 16, nullptr);
     int plain_last = cudaGetLastError();
     int unregistered = __cuda_flux_launch_kernel((const void *)unregistered_stub, grid, block, args, 0, nullptr);
+    // The other launch calls, each against the cudart call it stands for.
+    int flux_ptsz = __cuda_flux_launch_kernel_ptsz((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
+    int plain_ptsz = cudaLaunchKernel_ptsz((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
+    int flux_coop = __cuda_flux_launch_cooperative_kernel((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
+    int plain_coop = cudaLaunchCooperativeKernel((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
+    int flux_coop_ptsz = __cuda_flux_launch_cooperative_kernel_ptsz((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
+    int plain_coop_ptsz = cudaLaunchCooperativeKernel_ptsz((const void *)original_stub, grid, block, args, 0, nullptr);
+    cudaGetLastError();
     int flux_reset = __cuda_flux_device_reset();
     int plain_reset = cudaDeviceReset();
-    std::printf("%d %d %d %d %d %d %d\n", flux, plain, flux_last, plain_last, unregistered,
-                flux_reset, plain_reset);
+    std::printf("%d %d %d %d %d %d %d %d %d %d %d %d %d\n", flux, plain, flux_last, plain_last,
+                unregistered, flux_reset, plain_reset, flux_ptsz, plain_ptsz, flux_coop,
+                plain_coop, flux_coop_ptsz, plain_coop_ptsz);
     return 0;
 }
 "#;
@@ -163,10 +192,17 @@ fn a_program_linked_with_cudart_behaves_like_its_plain_build() {
     std::fs::create_dir(&out_dir).unwrap();
 
     let (codes, stderr) = run(&exe, &out_dir, &[]);
-    let [flux, plain, flux_last, plain_last, unregistered, flux_reset, plain_reset] = codes[..]
+    let [flux, plain, flux_last, plain_last, unregistered, flux_reset, plain_reset, ref others @ ..] =
+        codes[..]
     else {
         panic!("unexpected output {codes:?}");
     };
+    // cudaLaunchKernel_ptsz, cudaLaunchCooperativeKernel and its _ptsz form: the same code
+    // through cuda-flux as called directly.
+    assert_eq!(others.len(), 6, "unexpected output {codes:?}");
+    for pair in others.chunks(2) {
+        assert_eq!(pair[0], pair[1], "the other launch calls: {others:?}");
+    }
     assert_eq!(
         flux, plain,
         "the launch returns what cudaLaunchKernel returns"

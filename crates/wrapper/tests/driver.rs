@@ -408,3 +408,156 @@ fn debug_builds_without_optimisation_are_instrumented_too() {
         .unwrap();
     assert!(String::from_utf8_lossy(&sass.stdout).contains("__cf\n"));
 }
+
+/// A grid-synchronising kernel launched with `cudaLaunchCooperativeKernel`, and a plain one
+/// launched with `cudaLaunchKernel` and with `<<<>>>`.
+const LAUNCH_CALLS: &str = r#"
+#include <cooperative_groups.h>
+#include <cstdio>
+namespace cg = cooperative_groups;
+
+// Every thread writes, the whole grid syncs, every thread reads its neighbour's value.
+__global__ void rotate(int *data, int *out, int n) {
+  cg::grid_group grid = cg::this_grid();
+  int i = grid.thread_rank();
+  if (i < n) data[i] = i;
+  grid.sync();
+  if (i < n) out[i] = data[(i + 1) % n];
+}
+
+__global__ void fill(int *p, int v) { p[blockIdx.x * blockDim.x + threadIdx.x] = v; }
+
+int main() {
+  int n = 256, *data, *out;
+  if (cudaMalloc(&data, n * sizeof(int)) != cudaSuccess) { std::puts("no device"); return 3; }
+  cudaMalloc(&out, n * sizeof(int));
+  void *args[] = {&data, &out, &n};
+  cudaError_t e = cudaLaunchCooperativeKernel((void *)rotate, dim3(2), dim3(128), args, 0, 0);
+  int v = 7;
+  void *fill_args[] = {&out, &v};
+  cudaError_t f = cudaLaunchKernel((void *)fill, dim3(1), dim3(64), fill_args, 0, 0);
+  fill<<<1, 32>>>(out + 64, 9);
+  int host[256];
+  cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost);
+  bool ok = e == cudaSuccess && f == cudaSuccess;
+  for (int i = 0; i < n; ++i) ok = ok && host[i] == (i < 64 ? 7 : i < 96 ? 9 : (i + 1) % n);
+  std::printf("result: %s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+"#;
+
+#[test]
+fn cooperative_and_per_thread_stream_launches_go_to_the_runtime() {
+    // Each CUDA launch call and the runtime entry point that replaces it.
+    const ROUTES: [(&str, &str); 4] = [
+        ("cudaLaunchKernel", "__cuda_flux_launch_kernel"),
+        ("cudaLaunchKernel_ptsz", "__cuda_flux_launch_kernel_ptsz"),
+        (
+            "cudaLaunchCooperativeKernel",
+            "__cuda_flux_launch_cooperative_kernel",
+        ),
+        (
+            "cudaLaunchCooperativeKernel_ptsz",
+            "__cuda_flux_launch_cooperative_kernel_ptsz",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("launch_calls.cu");
+    std::fs::write(&source, LAUNCH_CALLS).unwrap();
+    // Per-thread default stream: clang's flag, plus the macro that makes the CUDA headers call
+    // the `_ptsz` functions (what nvcc's `--default-stream per-thread` defines; clang-16 does
+    // not define it, and its `<<<>>>` stubs call `cudaLaunchKernel` either way, newer clangs
+    // `cudaLaunchKernel_ptsz`: the check below holds for both).
+    let builds: [(&str, &[&str], [&str; 2]); 2] = [
+        (
+            "legacy",
+            &[],
+            ["cudaLaunchKernel", "cudaLaunchCooperativeKernel"],
+        ),
+        (
+            "per-thread",
+            &[
+                "-fgpu-default-stream=per-thread",
+                "-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1",
+            ],
+            ["cudaLaunchKernel_ptsz", "cudaLaunchCooperativeKernel_ptsz"],
+        ),
+    ];
+    for (name, flags, expected) in builds {
+        let keep = dir.path().join(name);
+        let program = dir.path().join(format!("launch_calls-{name}"));
+        let output = driver()
+            .args(["-O2", "--cuda-gpu-arch=sm_90"])
+            .args(flags)
+            .arg(format!("--cuda-flux-keep={}", keep.display()))
+            .arg(&source)
+            .arg("-o")
+            .arg(&program)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        assert!(!stderr.contains("warning"), "{name}: {stderr}");
+        let original = disassemble(&keep.join("0-launch_calls.host.bc"));
+        let instrumented =
+            std::fs::read_to_string(keep.join("0-launch_calls.host.instrumented.ll")).unwrap();
+        for cudart in expected {
+            assert!(
+                call_sites(&original, cudart) > 0,
+                "{name}: the plain host code calls {cudart}"
+            );
+        }
+        for (cudart, runtime) in ROUTES {
+            let launches = call_sites(&original, cudart);
+            assert_eq!(
+                call_sites(&instrumented, cudart),
+                0,
+                "{name}: {cudart} is still called"
+            );
+            assert_eq!(
+                call_sites(&instrumented, runtime),
+                launches,
+                "{name}: every {cudart} goes to {runtime}"
+            );
+        }
+        // Both kernels, the grid-synchronising one too, have a registered counting clone.
+        assert_eq!(
+            count(&instrumented, "call void @__cuda_flux_register_kernel("),
+            2
+        );
+        assert!(!instrumented.contains(r#"\22instrumented\22:false"#));
+        // The program linked; without a GPU it stops as its own code says, with one it passes.
+        let run = Command::new(&program)
+            .current_dir(dir.path())
+            .env("CUDA_FLUX_OUTPUT", dir.path().join(format!("{name}.json")))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            (run.status.code() == Some(3) && stdout.contains("no device"))
+                || (run.status.success() && stdout.contains("result: PASS")),
+            "{name}: {stdout}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        if run.status.success() {
+            // With a GPU: the cooperative clone ran (grid sync and all), as did the others.
+            let profile = std::fs::read_to_string(dir.path().join(format!("{name}.json")))
+                .expect("a profile");
+            let profile: serde_json::Value = serde_json::from_str(&profile).unwrap();
+            let launches = |kernel: &str| -> Vec<serde_json::Value> {
+                profile["kernels"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|k| k["demangled"].as_str().unwrap_or("").starts_with(kernel))
+                    .flat_map(|k| k["launches"].as_array().unwrap().clone())
+                    .collect()
+            };
+            let (rotate, fill) = (launches("rotate("), launches("fill("));
+            assert_eq!((rotate.len(), fill.len()), (1, 2), "{name}: {profile}");
+            for launch in rotate.iter().chain(&fill) {
+                assert_eq!(launch["instrumented"], true, "{name}: {launch}");
+            }
+        }
+    }
+}

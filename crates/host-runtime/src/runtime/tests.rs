@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use crate::cuda::{DeviceInfo, FuncInfo};
+use crate::cuda::{DeviceInfo, FuncInfo, STREAM_PER_THREAD};
 use crate::report::Counts;
 use crate::snapshot::Block;
 
@@ -39,8 +39,11 @@ struct FakeState {
     memory: HashMap<u64, Vec<u64>>,
     host: HashMap<usize, Vec<u64>>,
     events: HashSet<usize>,
-    /// (function, argument pointers) of every launch that ran.
-    launches: Vec<(usize, Vec<usize>)>,
+    /// (function, argument pointers, launch call, stream) of every launch that ran.
+    launches: Vec<(usize, Vec<usize>, LaunchKind, usize)>,
+    /// The runtime's own calls on a stream, in order: ("capturing" | "memset" | "copy" |
+    /// "record", stream).
+    queued: Vec<(&'static str, usize)>,
     /// (counter buffer, banks) each clone launch received.
     clone_extras: Vec<(u64, u32)>,
     mallocs: usize,
@@ -138,8 +141,10 @@ impl Cuda for Fake {
     fn event_destroy(&self, event: usize) {
         assert!(self.st().events.remove(&event));
     }
-    fn event_record(&self, event: usize, _stream: usize) -> Result<(), Code> {
-        assert!(self.st().events.contains(&event));
+    fn event_record(&self, event: usize, stream: usize) -> Result<(), Code> {
+        let mut st = self.st();
+        assert!(st.events.contains(&event));
+        st.queued.push(("record", stream));
         Ok(())
     }
     fn event_query(&self, _event: usize) -> Result<bool, Code> {
@@ -151,8 +156,9 @@ impl Cuda for Fake {
         st.syncs += 1;
         Ok(())
     }
-    fn memset_async(&self, ptr: u64, bytes: usize, _stream: usize) -> Result<(), Code> {
+    fn memset_async(&self, ptr: u64, bytes: usize, stream: usize) -> Result<(), Code> {
         let mut st = self.st();
+        st.queued.push(("memset", stream));
         let memory = st.memory.get_mut(&ptr).unwrap();
         memory[..bytes / 8].fill(0);
         Ok(())
@@ -162,24 +168,27 @@ impl Cuda for Fake {
         host: usize,
         device: u64,
         bytes: usize,
-        _stream: usize,
+        stream: usize,
     ) -> Result<(), Code> {
         let mut st = self.st();
+        st.queued.push(("copy", stream));
         let words: Vec<u64> = st.memory[&device][..bytes / 8].to_vec();
         st.host.get_mut(&host).unwrap()[..bytes / 8].copy_from_slice(&words);
         Ok(())
     }
-    fn stream_is_capturing(&self, _stream: usize) -> Result<bool, Code> {
+    fn stream_is_capturing(&self, stream: usize) -> Result<bool, Code> {
+        self.st().queued.push(("capturing", stream));
         Ok(self.capturing)
     }
     unsafe fn launch(
         &self,
+        kind: LaunchKind,
         func: usize,
         _grid: Dim3,
         _block: Dim3,
         args: *mut *mut c_void,
         _shared_bytes: usize,
-        _stream: usize,
+        stream: usize,
     ) -> Code {
         if self.devices == 0 {
             return self.fail(NO_DEVICE);
@@ -193,8 +202,12 @@ impl Cuda for Fake {
             let counters = unsafe { *(all[params] as *const u64) };
             let banks = unsafe { *(all[params + 1] as *const u32) };
             let mut st = self.st();
-            st.launches
-                .push((func, all.iter().map(|&p| p as usize).collect()));
+            st.launches.push((
+                func,
+                all.iter().map(|&p| p as usize).collect(),
+                kind,
+                stream,
+            ));
             st.clone_extras.push((counters, banks));
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
@@ -210,9 +223,12 @@ impl Cuda for Fake {
             }
         } else {
             let all = unsafe { std::slice::from_raw_parts(args, params) };
-            self.st()
-                .launches
-                .push((func, all.iter().map(|&p| p as usize).collect()));
+            self.st().launches.push((
+                func,
+                all.iter().map(|&p| p as usize).collect(),
+                kind,
+                stream,
+            ));
         }
         SUCCESS
     }
@@ -322,11 +338,24 @@ fn launch_on(
     block: Dim3,
     stream: usize,
 ) -> (Code, [usize; 2]) {
+    launch_as(runtime, LaunchKind::Plain, func, grid, block, stream)
+}
+
+/// As [`launch_on`], through the launch call `kind` names.
+fn launch_as(
+    runtime: &Runtime<Fake>,
+    kind: LaunchKind,
+    func: usize,
+    grid: Dim3,
+    block: Dim3,
+    stream: usize,
+) -> (Code, [usize; 2]) {
     let (mut a, mut b) = (1.0f32, 2u64);
     let mut args: [*mut c_void; 2] = [(&mut a as *mut f32).cast(), (&mut b as *mut u64).cast()];
     let launched = Cell::new(None);
     let code = unsafe {
         runtime.launch(
+            kind,
             func as *const c_void,
             grid,
             block,
@@ -342,6 +371,16 @@ fn launch_on(
         "the program's kernel was launched exactly when reported"
     );
     (code, [args[0] as usize, args[1] as usize])
+}
+
+/// The runtime's calls on `stream` for one counted launch.
+fn on_stream(stream: usize) -> [(&'static str, usize); 4] {
+    [
+        ("capturing", stream),
+        ("memset", stream),
+        ("copy", stream),
+        ("record", stream),
+    ]
 }
 
 fn launch(runtime: &Runtime<Fake>, func: usize) -> Code {
@@ -415,7 +454,13 @@ fn counts_launches_and_writes_a_valid_profile() {
     {
         let st = s.runtime.cuda.st();
         assert_eq!(st.launches.len(), 2);
-        let (func, clone_args) = &st.launches[0];
+        let (func, clone_args, kind, stream) = &st.launches[0];
+        assert_eq!((*kind, *stream), (LaunchKind::Plain, 0x7f00));
+        assert_eq!(
+            st.queued[..4],
+            on_stream(0x7f00),
+            "the runtime's work goes on the launch's stream"
+        );
         assert_eq!(*func, CLONE);
         assert_eq!(
             &clone_args[..2],
@@ -895,4 +940,132 @@ fn the_schema_rejects_malformed_profiles() {
     broken(&|v| v["kernels"][0]["totals"]["ret"]["threads"] = (-1).into());
     broken(&|v| v["kernels"][0]["instrumented"] = false.into());
     broken(&|v| v["devices"][0]["extra"] = 1.into());
+}
+
+/// The (function, launch call, stream) of the `index`th launch that ran.
+fn launched(s: &Setup, index: usize) -> (usize, LaunchKind, usize) {
+    let (func, _, kind, stream) = &s.runtime.cuda.st().launches[index];
+    (*func, *kind, *stream)
+}
+
+#[test]
+fn a_cooperative_launch_runs_the_clone_cooperatively() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let cooperative = |s: &Setup, kind, func, stream| {
+        let (code, args) = launch_as(&s.runtime, kind, func, dim(4, 1, 1), dim(64, 1, 1), stream);
+        assert_eq!(code, SUCCESS);
+        args
+    };
+    let args = cooperative(&s, LaunchKind::Cooperative, ORIGINAL, 0x7f00);
+    assert_eq!(launched(&s, 0), (CLONE, LaunchKind::Cooperative, 0x7f00));
+    assert_eq!(s.runtime.cuda.st().launches[0].1[..2], args);
+    assert_eq!(s.runtime.cuda.st().queued, on_stream(0x7f00));
+    // The per-thread form: the clone through the same call, the runtime's work on the
+    // per-thread stream.
+    cooperative(&s, LaunchKind::CooperativePerThread, ORIGINAL, 0);
+    assert_eq!(
+        launched(&s, 1),
+        (CLONE, LaunchKind::CooperativePerThread, 0)
+    );
+    assert_eq!(
+        s.runtime.cuda.st().queued[4..],
+        on_stream(STREAM_PER_THREAD)
+    );
+    // A kernel cuda-flux does not know is forwarded through the same call.
+    cooperative(&s, LaunchKind::Cooperative, OTHER, 0);
+    assert_eq!(launched(&s, 2), (OTHER, LaunchKind::Cooperative, 0));
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert_eq!(launches.len(), 2);
+    assert!(launches.iter().all(|l| l.instrumented));
+    assert_eq!((launches[0].stream, launches[1].stream), (0x7f00, 0));
+
+    // Uninstrumented: the original, through the cooperative call.
+    let s = setup(Fake::gpu(70), &[]);
+    let mut uninstrumented = snapshot(70);
+    uninstrumented.instrumented = false;
+    uninstrumented.reason = Some("uses an unsupported instruction".into());
+    s.runtime.register(ORIGINAL, 0, &json(&uninstrumented));
+    cooperative(&s, LaunchKind::Cooperative, ORIGINAL, 0);
+    assert_eq!(launched(&s, 0), (ORIGINAL, LaunchKind::Cooperative, 0));
+    assert_eq!(s.runtime.cuda.st().mallocs, 0);
+
+    // A clone that cannot launch (a cooperative grid the clone's resources do not fit): the
+    // original, through the cooperative call.
+    let s = setup(
+        Fake {
+            clone_launch_fails: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    cooperative(&s, LaunchKind::CooperativePerThread, ORIGINAL, 0);
+    assert_eq!(s.runtime.cuda.st().launches.len(), 1);
+    assert_eq!(
+        launched(&s, 0),
+        (ORIGINAL, LaunchKind::CooperativePerThread, 0)
+    );
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    assert!(!report.kernels[0].launches[0].instrumented);
+}
+
+#[test]
+fn a_per_thread_launch_queues_the_runtimes_work_on_the_per_thread_stream() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let per_thread = |s: &Setup, stream| {
+        let launch = launch_as(
+            &s.runtime,
+            LaunchKind::PerThread,
+            ORIGINAL,
+            dim(4, 1, 1),
+            dim(64, 1, 1),
+            stream,
+        );
+        assert_eq!(launch.0, SUCCESS);
+    };
+    // Stream 0 of a per-thread launch is the thread's own default stream: the clone gets 0
+    // through cudaLaunchKernel_ptsz, everything else goes to cudaStreamPerThread.
+    per_thread(&s, 0);
+    assert_eq!(launched(&s, 0), (CLONE, LaunchKind::PerThread, 0));
+    assert_eq!(s.runtime.cuda.st().queued, on_stream(STREAM_PER_THREAD));
+    // Any other stream is itself.
+    per_thread(&s, 0x7f00);
+    assert_eq!(launched(&s, 1), (CLONE, LaunchKind::PerThread, 0x7f00));
+    assert_eq!(s.runtime.cuda.st().queued[4..], on_stream(0x7f00));
+    // A plain launch's stream 0 stays the legacy default stream.
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    assert_eq!(launched(&s, 2), (CLONE, LaunchKind::Plain, 0));
+    assert_eq!(s.runtime.cuda.st().queued[8..], on_stream(0));
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert!(launches.iter().all(|l| l.instrumented));
+    let streams: Vec<u64> = launches.iter().map(|l| l.stream).collect();
+    assert_eq!(streams, [0, 0x7f00, 0], "the stream as the program gave it");
+
+    // A clone that fails to launch: the clearing was queued on the per-thread stream, so the
+    // event that frees its buffer is recorded there; the original runs per-thread on 0.
+    let s = setup(
+        Fake {
+            clone_launch_fails: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    per_thread(&s, 0);
+    assert_eq!(launched(&s, 0), (ORIGINAL, LaunchKind::PerThread, 0));
+    assert_eq!(
+        s.runtime.cuda.st().queued,
+        [
+            ("capturing", STREAM_PER_THREAD),
+            ("memset", STREAM_PER_THREAD),
+            ("record", STREAM_PER_THREAD)
+        ]
+    );
 }
