@@ -4,7 +4,7 @@ use smol_str::SmolStr;
 
 use crate::error::ParseError;
 use crate::instruction::{Guard, Instruction, Opcode, Operand, StateSpace};
-use crate::lexer::{tokenize, Lexeme, Token};
+use crate::lexer::{tokenize_significant, Lexeme, Token};
 use crate::module::{
     Directive, DirectiveText, Function, FunctionAttribute, FunctionKind, Item, Module,
     ModuleDirective, ModuleDirectiveKind, Param, RegDeclaration, RegName, Span, Statement,
@@ -23,13 +23,23 @@ pub fn parse(source: impl Into<String>) -> Result<Module, ParseError> {
             found: "end of input".into(),
         });
     }
-    let tokens = tokenize(&source)
-        .map_err(|e| ParseError::at(&source, e.start, e.end, "unexpected character"))?;
+    let tokens = tokenize_significant(&source).map_err(|e| {
+        let message = if source[e.start as usize..].starts_with("/*") {
+            "comment is never closed"
+        } else {
+            "unexpected character"
+        };
+        ParseError::at(&source, e.start, e.end, message)
+    })?;
     let (items, trailing) = {
         let mut parser = Parser {
             src: &source,
             toks: &tokens,
             pos: 0,
+            byte: 0,
+            nesting: 0,
+            statements: Vec::new(),
+            operands: Vec::new(),
         };
         let items = parser.module()?;
         (items, parser.trailing())
@@ -44,31 +54,61 @@ pub fn parse(source: impl Into<String>) -> Result<Module, ParseError> {
 struct Parser<'a> {
     src: &'a str,
     toks: &'a [Lexeme],
-    /// Index of the next unconsumed token (possibly trivia).
+    /// Index of the next unconsumed token. `toks` holds no trivia: trivia is the text between
+    /// tokens.
     pos: usize,
+    /// See [`Parser::offset`].
+    byte: u32,
+    /// How many operand lists (`{`, `[`, `(`) enclose the operand being parsed.
+    nesting: usize,
+    /// Statements of the body being parsed. Collected here, then moved into a vector of the
+    /// exact size, so that bodies do not grow (and copy) their vectors statement by statement.
+    statements: Vec<Statement>,
+    /// Operands being parsed, as a stack: an instruction's or list's operands are pushed above
+    /// the operands of enclosing lists, then moved into a vector of the exact size.
+    operands: Vec<Operand>,
 }
+
+/// The deepest operand nesting accepted. Real PTX nests two levels (`[tex, {%r1, %r2}]`); the
+/// limit keeps the recursive operand parser from overflowing the stack on hostile input.
+const MAX_OPERAND_NESTING: usize = 32;
 
 const LINKAGE: &[&str] = &[".visible", ".extern", ".weak", ".common"];
 
 type PResult<T> = Result<T, ParseError>;
+
+/// A `SmolStr` of token text. Same value as `SmolStr::new`, but short texts (nearly every
+/// token) are copied inline without going through `SmolStr::new`'s out-of-line checks.
+#[inline]
+fn smol(text: &str) -> SmolStr {
+    if text.len() <= SmolStr::INLINE_CAP {
+        SmolStr::new_inline(text)
+    } else {
+        SmolStr::new(text)
+    }
+}
 
 impl<'a> Parser<'a> {
     // ---- token cursor -------------------------------------------------------------------
 
     /// Consumes trivia; returns its span (possibly empty).
     fn trivia(&mut self) -> Span {
-        let start = self.offset();
-        while self.pos < self.toks.len() && self.toks[self.pos].token.is_trivia() {
-            self.pos += 1;
-        }
-        Span::new(start, self.offset())
+        let start = self.byte;
+        self.byte = self.next_start();
+        Span::new(start, self.byte)
     }
 
-    /// Byte offset of the next unconsumed token (end of input when none).
-    fn offset(&self) -> u32 {
+    /// Byte offset of the next significant token (end of input when none).
+    fn next_start(&self) -> u32 {
         self.toks
             .get(self.pos)
             .map_or(self.src.len() as u32, |t| t.start)
+    }
+
+    /// Byte offset of the first unconsumed byte: the end of the last consumed token, or, once
+    /// the trivia after it is consumed, the start of the next one.
+    fn offset(&self) -> u32 {
+        self.byte
     }
 
     /// End offset of the last consumed token.
@@ -80,40 +120,38 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn significant(&self, mut i: usize) -> Option<usize> {
-        while i < self.toks.len() {
-            if !self.toks[i].token.is_trivia() {
-                return Some(i);
-            }
-            i += 1;
-        }
-        None
+    /// The cursor, to [`Parser::restore`] later.
+    fn save(&self) -> (usize, u32) {
+        (self.pos, self.byte)
+    }
+
+    fn restore(&mut self, (pos, byte): (usize, u32)) {
+        self.pos = pos;
+        self.byte = byte;
     }
 
     /// The next significant token, without consuming anything.
     fn peek(&self) -> Option<Lexeme> {
-        self.significant(self.pos).map(|i| self.toks[i])
+        self.toks.get(self.pos).copied()
     }
 
     /// The significant token after the next one.
     fn peek2(&self) -> Option<Lexeme> {
-        let first = self.significant(self.pos)?;
-        self.significant(first + 1).map(|i| self.toks[i])
+        self.toks.get(self.pos + 1).copied()
     }
 
     /// Consumes and returns the next significant token.
     fn next(&mut self) -> Option<Lexeme> {
-        let i = self.significant(self.pos)?;
-        self.pos = i + 1;
-        Some(self.toks[i])
+        let t = *self.toks.get(self.pos)?;
+        self.pos += 1;
+        self.byte = t.end;
+        Some(t)
     }
 
-    /// The next raw token if it follows the previous one with no trivia in between.
+    /// The next token if it follows the last consumed one with no trivia in between.
     fn adjacent(&self, token: Token) -> Option<Lexeme> {
-        self.toks
-            .get(self.pos)
-            .copied()
-            .filter(|t| t.token == token)
+        self.peek()
+            .filter(|t| t.token == token && t.start == self.byte)
     }
 
     fn text(&self, lexeme: Lexeme) -> &'a str {
@@ -149,15 +187,13 @@ impl<'a> Parser<'a> {
     /// Whether trivia between the last consumed token and the next significant one holds a
     /// newline (ends line-terminated directives such as `.loc` and `.file`).
     fn newline_ahead(&self) -> bool {
-        let mut i = self.pos;
-        while i < self.toks.len() && self.toks[i].token.is_trivia() {
-            let t = self.toks[i];
-            if self.text(t).contains('\n') {
-                return true;
+        match self.peek() {
+            // Only trivia lies between the two tokens.
+            Some(next) => {
+                self.src.as_bytes()[self.byte as usize..next.start as usize].contains(&b'\n')
             }
-            i += 1;
+            None => true,
         }
-        i >= self.toks.len()
     }
 
     fn trailing(&mut self) -> Span {
@@ -169,11 +205,11 @@ impl<'a> Parser<'a> {
     fn module(&mut self) -> PResult<Vec<Item>> {
         let mut items = Vec::new();
         loop {
-            let save = self.pos;
+            let save = self.save();
             let leading = self.trivia();
             if self.pos >= self.toks.len() {
                 // Leave the final trivia for `trailing`.
-                self.pos = save;
+                self.restore(save);
                 return Ok(items);
             }
             items.push(self.item(leading)?);
@@ -183,12 +219,9 @@ impl<'a> Parser<'a> {
     fn item(&mut self, leading: Span) -> PResult<Item> {
         let start = self.offset();
         // Look past linking directives to see what is declared.
-        let mut i = self.pos;
         let mut decisive = None;
-        while let Some(j) = self.significant(i) {
-            let t = self.toks[j];
+        for &t in &self.toks[self.pos..] {
             if t.token == Token::DotName && LINKAGE.contains(&self.text(t)) {
-                i = j + 1;
                 continue;
             }
             decisive = Some(t);
@@ -209,14 +242,14 @@ impl<'a> Parser<'a> {
                 self.next();
                 let v = self.next().filter(|l| l.token == Token::DecimalFloat);
                 let v = v.ok_or_else(|| self.error_at(v, "expected a version number"))?;
-                ModuleDirectiveKind::Version(SmolStr::new(self.text(v)))
+                ModuleDirectiveKind::Version(smol(self.text(v)))
             }
             ".target" => {
                 self.next();
                 let mut targets = Vec::new();
                 loop {
                     let t = self.expect(Token::Identifier, "a target name")?;
-                    targets.push(SmolStr::new(self.text(t)));
+                    targets.push(smol(self.text(t)));
                     if self.eat(Token::Comma).is_none() {
                         break;
                     }
@@ -251,7 +284,7 @@ impl<'a> Parser<'a> {
             ".section" => {
                 self.next();
                 let name_tok = self.expect(Token::DotName, "a section name")?;
-                let name = SmolStr::new(self.text(name_tok));
+                let name = smol(self.text(name_tok));
                 let open = self.expect(Token::LBrace, "'{' after the section name")?;
                 self.balanced_until_close(open)?;
                 ModuleDirectiveKind::Section { name }
@@ -324,7 +357,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 Token::Identifier if depth == 0 && name.is_none() => {
-                    name = Some(SmolStr::new(self.text(l)));
+                    name = Some(smol(self.text(l)));
                 }
                 Token::LBrace | Token::LBracket | Token::LParen => depth += 1,
                 Token::RBrace | Token::RBracket | Token::RParen => {
@@ -370,7 +403,7 @@ impl<'a> Parser<'a> {
             None
         };
         let name_tok = self.expect(Token::Identifier, "a function name")?;
-        let name = SmolStr::new(self.text(name_tok));
+        let name = smol(self.text(name_tok));
         let params = if self.peek_is(Token::LParen) {
             Some(self.param_list()?)
         } else {
@@ -461,7 +494,7 @@ impl<'a> Parser<'a> {
                     declaration.push_str(self.text(l));
                 }
                 Some(l) if l.token == Token::Identifier && !declaration.is_empty() => {
-                    let name = SmolStr::new(self.text(l));
+                    let name = smol(self.text(l));
                     let array = if self.eat(Token::LBracket).is_some() {
                         let mut len = String::new();
                         loop {
@@ -471,7 +504,13 @@ impl<'a> Parser<'a> {
                             if t.token == Token::RBracket {
                                 break;
                             }
-                            len.push_str(self.text(t));
+                            let text = self.text(t);
+                            // Tokens are joined without spaces, except where that would make
+                            // `//` or `/*`: printed back, those would start a comment.
+                            if len.ends_with('/') && (text == "/" || text == "*") {
+                                len.push(' ');
+                            }
+                            len.push_str(text);
                         }
                         Some(SmolStr::new(len))
                     } else {
@@ -489,8 +528,7 @@ impl<'a> Parser<'a> {
     }
 
     fn body(&mut self, open_brace: Lexeme) -> PResult<(Vec<Statement>, Span)> {
-        // About one statement per 25 bytes of typical PTX.
-        let mut statements = Vec::new();
+        let base = self.statements.len();
         let mut depth = 0usize;
         loop {
             let leading = self.trivia();
@@ -501,6 +539,7 @@ impl<'a> Parser<'a> {
             let kind = match first.token {
                 Token::RBrace if depth == 0 => {
                     self.next();
+                    let statements = self.statements.drain(base..).collect();
                     return Ok((statements, Span::new(leading.start, self.last_end())));
                 }
                 Token::RBrace => {
@@ -517,7 +556,7 @@ impl<'a> Parser<'a> {
                 Token::Identifier if self.peek2().is_some_and(|l| l.token == Token::Colon) => {
                     self.next();
                     self.next();
-                    let label = SmolStr::new(self.text(first));
+                    let label = smol(self.text(first));
                     // `name: .callprototype ...;` and `name: .branchtargets ...;` declare, not label.
                     match self.peek() {
                         Some(d)
@@ -532,7 +571,7 @@ impl<'a> Parser<'a> {
                 Token::Identifier | Token::At => StatementKind::Instruction(self.instruction()?),
                 _ => return Err(self.error_at(Some(first), "expected a statement")),
             };
-            statements.push(Statement {
+            self.statements.push(Statement {
                 leading: Some(leading),
                 text: Some(Span::new(start, self.last_end())),
                 kind,
@@ -568,11 +607,11 @@ impl<'a> Parser<'a> {
                 })
             }
             "reg" if label.is_none() => {
-                let save = self.pos;
+                let save = self.save();
                 match self.reg_declaration() {
                     Some(decl) => Ok(Directive::Reg(decl)),
                     None => {
-                        self.pos = save;
+                        self.restore(save);
                         self.until_semicolon(Some(start_tok))?;
                         Ok(self.other_directive(label, name, start_tok))
                     }
@@ -599,7 +638,7 @@ impl<'a> Parser<'a> {
         let mut modifiers = Vec::new();
         while let Some(l) = self.peek().filter(|l| l.token == Token::DotName) {
             self.next();
-            modifiers.push(SmolStr::new(self.text(l)));
+            modifiers.push(smol(self.text(l)));
         }
         let mut names = Vec::new();
         loop {
@@ -607,7 +646,7 @@ impl<'a> Parser<'a> {
             if !matches!(l.token, Token::Register | Token::Identifier) {
                 return None;
             }
-            let name = SmolStr::new(self.text(l));
+            let name = smol(self.text(l));
             let count = if self.eat(Token::Less).is_some() {
                 let n = self.next().filter(|n| n.token == Token::DecimalInteger)?;
                 let count = self.text(n).parse().ok()?;
@@ -630,11 +669,24 @@ impl<'a> Parser<'a> {
 
     fn instruction(&mut self) -> PResult<Instruction> {
         let guard = if self.eat(Token::At).is_some() {
-            let negated = self.eat(Token::Bang).is_some();
-            let p = self.register_name("a predicate register after '@'")?;
+            // `@%p` / `@!%p` are written without spaces; requiring that keeps `@ bra L;` from
+            // reading as a guard `bra` on an opcode `L` (predicates may be plain names).
+            let negated = self.adjacent(Token::Bang).is_some();
+            if negated {
+                self.next();
+            }
+            let p = self
+                .peek()
+                .filter(|t| {
+                    t.start == self.byte && matches!(t.token, Token::Register | Token::Identifier)
+                })
+                .ok_or_else(|| {
+                    self.error_at(self.peek(), "expected a predicate register right after '@'")
+                })?;
+            self.next();
             Some(Guard {
                 negated,
-                predicate: SmolStr::new(self.text(p)),
+                predicate: smol(self.text(p)),
             })
         } else {
             None
@@ -643,14 +695,15 @@ impl<'a> Parser<'a> {
         // Modifiers are the dotted names written right after the mnemonic, with no space.
         let mut end = op.end;
         while let Some(m) = self.adjacent(Token::DotName) {
-            self.pos += 1;
+            self.next();
             end = m.end;
         }
-        let opcode = Opcode::new(&self.src[op.start as usize..end as usize]);
-        let mut operands = Vec::new();
+        let opcode = Opcode::new(smol(&self.src[op.start as usize..end as usize]));
+        let base = self.operands.len();
         if self.eat(Token::Semicolon).is_none() {
             loop {
-                operands.push(self.operand()?);
+                let operand = self.operand()?;
+                self.operands.push(operand);
                 match self.next() {
                     Some(l) if l.token == Token::Comma => {}
                     Some(l) if l.token == Token::Semicolon => break,
@@ -660,6 +713,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        let operands = self.operands.drain(base..).collect();
         Ok(Instruction::new(guard, opcode, operands))
     }
 
@@ -680,36 +734,52 @@ impl<'a> Parser<'a> {
                 self.next();
                 let second = self.register_name("a register after '|'")?;
                 return Ok(Operand::RegisterPair(
-                    SmolStr::new(self.text(l)),
-                    SmolStr::new(self.text(second)),
+                    smol(self.text(l)),
+                    smol(self.text(second)),
                 ));
             }
-            Token::Register => Operand::Register(SmolStr::new(self.text(l))),
+            Token::Register => Operand::Register(smol(self.text(l))),
             Token::Bang => {
                 let r = self.register_name("a predicate register after '!'")?;
-                return Ok(Operand::NegatedRegister(SmolStr::new(self.text(r))));
+                return Ok(Operand::NegatedRegister(smol(self.text(r))));
             }
             Token::Identifier if self.text(l) == "_" => return Ok(Operand::Sink),
-            Token::Identifier => Operand::Symbol(SmolStr::new(self.text(l))),
-            t if t.is_integer() => Operand::Integer(SmolStr::new(self.text(l))),
-            t if t.is_float() => return Ok(Operand::Float(SmolStr::new(self.text(l)))),
+            Token::Identifier => Operand::Symbol(smol(self.text(l))),
+            t if t.is_integer() => Operand::Integer(smol(self.text(l))),
+            t if t.is_float() => return Ok(Operand::Float(smol(self.text(l)))),
             Token::Minus => {
                 let n = self.next();
+                // The literal is `-` and the number, whatever trivia stood between them.
+                let signed = |n: Lexeme| {
+                    if n.start == l.end {
+                        SmolStr::new(&self.src[l.start as usize..n.end as usize])
+                    } else {
+                        SmolStr::new(format!("-{}", self.text(n)))
+                    }
+                };
                 return match n {
-                    Some(n) if n.token.is_integer() => Ok(Operand::Integer(SmolStr::new(
-                        &self.src[l.start as usize..n.end as usize],
-                    ))),
-                    Some(n) if n.token.is_float() => Ok(Operand::Float(SmolStr::new(
-                        &self.src[l.start as usize..n.end as usize],
-                    ))),
+                    Some(n) if n.token.is_integer() => Ok(Operand::Integer(signed(n))),
+                    Some(n) if n.token.is_float() => Ok(Operand::Float(signed(n))),
                     other => Err(self.error_at(other, "expected a number after '-'")),
                 };
             }
-            Token::LBrace => return Ok(Operand::Vector(self.operand_list(Token::RBrace, "'}'")?)),
-            Token::LBracket => {
-                return Ok(Operand::Address(self.operand_list(Token::RBracket, "']'")?))
+            Token::LBrace => {
+                return Ok(Operand::Vector(self.operand_list(
+                    l,
+                    Token::RBrace,
+                    "'}'",
+                )?))
             }
-            Token::LParen => return Ok(Operand::List(self.operand_list(Token::RParen, "')'")?)),
+            Token::LBracket => {
+                return Ok(Operand::Address(self.operand_list(
+                    l,
+                    Token::RBracket,
+                    "']'",
+                )?))
+            }
+            Token::LParen => {
+                return Ok(Operand::List(self.operand_list(l, Token::RParen, "')'")?))
+            }
             _ => return Err(self.error_at(Some(l), "expected an operand")),
         };
         // `base+offset` / `base-offset`.
@@ -734,20 +804,81 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Operands separated by commas up to `close` (the opening token is consumed). Empty lists
-    /// are allowed (`call f, ();`).
-    fn operand_list(&mut self, close: Token, what: &str) -> PResult<Vec<Operand>> {
-        let mut items = Vec::new();
-        if self.eat(close).is_some() {
-            return Ok(items);
+    /// Operands separated by commas up to `close` (the opening token `open` is consumed). Empty
+    /// lists are allowed (`call f, ();`). Nesting deeper than [`MAX_OPERAND_NESTING`] is an error.
+    fn operand_list(&mut self, open: Lexeme, close: Token, what: &str) -> PResult<Vec<Operand>> {
+        if self.nesting >= MAX_OPERAND_NESTING {
+            return Err(self.error_at(Some(open), "operands nested too deeply"));
         }
+        self.nesting += 1;
+        let items = self.operand_list_items(close, what);
+        self.nesting -= 1;
+        items
+    }
+
+    fn operand_list_items(&mut self, close: Token, what: &str) -> PResult<Vec<Operand>> {
+        if self.eat(close).is_some() {
+            return Ok(Vec::new());
+        }
+        let base = self.operands.len();
         loop {
-            items.push(self.operand()?);
+            let operand = self.operand()?;
+            self.operands.push(operand);
             match self.next() {
                 Some(l) if l.token == Token::Comma => {}
-                Some(l) if l.token == close => return Ok(items),
+                Some(l) if l.token == close => return Ok(self.operands.drain(base..).collect()),
                 other => return Err(self.error_at(other, format!("expected ',' or {what}"))),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(code: &str) -> String {
+        format!(".version 7.8\n.target sm_70\n.address_size 64\n.entry k()\n{{\n{code}\n}}\n")
+    }
+
+    /// Regression: a parameter array length written `/ /` was stored as `//`, and the canonical
+    /// form, which prints it back, started a comment there (found by tests/fuzz.rs).
+    #[test]
+    fn parameter_array_lengths_never_join_into_comments() {
+        for (written, stored) in [("/ /", "/ /"), ("/ *", "/ *"), ("1 6", "16")] {
+            let ptx = format!(".entry k(.param .b8 p[{written}])\n{{\nret;\n}}\n");
+            let module = parse(ptx.as_str()).unwrap();
+            let param = &module.function("k").unwrap().params()[0];
+            assert_eq!(param.array.as_deref(), Some(stored));
+            let canonical = module.to_canonical_ptx();
+            let reparsed = parse(canonical.as_str()).unwrap();
+            assert_eq!(
+                reparsed.function("k").unwrap().params(),
+                std::slice::from_ref(param)
+            );
+        }
+    }
+
+    #[test]
+    fn nested_operands_up_to_the_limit_parse() {
+        let depth = MAX_OPERAND_NESTING;
+        let code = format!(
+            "mov.u32 %r1, {}%r2{};",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let ptx = kernel(&code);
+        assert_eq!(parse(ptx.as_str()).unwrap().to_ptx(), ptx);
+    }
+
+    /// Regression: operands nested thousands deep overflowed the stack (found by tests/fuzz.rs).
+    #[test]
+    fn deeply_nested_operands_are_an_error_not_a_stack_overflow() {
+        for open in ["[", "{", "("] {
+            let code = format!("mov.u32 %r1, {};", open.repeat(100_000));
+            let err = parse(kernel(&code)).unwrap_err();
+            assert_eq!(err.message, "operands nested too deeply");
+            assert_eq!((err.line, err.column), (6, 14 + MAX_OPERAND_NESTING as u32));
         }
     }
 }

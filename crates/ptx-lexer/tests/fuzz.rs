@@ -1,13 +1,17 @@
 //! Property tests: the lexer and parser never panic, whatever the input.
 //!
 //! - Arbitrary bytes (converted lossily to UTF-8), arbitrary strings and soups of PTX tokens:
-//!   `parse` returns `Ok` or `Err`; an `Ok` module prints back byte for byte and its canonical
-//!   form parses again.
+//!   `parse` returns `Ok` or `Err`; an `Ok` module prints back byte for byte, and its canonical
+//!   form parses again, to a module with the same summary (functions, blocks, opcodes).
 //! - Real PTX (corpus files compiled by clang-16) with random mutations: the same, plus error
-//!   positions that lie within the input.
+//!   positions (line, column, offset) that lie within the input.
+//! - Soups of valid statements always parse, and every edge of them can be split.
 //!
 //! Whatever parses also goes through `blocks`, `edges`, `summary` and, on a clone of each
 //! definition, `insert_at_every_block_top`.
+//!
+//! Default case counts keep the file at a few seconds in debug builds; for a long run:
+//! `PROPTEST_CASES=100000 cargo test --release -p ptx-lexer --test fuzz`.
 
 mod support;
 
@@ -82,20 +86,29 @@ fn check_error_position(input: &str, error: &ParseError) -> Result<(), TestCaseE
 fn check(input: &str) -> Result<(), TestCaseError> {
     match parse(input) {
         Ok(module) => {
-            if std::env::var("FUZZ_STATS").is_ok() { eprintln!("STAT OK {}", module.functions().count()); }
             prop_assert_eq!(module.to_ptx(), input);
             exercise(&module)?;
             let canonical = module.to_canonical_ptx();
             match parse(canonical.as_str()) {
-                Ok(reparsed) => exercise(&reparsed)?,
+                Ok(reparsed) => {
+                    prop_assert_eq!(
+                        reparsed.summary(),
+                        module.summary(),
+                        "canonical form parses to another model:\n--- input\n{}\n--- canonical\n{}",
+                        input,
+                        canonical
+                    );
+                    exercise(&reparsed)?;
+                }
                 Err(e) => {
                     return Err(TestCaseError::fail(format!(
-                        "canonical form does not parse: {e}\n--- input\n{input}\n--- canonical\n{canonical}"
+                        "canonical form does not parse: {e}\n\
+                         --- input\n{input}\n--- canonical\n{canonical}"
                     )))
                 }
             }
         }
-        Err(e) => { if std::env::var("FUZZ_STATS").is_ok() { eprintln!("STAT ERR {} {}", e.message, if e.message.starts_with("unexp") { e.found.clone() } else { String::new() }); } check_error_position(input, &e)? },
+        Err(e) => check_error_position(input, &e)?,
     }
     Ok(())
 }
@@ -190,7 +203,7 @@ const POISON: &[&str] = &["\"", "//", "/*", "\u{0}", "é", "#", "."];
 /// A piece of random PTX: nearly always from [`TOKENS`], rarely from [`POISON`].
 fn piece() -> impl Strategy<Value = &'static str> {
     prop_oneof![
-        60 => proptest::sample::select(TOKENS),
+        300 => proptest::sample::select(TOKENS),
         1 => proptest::sample::select(POISON),
     ]
 }
@@ -222,7 +235,9 @@ proptest! {
     }
 
     #[test]
-    fn ptx_like_characters_never_panic(input in "[ \t\n.%a-z0-9_${}();:,@!<>|+*/\"\\[\\]-]{0,300}") {
+    fn ptx_like_characters_never_panic(
+        input in "[ \t\n.%a-z0-9_${}();:,@!<>|+*/\"\\[\\]-]{0,300}",
+    ) {
         check(&input)?;
     }
 
@@ -231,7 +246,7 @@ proptest! {
         with_header in any::<bool>(),
         function in 0usize..3,
         pieces in proptest::collection::vec(piece(), 0..80),
-        separators in proptest::collection::vec(any::<bool>(), 80),
+        separators in proptest::collection::vec(proptest::bool::weighted(0.75), 80),
     ) {
         let mut input = String::new();
         if with_header {
@@ -252,6 +267,81 @@ proptest! {
             input.push_str("\n}\n");
         }
         check(&input)?;
+    }
+}
+
+/// Whole statements, each valid on its own: any sequence of them is a valid function body.
+const STATEMENTS: &[&str] = &[
+    "{",
+    "}",
+    "$L__BB0_1:",
+    "$L__BB0_2:",
+    "$L__BB0_3:",
+    "@%p1 bra $L__BB0_1;",
+    "@!%p1 bra.uni $L__BB0_2;",
+    "bra.uni $L__BB0_3;",
+    "bra.uni $L__BB0_404;",
+    "ret;",
+    "@%p1 exit;",
+    "trap;",
+    "add.s32 %r1, %r2, 1;",
+    ".reg .b32 %r<4>;",
+    ".reg .pred p, q;",
+    "ld.global.v2.f32 {%f1, _}, [%rd1+-8];",
+    "setp.lt.s32 %p1|%p2, %r1, -4;",
+    "call.uni (%r1), f, (%r2, 1);",
+    "ts: .branchtargets $L__BB0_1, $L__BB0_2, $L__BB0_404;",
+    "brx.idx %r1, ts;",
+    "@%p1 brx.idx %r1, ts;",
+    "p0: .callprototype (.param .b32 _) _ (.param .b32 _);",
+    ".loc 1 2 3",
+    ".local .align 4 .b8 s[16];",
+    "// comment",
+    "/* comment */",
+];
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Random but valid bodies always parse, and every edge of them can be split (or is refused
+    /// with an error).
+    #[test]
+    fn statement_soups_parse_and_rewrite(
+        entry in any::<bool>(),
+        statements in proptest::collection::vec(proptest::sample::select(STATEMENTS), 0..60),
+    ) {
+        let mut input = format!(
+            "{HEADER}.visible {} k()\n{{\n",
+            if entry { ".entry" } else { ".func" }
+        );
+        let mut depth = 0usize;
+        for statement in statements {
+            match statement {
+                "{" => depth += 1,
+                "}" if depth == 0 => continue,
+                "}" => depth -= 1,
+                _ => {}
+            }
+            input.push('\t');
+            input.push_str(statement);
+            input.push('\n');
+        }
+        input.push_str(&"}\n".repeat(depth + 1));
+        prop_assert!(parse(input.as_str()).is_ok(), "does not parse:\n{}", input);
+        check(&input)?;
+        let module = parse(input.as_str()).unwrap();
+        let function = module.function("k").unwrap();
+        let edges = function.edges(&function.blocks());
+        for (i, edge) in edges.iter().enumerate() {
+            let mut clone = function.clone();
+            let code = vec![Statement::instruction(Instruction::simple(
+                "add.u32",
+                vec![Operand::reg("%fuzz0"), Operand::reg("%fuzz0"), Operand::int(1)],
+            ))];
+            if clone.split_edge(*edge, &format!("$fuzz_edge{i}"), code).is_ok() {
+                prop_assert!(clone.statements().len() > function.statements().len());
+            }
+        }
     }
 }
 
@@ -315,7 +405,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         1 => (any::<Index>(), proptest::sample::select(POISON))
             .prop_map(|(at, piece)| Mutation::Insert { at, piece }),
         2 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::SwapLines { a, b }),
-        1 => (any::<Index>(), any::<u8>()).prop_map(|(at, byte)| Mutation::ReplaceByte { at, byte }),
+        1 => (any::<Index>(), any::<u8>())
+            .prop_map(|(at, byte)| Mutation::ReplaceByte { at, byte }),
         1 => any::<Index>().prop_map(|at| Mutation::Truncate { at }),
     ]
 }
@@ -360,7 +451,7 @@ fn apply(text: &mut Vec<u8>, mutation: &Mutation) {
 }
 
 proptest! {
-    #![proptest_config(config(96))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn mutated_real_ptx_never_panics(
@@ -411,11 +502,32 @@ fn edge_cases_never_panic() {
         body("mov.u32 %r1, -"),
         body("mov.u32 %r1, %r2|"),
         body("mov.u32 %r1, {{{"),
+        body("mov.u32 %r1, - // comment\n 5;"),
         body("é"),
+        format!("{HEADER}.entry k(.param .b8 p[/ /])\n{{\nret;\n}}\n"),
+        format!("{HEADER}.entry k(.param .b8 p[/ *])\n{{\nret;\n}}\n"),
+        format!("{HEADER}.entry k() .maxntid / / 1\n{{\nret;\n}}\n"),
     ];
     for case in &cases {
         if let Err(e) = check(case) {
             panic!("{case:?}: {e}");
+        }
+    }
+}
+
+/// Operands nested far deeper than any real PTX are an error, not a stack overflow.
+#[test]
+fn deeply_nested_operands_never_overflow_the_stack() {
+    for (open, close) in [("[", "]"), ("{", "}"), ("(", ")")] {
+        for depth in [8, 1_000, 100_000] {
+            let input = format!(
+                "{HEADER}.visible .entry k()\n{{\nmov.u32 %r1, {}%r2{};\n}}\n",
+                open.repeat(depth),
+                close.repeat(depth)
+            );
+            if let Err(e) = check(&input) {
+                panic!("{open} x {depth}: {e}");
+            }
         }
     }
 }

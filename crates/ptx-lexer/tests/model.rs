@@ -188,6 +188,7 @@ fn operands_of_every_shape() {
          \tmov.f64 %fd3, 0dBFF0000000000000;\n\
          \ttex.1d.v4.f32.s32 {%f1, %f2, %f3, _}, [tex, {%r1}];\n\
          \tand.pred %p1, %p2, !%p3;\n\
+         \tmov.u32 %r9, - /* c */ 5;\n\
          \tret;\n}\n",
     );
     let ins: Vec<_> = m.function("k").unwrap().instructions().cloned().collect();
@@ -219,6 +220,11 @@ fn operands_of_every_shape() {
     );
     assert_eq!(ins[6].facts.state_space, Some(StateSpace::Texture));
     assert_eq!(ins[7].operands[2], Operand::NegatedRegister("%p3".into()));
+    assert_eq!(
+        ins[8].operands[1],
+        Operand::Integer("-5".into()),
+        "trivia is not part of a number"
+    );
     // Canonical printing of each instruction parses back to the same instruction.
     for i in &ins {
         let text = format!("{HEADER}.visible .entry k()\n{{\n\t{i}\n}}\n");
@@ -322,7 +328,7 @@ fn malformed_input_reports_line_column_and_token() {
         (".version\n", 2, 1, "end of input"),
         ("ret;\n", 1, 1, "'ret'"),
         (".visible .entry k()\n{\n\t@ bra L;\n}\n", 3, 4, "'bra'"),
-        ("/* never closed", 1, 1, "'/* never closed'"),
+        ("/* never closed", 1, 1, "'/*'"),
     ];
     for (text, line, column, found) in cases {
         let e = parse(text).unwrap_err();
@@ -332,5 +338,8 @@ fn malformed_input_reports_line_column_and_token() {
             "{text:?}: {e}"
         );
         assert!(!e.to_string().contains('\n'), "one line: {e}");
+        if text.starts_with("/*") {
+            assert!(e.message.contains("never closed"), "{e}");
+        }
     }
 }
