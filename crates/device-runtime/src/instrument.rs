@@ -77,19 +77,13 @@ pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
 }
 
 fn snapshot_blocks(function: &ptx_lexer::Function) -> Vec<SnapshotBlock> {
-    let statements = function.statements();
     function
-        .blocks()
+        .block_summaries()
         .into_iter()
         .map(|b| SnapshotBlock {
             function: function.name().to_string(),
             label: b.label.map(|l| l.to_string()),
-            instructions: b
-                .instructions
-                .iter()
-                .filter_map(|&i| statements[i].as_instruction())
-                .map(|i| i.opcode.clone())
-                .collect(),
+            instructions: b.instructions,
         })
         .collect()
 }

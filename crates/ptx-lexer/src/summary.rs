@@ -5,7 +5,7 @@ use serde::Serialize;
 use smol_str::SmolStr;
 
 use crate::instruction::Opcode;
-use crate::module::{FunctionKind, Module};
+use crate::module::{Function, FunctionKind, Module};
 
 /// `{"functions": [...]}`: every function definition of the module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,32 +29,35 @@ pub struct BlockSummary {
     pub instructions: Vec<Opcode>,
 }
 
+impl Function {
+    /// Each basic block's label and opcodes, in layout order.
+    pub fn block_summaries(&self) -> Vec<BlockSummary> {
+        let statements = self.statements();
+        self.blocks()
+            .into_iter()
+            .map(|b| BlockSummary {
+                label: b.label,
+                instructions: b
+                    .instructions
+                    .iter()
+                    .filter_map(|&i| statements[i].as_instruction())
+                    .map(|i| i.opcode.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
 impl Module {
     /// The summary of every function definition (declarations have no blocks and are left out).
     pub fn summary(&self) -> ModuleSummary {
         let functions = self
             .functions()
             .filter(|f| f.is_definition())
-            .map(|f| {
-                let statements = f.statements();
-                let blocks = f
-                    .blocks()
-                    .into_iter()
-                    .map(|b| BlockSummary {
-                        label: b.label,
-                        instructions: b
-                            .instructions
-                            .iter()
-                            .filter_map(|&i| statements[i].as_instruction())
-                            .map(|i| i.opcode.clone())
-                            .collect(),
-                    })
-                    .collect();
-                FunctionSummary {
-                    name: SmolStr::new(f.name()),
-                    kind: f.kind(),
-                    blocks,
-                }
+            .map(|f| FunctionSummary {
+                name: SmolStr::new(f.name()),
+                kind: f.kind(),
+                blocks: f.block_summaries(),
             })
             .collect();
         ModuleSummary { functions }
