@@ -12,7 +12,7 @@ echo "test: cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "test: cargo build (the driver tests link programs with the runtime library it builds)"
 cargo build --workspace --quiet
-echo "test: cargo test"
-cargo test --workspace
 echo "test: corpus compiles and links with clang-16 and nvcc"
 OUT_DIR="$(mktemp -d)" corpus/verify.sh
+echo "test: cargo test"
+cargo test --workspace
