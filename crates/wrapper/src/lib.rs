@@ -1,7 +1,15 @@
 //! Library side of the `cuda-flux` command and the `cuda-flux-clang` driver (so that their
 //! pieces are testable).
 
+pub mod compare;
+pub mod csv;
 pub mod driver;
+pub mod features;
+pub mod metric_table;
+pub mod metrics;
+pub mod names;
+pub mod profile;
+pub mod report;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use wrapper::metric_table;
+use wrapper::profile;
 
 /// cuda-flux: exact PTX instruction counts for CUDA programs.
 #[derive(Debug, Parser)]
@@ -34,6 +36,68 @@ enum Command {
         #[arg(long)]
         blocks: bool,
     },
+    /// Compute nvprof-style metric groups per kernel from profiles (docs/metrics.md).
+    Metrics {
+        /// Profiles (cuda-flux/1 JSON); several are merged, kernels matched by name and source.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Also give the metrics of every launch.
+        #[arg(long)]
+        per_launch: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+        /// Write the output here instead of to standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Print a per-kernel summary of profiles: launches, instruction totals, top opcodes, key
+    /// metric groups, SIMD efficiency, hottest blocks.
+    Report {
+        /// Profiles (cuda-flux/1 JSON); several are merged, kernels matched by name and source.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Only kernels with this name (mangled, demangled, or demangled without arguments;
+        /// else those containing it).
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Opcodes listed per kernel.
+        #[arg(long, default_value_t = 8)]
+        top: usize,
+        /// Hottest blocks listed per kernel.
+        #[arg(long, default_value_t = 5)]
+        blocks: usize,
+    },
+    /// Write one CSV row per launch for performance modelling: launch shape, instruction
+    /// groups, memory instructions and bytes per state space, arithmetic intensity, SIMD
+    /// efficiency (columns in docs/metrics.md).
+    Features {
+        /// Profiles (cuda-flux/1 JSON); several are merged, kernels matched by name and source.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the CSV here instead of to standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Compare cuda-flux's metric groups with nvprof's or Nsight Compute's `--csv` output for
+    /// the same run: per kernel, metric, reference, ours, ratio.
+    #[command(group(clap::ArgGroup::new("reference").required(true).args(["nvprof", "ncu"])))]
+    Compare {
+        /// A profile (cuda-flux/1 JSON).
+        file: PathBuf,
+        /// `nvprof --csv --metrics ...` output (summary or --print-gpu-trace layout).
+        #[arg(long)]
+        nvprof: Option<PathBuf>,
+        /// `ncu --csv --metrics ...` output.
+        #[arg(long)]
+        ncu: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+    Csv,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +134,89 @@ fn run(cli: Cli) -> Result<()> {
             }
             print(text.trim_end())
         }
+        Command::Metrics {
+            files,
+            per_launch,
+            format,
+            output,
+        } => {
+            let profiles = profile::load_all(&files)?;
+            let kernels = profile::merge(&profiles);
+            let format = match format {
+                Format::Json => metric_table::Format::Json,
+                Format::Csv => metric_table::Format::Csv,
+            };
+            let text = metric_table::render(&profiles, &kernels, per_launch, format);
+            emit(output.as_deref(), &text)
+        }
+        Command::Report {
+            files,
+            kernel,
+            top,
+            blocks,
+        } => {
+            let profiles = profile::load_all(&files)?;
+            let kernels = profile::merge(&profiles);
+            let chosen = choose(&kernels, kernel.as_deref(), &files)?;
+            let options = wrapper::report::Options {
+                top_opcodes: top,
+                hot_blocks: blocks,
+            };
+            print(wrapper::report::render(&profiles, &chosen, options).trim_end())
+        }
+        Command::Compare { file, nvprof, ncu } => {
+            use wrapper::compare::{self, Tool};
+            let profiles = profile::load_all(std::slice::from_ref(&file))?;
+            let kernels = profile::merge(&profiles);
+            let (tool, path) = match (nvprof, ncu) {
+                (Some(path), _) => (Tool::Nvprof, path),
+                (None, Some(path)) => (Tool::Ncu, path),
+                (None, None) => unreachable!("clap requires one of --nvprof and --ncu"),
+            };
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let samples = compare::parse(&path, &text, tool)?;
+            print(compare::render(&kernels, &samples, tool).trim_end())
+        }
+        Command::Features { files, output } => {
+            let profiles = profile::load_all(&files)?;
+            let kernels = profile::merge(&profiles);
+            emit(
+                output.as_deref(),
+                &wrapper::features::render(&profiles, &kernels),
+            )
+        }
+    }
+}
+
+/// The kernels `--kernel` names (all without it); naming none is an error.
+fn choose<'k, 'a>(
+    kernels: &'k [profile::MergedKernel<'a>],
+    wanted: Option<&str>,
+    files: &[PathBuf],
+) -> Result<Vec<&'k profile::MergedKernel<'a>>> {
+    let Some(wanted) = wanted else {
+        return Ok(kernels.iter().collect());
+    };
+    let chosen = profile::select(kernels, wanted);
+    if chosen.is_empty() {
+        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        anyhow::bail!("no kernel named {wanted:?} in {}", files.join(", "));
+    }
+    Ok(chosen)
+}
+
+/// Writes `text` to `output` atomically, or prints it.
+fn emit(output: Option<&Path>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => {
+            let mut bytes = text.as_bytes().to_vec();
+            if !text.ends_with('\n') {
+                bytes.push(b'\n');
+            }
+            write_atomically(path, &bytes)
+        }
+        None => print(text.trim_end()),
     }
 }
 

@@ -1,0 +1,939 @@
+//! nvprof-style metric groups computed from cuda-flux's per-opcode histograms.
+//!
+//! [`FAMILIES`] is the one table that says what every PTX opcode family counts as; `docs/metrics.md`
+//! lists the same table with the reasons. Everything else here derives from it:
+//! [`classify`] turns a full opcode (`fma.rn.f32`) into its contributions, and [`Metrics::of`]
+//! sums those over a histogram, warp counts for warp-level metrics (`inst_executed*`), thread
+//! counts for thread-level ones (`flop_count_*`, `inst_fp_*`, `inst_integer`, ...), as nvprof
+//! defines them.
+
+use std::fmt;
+
+use host_runtime::report::OpcodeCounts;
+use ptx_lexer::{DataType, InstructionFacts, Opcode, StateSpace};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// Floating-point operation kind of an arithmetic family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flop {
+    /// `flop_count_*_add` (subtraction is an add).
+    Add,
+    /// `flop_count_*_mul`.
+    Mul,
+    /// `flop_count_*_fma`: counts once there, twice in `flop_count_*`.
+    Fma,
+    /// `flop_count_sp_special` for single precision; no flop count for other precisions
+    /// (nvprof has no double- or half-precision special-operation metric).
+    Special,
+    /// Floating-point instruction that is not a flop (compare, min/max, abs, neg, select).
+    None,
+}
+
+/// Memory operation of a memory family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemOp {
+    Load,
+    Store,
+    /// Read-modify-write that returns a value (`atom`).
+    Atomic,
+    /// Read-modify-write without a result (`red`).
+    Reduction,
+    /// No data moved to or from registers (`prefetch`, `cp.async`, bulk copies): only
+    /// `inst_compute_ld_st`.
+    Other,
+}
+
+/// Where an operand type is read from, for families classified by data type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeFrom {
+    /// The first type modifier (the result's, e.g. `setp.lt.f32`, `selp.f64`).
+    First,
+    /// The last type modifier (`set.lt.u32.f32` compares `f32` values).
+    Last,
+}
+
+/// What a PTX opcode family counts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Arithmetic, comparison or selection: `inst_fp_16/32/64` by its floating-point type
+    /// (`inst_integer` for integer and bit types), and flops for floating-point types.
+    Arith(Flop, TypeFrom),
+    /// Bitwise and bit-field operations: `inst_integer`.
+    Logic,
+    /// `inst_bit_convert`.
+    Convert,
+    /// `inst_control`.
+    Control,
+    /// `inst_compute_ld_st`, and the warp-level `inst_executed_<space>_<op>` group of its state
+    /// space.
+    Memory(MemOp),
+    /// `inst_inter_thread_communication`.
+    Communication,
+    /// `inst_misc`.
+    Misc,
+    /// Texture and surface access: in no `inst_*` class (nvprof's classes have no texture
+    /// class); counted in `inst_executed` and, by `features`, as texture memory.
+    Texture,
+    /// Tensor-core matrix operations: in no `inst_*` class and no flop count; counted in
+    /// `inst_executed`.
+    Tensor,
+}
+
+/// One row of the table: an opcode family (the opcode's first dot-separated components) and
+/// what it counts as.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// `add`, or a longer prefix such as `cp.async.wait_group`; the longest matching prefix wins.
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+const fn fam(name: &'static str, kind: Kind) -> Family {
+    Family { name, kind }
+}
+
+use Kind::*;
+use TypeFrom::{First, Last};
+
+/// THE table: every PTX opcode family and what it counts as (see `docs/metrics.md`).
+pub static FAMILIES: &[Family] = &[
+    // Arithmetic with flops for floating-point types.
+    fam("add", Arith(Flop::Add, First)),
+    fam("sub", Arith(Flop::Add, First)),
+    fam("mul", Arith(Flop::Mul, First)),
+    fam("mad", Arith(Flop::Fma, First)),
+    fam("fma", Arith(Flop::Fma, First)),
+    // Special functions (MUFU and friends); integer `div` is plain integer arithmetic.
+    fam("div", Arith(Flop::Special, First)),
+    fam("sqrt", Arith(Flop::Special, First)),
+    fam("rsqrt", Arith(Flop::Special, First)),
+    fam("rcp", Arith(Flop::Special, First)),
+    fam("sin", Arith(Flop::Special, First)),
+    fam("cos", Arith(Flop::Special, First)),
+    fam("lg2", Arith(Flop::Special, First)),
+    fam("ex2", Arith(Flop::Special, First)),
+    fam("tanh", Arith(Flop::Special, First)),
+    // Arithmetic without flops: classified by type only.
+    fam("rem", Arith(Flop::None, First)),
+    fam("abs", Arith(Flop::None, First)),
+    fam("neg", Arith(Flop::None, First)),
+    fam("min", Arith(Flop::None, First)),
+    fam("max", Arith(Flop::None, First)),
+    fam("mul24", Arith(Flop::None, First)),
+    fam("mad24", Arith(Flop::None, First)),
+    fam("sad", Arith(Flop::None, First)),
+    fam("dp4a", Arith(Flop::None, First)),
+    fam("dp2a", Arith(Flop::None, First)),
+    fam("testp", Arith(Flop::None, First)),
+    fam("copysign", Arith(Flop::None, First)),
+    fam("setp", Arith(Flop::None, First)),
+    fam("set", Arith(Flop::None, Last)),
+    fam("selp", Arith(Flop::None, First)),
+    fam("slct", Arith(Flop::None, First)),
+    fam("cvta", Arith(Flop::None, First)),
+    fam("vadd", Arith(Flop::None, First)),
+    fam("vsub", Arith(Flop::None, First)),
+    fam("vabsdiff", Arith(Flop::None, First)),
+    fam("vmin", Arith(Flop::None, First)),
+    fam("vmax", Arith(Flop::None, First)),
+    fam("vshl", Arith(Flop::None, First)),
+    fam("vshr", Arith(Flop::None, First)),
+    fam("vmad", Arith(Flop::None, First)),
+    fam("vset", Arith(Flop::None, First)),
+    fam("vadd2", Arith(Flop::None, First)),
+    fam("vsub2", Arith(Flop::None, First)),
+    fam("vavrg2", Arith(Flop::None, First)),
+    fam("vabsdiff2", Arith(Flop::None, First)),
+    fam("vmin2", Arith(Flop::None, First)),
+    fam("vmax2", Arith(Flop::None, First)),
+    fam("vset2", Arith(Flop::None, First)),
+    fam("vadd4", Arith(Flop::None, First)),
+    fam("vsub4", Arith(Flop::None, First)),
+    fam("vavrg4", Arith(Flop::None, First)),
+    fam("vabsdiff4", Arith(Flop::None, First)),
+    fam("vmin4", Arith(Flop::None, First)),
+    fam("vmax4", Arith(Flop::None, First)),
+    fam("vset4", Arith(Flop::None, First)),
+    // Bitwise and bit-field.
+    fam("and", Logic),
+    fam("or", Logic),
+    fam("xor", Logic),
+    fam("not", Logic),
+    fam("cnot", Logic),
+    fam("shl", Logic),
+    fam("shr", Logic),
+    fam("lop3", Logic),
+    fam("shf", Logic),
+    fam("prmt", Logic),
+    fam("bfe", Logic),
+    fam("bfi", Logic),
+    fam("bfind", Logic),
+    fam("brev", Logic),
+    fam("popc", Logic),
+    fam("clz", Logic),
+    fam("fns", Logic),
+    fam("bmsk", Logic),
+    fam("szext", Logic),
+    // Conversion.
+    fam("cvt", Convert),
+    // Control flow.
+    fam("bra", Control),
+    fam("brx", Control),
+    fam("call", Control),
+    fam("ret", Control),
+    fam("exit", Control),
+    fam("trap", Control),
+    fam("brkpt", Control),
+    // Memory.
+    fam("ld", Memory(MemOp::Load)),
+    fam("ldu", Memory(MemOp::Load)),
+    fam("st", Memory(MemOp::Store)),
+    fam("atom", Memory(MemOp::Atomic)),
+    fam("red", Memory(MemOp::Reduction)),
+    fam("prefetch", Memory(MemOp::Other)),
+    fam("prefetchu", Memory(MemOp::Other)),
+    fam("cp.async", Memory(MemOp::Other)),
+    fam("cp.reduce", Memory(MemOp::Other)),
+    fam("multimem", Memory(MemOp::Other)),
+    fam("ldmatrix", Memory(MemOp::Load)),
+    fam("stmatrix", Memory(MemOp::Store)),
+    fam("wmma.load", Memory(MemOp::Load)),
+    fam("wmma.store", Memory(MemOp::Store)),
+    // Waiting for or committing asynchronous copies moves nothing.
+    fam("cp.async.commit_group", Misc),
+    fam("cp.async.wait_group", Misc),
+    fam("cp.async.wait_all", Misc),
+    fam("cp.async.mbarrier", Misc),
+    fam("cp.async.bulk.commit_group", Misc),
+    fam("cp.async.bulk.wait_group", Misc),
+    // Inter-thread communication.
+    fam("shfl", Communication),
+    fam("vote", Communication),
+    fam("activemask", Communication),
+    fam("match", Communication),
+    fam("redux", Communication),
+    fam("elect", Communication),
+    // Miscellaneous: moves, synchronisation, queries.
+    fam("mov", Misc),
+    fam("bar", Misc),
+    fam("barrier", Misc),
+    fam("membar", Misc),
+    fam("fence", Misc),
+    fam("mbarrier", Misc),
+    fam("nanosleep", Misc),
+    fam("pmevent", Misc),
+    fam("griddepcontrol", Misc),
+    fam("isspacep", Misc),
+    fam("mapa", Misc),
+    fam("getctarank", Misc),
+    fam("setmaxnreg", Misc),
+    fam("alloca", Misc),
+    fam("stacksave", Misc),
+    fam("stackrestore", Misc),
+    fam("createpolicy", Misc),
+    fam("applypriority", Misc),
+    fam("discard", Misc),
+    fam("tensormap", Misc),
+    fam("clusterlaunchcontrol", Misc),
+    fam("wgmma.fence", Misc),
+    fam("wgmma.commit_group", Misc),
+    fam("wgmma.wait_group", Misc),
+    // Texture and surface.
+    fam("tex", Texture),
+    fam("tld4", Texture),
+    fam("txq", Texture),
+    fam("istypep", Texture),
+    fam("suld", Texture),
+    fam("sust", Texture),
+    fam("sured", Texture),
+    fam("suq", Texture),
+    // Tensor cores.
+    fam("mma", Tensor),
+    fam("wmma", Tensor),
+    fam("wgmma", Tensor),
+    fam("tcgen05", Tensor),
+];
+
+/// The family of a full opcode: the longest table entry whose dot-separated components start
+/// the opcode's (`cp.async.wait_group.1` is `cp.async.wait_group`, `cp.async.ca.shared.global`
+/// is `cp.async`, `add.f32` is `add`). `None` for opcodes not in the table.
+pub fn family_of(opcode: &str) -> Option<&'static Family> {
+    FAMILIES
+        .iter()
+        .filter(|f| {
+            opcode == f.name
+                || (opcode.starts_with(f.name)
+                    && opcode.as_bytes().get(f.name.len()) == Some(&b'.'))
+        })
+        .max_by_key(|f| f.name.len())
+}
+
+/// Thread-level instruction class (`inst_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadClass {
+    Fp16,
+    Fp32,
+    Fp64,
+    Integer,
+    BitConvert,
+    Control,
+    ComputeLdSt,
+    Misc,
+    InterThreadCommunication,
+}
+
+/// Floating-point precision of a flop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// `f16`, `f16x2`, `bf16`, `bf16x2`.
+    Half,
+    /// `f32`, `f32x2`.
+    Single,
+    /// `f64`.
+    Double,
+}
+
+/// Memory state space of a warp-level memory group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    Global,
+    Shared,
+    Local,
+    /// No state space named (cuda-flux's own `inst_executed_generic_*` groups).
+    Generic,
+}
+
+/// What one execution of an opcode adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Class {
+    /// Its thread-level class; `None` for texture, tensor and unknown opcodes.
+    pub thread: Option<ThreadClass>,
+    /// Its warp-level memory group, if any.
+    pub memory: Option<(Space, MemOp)>,
+    /// Its flops: precision, kind, and operations per thread (2 for `x2` packed types).
+    pub flops: Option<(Precision, Flop, u64)>,
+}
+
+/// A floating-point type among the opcode's modifiers, and how many values it packs.
+fn float_type(modifier: &str) -> Option<(Precision, u64)> {
+    // f32x2 (PTX 8.6) is not a ptx_lexer DataType; it packs two single-precision values.
+    if modifier == "f32x2" {
+        return Some((Precision::Single, 2));
+    }
+    match DataType::from_modifier(modifier)? {
+        DataType::F16 | DataType::Bf16 => Some((Precision::Half, 1)),
+        DataType::F16x2 | DataType::Bf16x2 => Some((Precision::Half, 2)),
+        DataType::F32 => Some((Precision::Single, 1)),
+        DataType::F64 => Some((Precision::Double, 1)),
+        _ => None,
+    }
+}
+
+fn is_type(modifier: &str) -> bool {
+    modifier == "f32x2" || DataType::from_modifier(modifier).is_some()
+}
+
+/// Classifies one full opcode by [`FAMILIES`].
+pub fn classify(opcode: &str) -> Class {
+    let Some(family) = family_of(opcode) else {
+        return Class::default();
+    };
+    match family.kind {
+        Arith(flop, from) => {
+            let op = Opcode::new(opcode);
+            let mut types = op.modifiers().filter(|m| is_type(m));
+            let ty = match from {
+                First => types.next(),
+                Last => types.last(),
+            };
+            match ty.and_then(float_type) {
+                Some((precision, lanes)) => {
+                    let thread = match precision {
+                        Precision::Half => ThreadClass::Fp16,
+                        Precision::Single => ThreadClass::Fp32,
+                        Precision::Double => ThreadClass::Fp64,
+                    };
+                    let counted = match flop {
+                        Flop::None => false,
+                        Flop::Special => precision == Precision::Single,
+                        _ => true,
+                    };
+                    Class {
+                        thread: Some(thread),
+                        memory: None,
+                        flops: counted.then_some((precision, flop, lanes)),
+                    }
+                }
+                None => Class {
+                    thread: Some(ThreadClass::Integer),
+                    ..Class::default()
+                },
+            }
+        }
+        Logic => Class {
+            thread: Some(ThreadClass::Integer),
+            ..Class::default()
+        },
+        Convert => Class {
+            thread: Some(ThreadClass::BitConvert),
+            ..Class::default()
+        },
+        Control => Class {
+            thread: Some(ThreadClass::Control),
+            ..Class::default()
+        },
+        Communication => Class {
+            thread: Some(ThreadClass::InterThreadCommunication),
+            ..Class::default()
+        },
+        Misc => Class {
+            thread: Some(ThreadClass::Misc),
+            ..Class::default()
+        },
+        Memory(op) => {
+            let space = named_space(opcode);
+            let memory = match (space, op) {
+                (_, MemOp::Other) => None,
+                (Some(StateSpace::Global), op) => Some((Space::Global, op)),
+                (Some(StateSpace::Shared), op) => Some((Space::Shared, op)),
+                (Some(StateSpace::Local), op) => Some((Space::Local, op)),
+                (Some(StateSpace::Generic) | None, op) => Some((Space::Generic, op)),
+                _ => None,
+            };
+            Class {
+                thread: Some(ThreadClass::ComputeLdSt),
+                memory,
+                flops: None,
+            }
+        }
+        Texture | Tensor => Class::default(),
+    }
+}
+
+/// The state space an instruction names (`Generic` for memory instructions naming none).
+pub fn named_space(opcode: &str) -> Option<StateSpace> {
+    InstructionFacts::of(&Opcode::new(opcode)).state_space
+}
+
+/// A metric's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A count.
+    Count(u64),
+    /// A percentage; `None` when undefined (nothing executed).
+    Percent(Option<f64>),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Count(n) => write!(f, "{n}"),
+            Value::Percent(Some(p)) => write!(f, "{p:.2}"),
+            Value::Percent(None) => Ok(()),
+        }
+    }
+}
+
+impl Value {
+    /// The value as a float (`None` for an undefined percentage).
+    pub fn as_f64(self) -> Option<f64> {
+        match self {
+            Value::Count(n) => Some(n as f64),
+            Value::Percent(p) => p,
+        }
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Count(n) => s.serialize_u64(*n),
+            Value::Percent(Some(p)) => s.serialize_f64(*p),
+            Value::Percent(None) => s.serialize_none(),
+        }
+    }
+}
+
+/// The metric names, in output order. Names are nvprof's except the ones `docs/metrics.md`
+/// marks as cuda-flux's own (`thread_inst_executed`, `inst_executed_generic_*`).
+pub const NAMES: &[&str] = &[
+    "inst_executed",
+    "thread_inst_executed",
+    "inst_executed_global_loads",
+    "inst_executed_local_loads",
+    "inst_executed_shared_loads",
+    "inst_executed_generic_loads",
+    "inst_executed_global_stores",
+    "inst_executed_local_stores",
+    "inst_executed_shared_stores",
+    "inst_executed_generic_stores",
+    "inst_executed_global_atomics",
+    "inst_executed_global_reductions",
+    "inst_executed_shared_atomics",
+    "inst_executed_generic_atomics",
+    "flop_count_sp",
+    "flop_count_sp_add",
+    "flop_count_sp_mul",
+    "flop_count_sp_fma",
+    "flop_count_sp_special",
+    "flop_count_dp",
+    "flop_count_dp_add",
+    "flop_count_dp_mul",
+    "flop_count_dp_fma",
+    "flop_count_hp",
+    "flop_count_hp_add",
+    "flop_count_hp_mul",
+    "flop_count_hp_fma",
+    "inst_fp_16",
+    "inst_fp_32",
+    "inst_fp_64",
+    "inst_integer",
+    "inst_bit_convert",
+    "inst_control",
+    "inst_compute_ld_st",
+    "inst_misc",
+    "inst_inter_thread_communication",
+    "warp_execution_efficiency",
+];
+
+/// Index of a metric in [`NAMES`].
+pub fn index_of(name: &str) -> Option<usize> {
+    NAMES.iter().position(|n| *n == name)
+}
+
+/// Every metric of [`NAMES`] for one histogram.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    values: Vec<Value>,
+}
+
+impl Metrics {
+    /// Computes the metrics of a histogram (a launch's `instructions` or a kernel's `totals`).
+    pub fn of(counts: &OpcodeCounts) -> Metrics {
+        let mut v = [0u64; NAMES.len() - 1];
+        let slot = |name: &str| index_of(name).expect("a metric name");
+        let mut add = |name: &str, n: u64| {
+            let i = slot(name);
+            v[i] = v[i].saturating_add(n);
+        };
+        for (opcode, c) in counts {
+            add("inst_executed", c.warps);
+            add("thread_inst_executed", c.threads);
+            let class = classify(opcode);
+            if let Some(thread) = class.thread {
+                let name = match thread {
+                    ThreadClass::Fp16 => "inst_fp_16",
+                    ThreadClass::Fp32 => "inst_fp_32",
+                    ThreadClass::Fp64 => "inst_fp_64",
+                    ThreadClass::Integer => "inst_integer",
+                    ThreadClass::BitConvert => "inst_bit_convert",
+                    ThreadClass::Control => "inst_control",
+                    ThreadClass::ComputeLdSt => "inst_compute_ld_st",
+                    ThreadClass::Misc => "inst_misc",
+                    ThreadClass::InterThreadCommunication => "inst_inter_thread_communication",
+                };
+                add(name, c.threads);
+            }
+            if let Some((space, op)) = class.memory {
+                let name = match (space, op) {
+                    (Space::Global, MemOp::Load) => Some("inst_executed_global_loads"),
+                    (Space::Local, MemOp::Load) => Some("inst_executed_local_loads"),
+                    (Space::Shared, MemOp::Load) => Some("inst_executed_shared_loads"),
+                    (Space::Generic, MemOp::Load) => Some("inst_executed_generic_loads"),
+                    (Space::Global, MemOp::Store) => Some("inst_executed_global_stores"),
+                    (Space::Local, MemOp::Store) => Some("inst_executed_local_stores"),
+                    (Space::Shared, MemOp::Store) => Some("inst_executed_shared_stores"),
+                    (Space::Generic, MemOp::Store) => Some("inst_executed_generic_stores"),
+                    (Space::Global, MemOp::Atomic) => Some("inst_executed_global_atomics"),
+                    (Space::Global, MemOp::Reduction) => Some("inst_executed_global_reductions"),
+                    // Shared-memory reductions compile to the same atomic instructions.
+                    (Space::Shared, MemOp::Atomic | MemOp::Reduction) => {
+                        Some("inst_executed_shared_atomics")
+                    }
+                    (Space::Generic, MemOp::Atomic | MemOp::Reduction) => {
+                        Some("inst_executed_generic_atomics")
+                    }
+                    _ => None,
+                };
+                if let Some(name) = name {
+                    add(name, c.warps);
+                }
+            }
+            if let Some((precision, flop, lanes)) = class.flops {
+                let p = match precision {
+                    Precision::Half => "hp",
+                    Precision::Single => "sp",
+                    Precision::Double => "dp",
+                };
+                let ops = c.threads.saturating_mul(lanes);
+                match flop {
+                    Flop::Add => {
+                        add(&format!("flop_count_{p}_add"), ops);
+                        add(&format!("flop_count_{p}"), ops);
+                    }
+                    Flop::Mul => {
+                        add(&format!("flop_count_{p}_mul"), ops);
+                        add(&format!("flop_count_{p}"), ops);
+                    }
+                    Flop::Fma => {
+                        add(&format!("flop_count_{p}_fma"), ops);
+                        add(&format!("flop_count_{p}"), ops.saturating_mul(2));
+                    }
+                    // Special operations are not part of flop_count_sp.
+                    Flop::Special => add("flop_count_sp_special", ops),
+                    Flop::None => {}
+                }
+            }
+        }
+        let mut values: Vec<Value> = v.iter().map(|&n| Value::Count(n)).collect();
+        let warps = v[slot("inst_executed")];
+        let threads = v[slot("thread_inst_executed")];
+        values.push(Value::Percent(
+            (warps > 0).then(|| 100.0 * threads as f64 / (32.0 * warps as f64)),
+        ));
+        debug_assert_eq!(values.len(), NAMES.len());
+        Metrics { values }
+    }
+
+    /// A metric by name (`None` for a name not in [`NAMES`]).
+    pub fn get(&self, name: &str) -> Option<Value> {
+        index_of(name).map(|i| self.values[i])
+    }
+
+    /// A count metric by name; 0 for unknown names and percentages.
+    pub fn count(&self, name: &str) -> u64 {
+        match self.get(name) {
+            Some(Value::Count(n)) => n,
+            _ => 0,
+        }
+    }
+
+    /// `(name, value)` in [`NAMES`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, Value)> + '_ {
+        NAMES.iter().copied().zip(self.values.iter().copied())
+    }
+}
+
+impl Serialize for Metrics {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.values.len()))?;
+        for (name, value) in self.iter() {
+            map.serialize_entry(name, &value)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use host_runtime::report::Counts;
+
+    fn hist(items: &[(&str, u64, u64)]) -> OpcodeCounts {
+        items
+            .iter()
+            .map(|&(op, threads, warps)| (op.to_string(), Counts { threads, warps }))
+            .collect()
+    }
+
+    fn m(items: &[(&str, u64, u64)]) -> Metrics {
+        Metrics::of(&hist(items))
+    }
+
+    /// Every metric of `metrics` that is not listed is zero.
+    fn only(metrics: &Metrics, expected: &[(&str, u64)]) {
+        for (name, value) in metrics.iter() {
+            if matches!(name, "inst_executed" | "thread_inst_executed")
+                || name == "warp_execution_efficiency"
+            {
+                continue;
+            }
+            let want = expected
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| *v);
+            assert_eq!(value, Value::Count(want), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_family_name_is_unique() {
+        for (i, a) in FAMILIES.iter().enumerate() {
+            for b in &FAMILIES[i + 1..] {
+                assert_ne!(a.name, b.name);
+            }
+        }
+    }
+
+    #[test]
+    fn single_precision_add_mul_fma() {
+        // 100 threads (4 warps) run add.f32, sub.f32, mul.f32 and fma.rn.f32 once each;
+        // 10 threads run mad.rn.f32.
+        let x = m(&[
+            ("add.f32", 100, 4),
+            ("sub.rn.ftz.f32", 100, 4),
+            ("mul.f32", 100, 4),
+            ("fma.rn.f32", 100, 4),
+            ("mad.rn.f32", 10, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("flop_count_sp_add", 200),
+                ("flop_count_sp_mul", 100),
+                ("flop_count_sp_fma", 110),
+                // 200 + 100 + 2 * 110
+                ("flop_count_sp", 520),
+                ("inst_fp_32", 410),
+            ],
+        );
+        assert_eq!(x.get("inst_executed"), Some(Value::Count(17)));
+    }
+
+    #[test]
+    fn double_and_half_precision() {
+        let x = m(&[
+            ("add.f64", 8, 1),
+            ("fma.rn.f64", 8, 1),
+            ("mul.rn.f16", 3, 1),
+            // Two lanes: 2 flops per thread for add, 4 per thread for fma.
+            ("add.rn.f16x2", 5, 1),
+            ("fma.rn.bf16x2", 7, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("flop_count_dp_add", 8),
+                ("flop_count_dp_fma", 8),
+                ("flop_count_dp", 24),
+                ("flop_count_hp_mul", 3),
+                ("flop_count_hp_add", 10),
+                ("flop_count_hp_fma", 14),
+                ("flop_count_hp", 3 + 10 + 28),
+                ("inst_fp_64", 16),
+                ("inst_fp_16", 15),
+            ],
+        );
+    }
+
+    #[test]
+    fn special_functions() {
+        let x = m(&[
+            ("sqrt.rn.f32", 32, 1),
+            ("rsqrt.approx.ftz.f32", 32, 1),
+            ("rcp.rn.f32", 32, 1),
+            ("sin.approx.f32", 1, 1),
+            ("cos.approx.ftz.f32", 1, 1),
+            ("lg2.approx.f32", 1, 1),
+            ("ex2.approx.ftz.f32", 1, 1),
+            ("tanh.approx.f32", 1, 1),
+            ("div.rn.f32", 2, 1),
+            // No special-operation metric for these: instruction classes only.
+            ("div.rn.f64", 4, 1),
+            ("sqrt.rn.f64", 4, 1),
+            ("ex2.approx.f16x2", 6, 1),
+            // Integer division is integer arithmetic.
+            ("div.s32", 9, 1),
+            ("rem.u64", 9, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("flop_count_sp_special", 96 + 5 + 2),
+                ("inst_fp_32", 103),
+                ("inst_fp_64", 8),
+                ("inst_fp_16", 6),
+                ("inst_integer", 18),
+            ],
+        );
+    }
+
+    #[test]
+    fn integer_arithmetic_and_logic() {
+        let x = m(&[
+            ("add.s32", 10, 1),
+            ("mad.lo.s32", 10, 1),
+            ("mul.wide.u32", 10, 1),
+            ("mad24.lo.u32", 1, 1),
+            ("dp4a.u32.s32", 1, 1),
+            ("and.b32", 2, 1),
+            ("or.pred", 2, 1),
+            ("lop3.b32", 2, 1),
+            ("shf.l.wrap.b32", 2, 1),
+            ("popc.b64", 2, 1),
+            ("bfe.u32", 2, 1),
+            ("prmt.b32", 2, 1),
+            ("cvta.to.global.u64", 5, 1),
+            ("vadd4.u32.u32.u32", 1, 1),
+        ]);
+        only(&x, &[("inst_integer", 10 * 3 + 2 + 7 * 2 + 5 + 1)]);
+    }
+
+    #[test]
+    fn comparison_and_selection_follow_their_type() {
+        let x = m(&[
+            ("setp.lt.f32", 4, 1),
+            ("setp.ge.s32", 4, 1),
+            ("setp.eq.f64", 4, 1),
+            // set's comparison type is its last type.
+            ("set.lt.u32.f32", 2, 1),
+            ("selp.f32", 3, 1),
+            ("selp.b32", 3, 1),
+            ("min.f32", 5, 1),
+            ("max.NaN.f16", 5, 1),
+            ("abs.f64", 1, 1),
+            ("neg.s32", 1, 1),
+            ("testp.finite.f32", 1, 1),
+            ("copysign.f64", 1, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("inst_fp_32", 4 + 2 + 3 + 5 + 1),
+                ("inst_integer", 4 + 3 + 1),
+                ("inst_fp_64", 4 + 1 + 1),
+                ("inst_fp_16", 5),
+            ],
+        );
+    }
+
+    #[test]
+    fn conversion_control_misc_communication() {
+        let x = m(&[
+            ("cvt.rn.f32.s32", 7, 1),
+            ("cvt.u64.u32", 7, 1),
+            ("bra", 3, 1),
+            ("bra.uni", 3, 1),
+            ("call.uni", 3, 1),
+            ("ret", 3, 1),
+            ("exit", 3, 1),
+            ("mov.u32", 11, 1),
+            ("bar.sync", 11, 1),
+            ("membar.gl", 1, 1),
+            ("fence.acq_rel.gpu", 1, 1),
+            ("shfl.sync.down.b32", 32, 1),
+            ("vote.sync.ballot.b32", 32, 1),
+            ("activemask.b32", 32, 1),
+            ("redux.sync.add.s32", 32, 1),
+            ("match.any.sync.b32", 32, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("inst_bit_convert", 14),
+                ("inst_control", 15),
+                ("inst_misc", 24),
+                ("inst_inter_thread_communication", 160),
+            ],
+        );
+    }
+
+    #[test]
+    fn memory_groups_by_state_space_are_warp_level() {
+        let x = m(&[
+            ("ld.global.f32", 64, 2),
+            ("ld.global.nc.v2.f64", 64, 3),
+            ("ldu.global.f32", 1, 1),
+            ("st.global.f32", 64, 2),
+            ("ld.shared.u32", 64, 5),
+            ("st.shared::cta.v4.b32", 64, 6),
+            ("ld.local.u32", 1, 1),
+            ("st.local.u32", 1, 1),
+            ("ld.u32", 8, 1),
+            ("st.f32", 8, 1),
+            ("atom.global.add.u32", 32, 1),
+            ("atom.global.cas.b32", 32, 1),
+            ("red.global.add.f32", 32, 4),
+            ("atom.shared.add.u32", 32, 7),
+            ("red.shared.add.u32", 32, 1),
+            ("atom.add.u32", 1, 1),
+            ("ld.param.u64", 10, 1),
+            ("ld.const.f32", 10, 1),
+            ("ldmatrix.sync.aligned.m8n8.x4.shared.b16", 32, 1),
+            ("cp.async.ca.shared.global", 32, 1),
+            ("cp.async.wait_group", 32, 1),
+            ("prefetch.global.L2", 32, 1),
+        ]);
+        only(
+            &x,
+            &[
+                ("inst_executed_global_loads", 6),
+                ("inst_executed_global_stores", 2),
+                ("inst_executed_shared_loads", 6),
+                ("inst_executed_shared_stores", 6),
+                ("inst_executed_local_loads", 1),
+                ("inst_executed_local_stores", 1),
+                ("inst_executed_generic_loads", 1),
+                ("inst_executed_generic_stores", 1),
+                ("inst_executed_global_atomics", 2),
+                ("inst_executed_global_reductions", 4),
+                ("inst_executed_shared_atomics", 8),
+                ("inst_executed_generic_atomics", 1),
+                // Thread level: every memory instruction but cp.async.wait_group.
+                (
+                    "inst_compute_ld_st",
+                    64 * 5 + 1 + 1 + 1 + 8 + 8 + 32 * 5 + 1 + 10 + 10 + 32 + 32 + 32,
+                ),
+                ("inst_misc", 32),
+                // red.global.add.f32 is a memory instruction, not a flop.
+            ],
+        );
+    }
+
+    #[test]
+    fn texture_tensor_and_unknown_opcodes_count_only_in_totals() {
+        let x = m(&[
+            ("tex.2d.v4.f32.f32", 32, 1),
+            ("suld.b.2d.v4.b32.trap", 32, 1),
+            ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 32, 1),
+            ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", 32, 1),
+            ("no_such_op.f32", 32, 1),
+        ]);
+        only(&x, &[]);
+        assert_eq!(x.get("inst_executed"), Some(Value::Count(5)));
+        assert_eq!(x.get("thread_inst_executed"), Some(Value::Count(160)));
+    }
+
+    #[test]
+    fn warp_execution_efficiency() {
+        // 3 warps: two full, one with 16 active threads: 80 / (32 * 3).
+        let x = m(&[("add.s32", 80, 3)]);
+        let Some(Value::Percent(Some(p))) = x.get("warp_execution_efficiency") else {
+            panic!()
+        };
+        assert!((p - 100.0 * 80.0 / 96.0).abs() < 1e-9);
+        assert_eq!(
+            m(&[]).get("warp_execution_efficiency"),
+            Some(Value::Percent(None))
+        );
+    }
+
+    #[test]
+    fn longest_family_prefix_wins() {
+        assert_eq!(
+            family_of("cp.async.wait_group").unwrap().name,
+            "cp.async.wait_group"
+        );
+        assert_eq!(
+            family_of("cp.async.ca.shared.global").unwrap().name,
+            "cp.async"
+        );
+        assert_eq!(
+            family_of("wmma.load.a.sync.aligned.row.m16n16k16.global.f16")
+                .unwrap()
+                .name,
+            "wmma.load"
+        );
+        assert_eq!(
+            family_of("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32")
+                .unwrap()
+                .name,
+            "wmma"
+        );
+        assert_eq!(family_of("setp.lt.f32").unwrap().name, "setp");
+        assert_eq!(family_of("set.lt.u32.f32").unwrap().name, "set");
+        assert_eq!(family_of("bar.warp.sync").unwrap().name, "bar");
+        // A family is a whole component: `address` is not `add`.
+        assert!(family_of("address.f32").is_none());
+    }
+}

@@ -1,0 +1,237 @@
+//! Reading profiles (schema `cuda-flux/1`, `docs/output.md`) and merging several of them (one
+//! per process or rank) into one view per kernel.
+//!
+//! Kernels are matched by mangled name and source file, as `docs/output.md` says to group them:
+//! the entries of one kernel for several architectures, in one file or in several, become one
+//! [`MergedKernel`] whose launches are those of every entry (file order, then launch order) and
+//! whose counts are summed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _, Result};
+use host_runtime::report::{Counts, Kernel, Launch, OpcodeCounts, Report, SCHEMA};
+
+/// One profile file as read.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// Where it was read from (as given on the command line).
+    pub path: PathBuf,
+    /// Its contents.
+    pub report: Report,
+}
+
+impl Profile {
+    /// Parses a profile from text; `path` only names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Profile> {
+        let name = path.display();
+        match serde_json::from_str::<Report>(text) {
+            Ok(report) if report.schema == SCHEMA => Ok(Profile {
+                path: path.to_path_buf(),
+                report,
+            }),
+            Ok(report) => bail!("{name}: schema is {:?}, expected {SCHEMA:?}", report.schema),
+            Err(error) => {
+                // A well-formed JSON document of another schema says so, rather than naming the
+                // first field that does not fit.
+                if error.is_data() {
+                    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
+                        match value.get("schema").and_then(|s| s.as_str()) {
+                            Some(schema) if schema != SCHEMA => {
+                                bail!("{name}: schema is {schema:?}, expected {SCHEMA:?}")
+                            }
+                            None => bail!("{name}: not a cuda-flux profile (no \"schema\" field)"),
+                            _ => {}
+                        }
+                    }
+                }
+                let what = if error.is_eof() {
+                    "truncated profile"
+                } else {
+                    "not a valid cuda-flux/1 profile"
+                };
+                // serde_json's message already ends with "at line L column C".
+                bail!("{name}: {what}: {error}")
+            }
+        }
+    }
+
+    /// Reads and parses a profile file.
+    pub fn load(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Profile::parse(path, &text)
+    }
+}
+
+/// Reads every file, stopping at the first bad one.
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Profile>> {
+    paths.iter().map(|p| Profile::load(p)).collect()
+}
+
+/// One launch of a merged kernel, with where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchRef<'a> {
+    /// Index of the file in the list given to [`merge`].
+    pub file: usize,
+    /// The kernel entry (one architecture) the launch belongs to.
+    pub kernel: &'a Kernel,
+    /// Index of the launch within that entry.
+    pub index: usize,
+    /// The launch.
+    pub launch: &'a Launch,
+}
+
+/// A block's counts summed over the launches of every entry with the same architecture.
+#[derive(Debug, Clone)]
+pub struct BlockHeat<'a> {
+    /// Architecture of the entry the block belongs to.
+    pub arch: u32,
+    /// Index of the block in that entry's `blocks`.
+    pub index: usize,
+    /// The function (kernel or device function) the block belongs to.
+    pub function: &'a str,
+    /// Its label, if it has one.
+    pub label: Option<&'a str>,
+    /// Whether it is the first block of its function (the kernel's or a device function's).
+    pub entry: bool,
+    /// Its opcodes.
+    pub instructions: &'a [String],
+    /// Entries summed over all counted launches.
+    pub counts: Counts,
+}
+
+/// One kernel over all files and architectures.
+#[derive(Debug, Clone)]
+pub struct MergedKernel<'a> {
+    /// Mangled name.
+    pub name: &'a str,
+    /// Demangled name (of the first entry).
+    pub demangled: &'a str,
+    /// Source file.
+    pub source: &'a str,
+    /// Architectures of its entries, ascending, without repeats.
+    pub archs: Vec<u32>,
+    /// The entries, in file order.
+    pub entries: Vec<(usize, &'a Kernel)>,
+    /// Every launch: file order, then launch order.
+    pub launches: Vec<LaunchRef<'a>>,
+    /// Sum of the entries' `totals`.
+    pub totals: OpcodeCounts,
+}
+
+impl<'a> MergedKernel<'a> {
+    /// Launches whose counts were read back.
+    pub fn counted_launches(&self) -> usize {
+        self.launches
+            .iter()
+            .filter(|l| l.launch.instrumented)
+            .count()
+    }
+
+    /// Per-block counts summed over launches, per (architecture, block), where blocks of entries
+    /// with the same architecture and the same block list are added together.
+    pub fn block_heat(&self) -> Vec<BlockHeat<'a>> {
+        let mut heat: BTreeMap<(u32, usize), BlockHeat<'a>> = BTreeMap::new();
+        for launch in &self.launches {
+            let Some(counts) = &launch.launch.block_counts else {
+                continue;
+            };
+            for (index, block) in launch.kernel.blocks.iter().enumerate() {
+                let entry = heat
+                    .entry((launch.kernel.arch, index))
+                    .or_insert_with(|| BlockHeat {
+                        arch: launch.kernel.arch,
+                        index,
+                        function: &block.function,
+                        label: block.label.as_deref(),
+                        entry: index == 0
+                            || launch.kernel.blocks[index - 1].function != block.function,
+                        instructions: &block.instructions,
+                        counts: Counts::default(),
+                    });
+                entry.counts.add(Counts {
+                    threads: counts.threads.get(index).copied().unwrap_or(0),
+                    warps: counts.warps.get(index).copied().unwrap_or(0),
+                });
+            }
+        }
+        heat.into_values().collect()
+    }
+}
+
+/// Adds `b` into `a`, opcode by opcode.
+pub fn add_counts(a: &mut OpcodeCounts, b: &OpcodeCounts) {
+    for (opcode, counts) in b {
+        a.entry(opcode.clone()).or_default().add(*counts);
+    }
+}
+
+/// Groups the kernels of every profile by (name, source), in order of first appearance.
+pub fn merge(profiles: &[Profile]) -> Vec<MergedKernel<'_>> {
+    let mut order: Vec<MergedKernel<'_>> = Vec::new();
+    let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (file, profile) in profiles.iter().enumerate() {
+        for kernel in &profile.report.kernels {
+            let key = (kernel.name.as_str(), kernel.source.as_str());
+            let slot = *index.entry(key).or_insert_with(|| {
+                order.push(MergedKernel {
+                    name: &kernel.name,
+                    demangled: &kernel.demangled,
+                    source: &kernel.source,
+                    archs: Vec::new(),
+                    entries: Vec::new(),
+                    launches: Vec::new(),
+                    totals: OpcodeCounts::new(),
+                });
+                order.len() - 1
+            });
+            let merged = &mut order[slot];
+            if !merged.archs.contains(&kernel.arch) {
+                merged.archs.push(kernel.arch);
+                merged.archs.sort_unstable();
+            }
+            merged.entries.push((file, kernel));
+            merged
+                .launches
+                .extend(
+                    kernel
+                        .launches
+                        .iter()
+                        .enumerate()
+                        .map(|(index, launch)| LaunchRef {
+                            file,
+                            kernel,
+                            index,
+                            launch,
+                        }),
+                );
+            add_counts(&mut merged.totals, &kernel.totals);
+        }
+    }
+    order
+}
+
+/// Finds the kernels a `--kernel` argument names: an exact mangled or demangled name, else the
+/// kernels whose demangled name without its argument list equals it, else those whose mangled or
+/// demangled name contains it.
+pub fn select<'k, 'a>(kernels: &'k [MergedKernel<'a>], wanted: &str) -> Vec<&'k MergedKernel<'a>> {
+    let exact: Vec<_> = kernels
+        .iter()
+        .filter(|k| k.name == wanted || k.demangled == wanted)
+        .collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    let base: Vec<_> = kernels
+        .iter()
+        .filter(|k| crate::names::base_name(k.demangled) == crate::names::base_name(wanted))
+        .collect();
+    if !base.is_empty() {
+        return base;
+    }
+    kernels
+        .iter()
+        .filter(|k| k.name.contains(wanted) || k.demangled.contains(wanted))
+        .collect()
+}

@@ -1,0 +1,510 @@
+//! The analysis commands (`metrics`, `report`, `features`, `compare`) on small synthetic
+//! profiles and reference CSVs under `tests/data/` (hand-written from the documented formats;
+//! see `tests/data/README.md`). Expected numbers are worked out by hand in the comments.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn cuda_flux<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
+        .args(args)
+        .output()
+        .expect("cuda-flux runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// Exit status 1 and exactly one line on stderr, which is returned.
+fn fails(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(text.lines().count(), 1, "one line: {text:?}");
+    assert!(text.starts_with("cuda-flux: error: "), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(output.stdout.is_empty());
+    text
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wrapper-analysis");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn ranks() -> [PathBuf; 2] {
+    [data("rank0.json"), data("rank1.json")]
+}
+
+#[test]
+fn synthetic_profiles_conform_to_the_schema() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cuda-flux-1.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    for path in ranks() {
+        let profile: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&profile)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+    }
+}
+
+#[test]
+fn metrics_merge_ranks_and_sum_counts() {
+    let [a, b] = ranks();
+    let out = ok(&cuda_flux(&[
+        "metrics".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]));
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let kernels = json["kernels"].as_array().unwrap();
+    // axpy (both files), reduce (rank 0), idle (rank 1, never launched).
+    let names: Vec<&str> = kernels
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["_Z4axpyifPKfPf", "_Z6reducePKdPdi", "_Z4idlev"]);
+    let axpy = &kernels[0];
+    assert_eq!(axpy["launches"], 3);
+    assert_eq!(axpy["counted_launches"], 2);
+    let m = &axpy["metrics"];
+    // rank 0: 32 warps through 8 + 10 + 1 instructions; rank 1: 16 warps through the same.
+    assert_eq!(m["inst_executed"], 19 * 32 + 19 * 16);
+    // Two ld.global.f32 per warp in the body: 2 * 32 + 2 * 16.
+    assert_eq!(m["inst_executed_global_loads"], 96);
+    assert_eq!(m["inst_executed_global_stores"], 48);
+    // fma.rn.f32 by 1000 + 500 threads, counted twice in flop_count_sp.
+    assert_eq!(m["flop_count_sp_fma"], 1500);
+    assert_eq!(m["flop_count_sp"], 3000);
+    assert_eq!(m["inst_fp_32"], 1500);
+    // Two ld.param.u64 per thread in the entry block; ld.param.f32, two ld.global.f32 and one
+    // st.global.f32 per body thread: 2*1024 + 4*1000 (rank 0) and 2*512 + 4*500 (rank 1).
+    assert_eq!(m["inst_compute_ld_st"], 2048 + 4000 + 1024 + 2000);
+    // No local, shared or atomic traffic.
+    assert_eq!(m["inst_executed_shared_loads"], 0);
+    assert_eq!(m["inst_executed_global_atomics"], 0);
+
+    let reduce = &kernels[1]["metrics"];
+    // Entry block: 4 warps x 10; $L__BB1_2: 2 warps x 4; ret block 4 x 1; wsum 2 x 3.
+    assert_eq!(reduce["inst_executed"], 40 + 8 + 4 + 6);
+    assert_eq!(reduce["inst_executed_shared_loads"], 2);
+    assert_eq!(reduce["inst_executed_shared_stores"], 4);
+    assert_eq!(reduce["inst_executed_global_atomics"], 2);
+    // fma.rn.f64 and mul.f64 by 2 threads: 2 * 2 + 2.
+    assert_eq!(reduce["flop_count_dp"], 6);
+    assert_eq!(reduce["inst_inter_thread_communication"], 2);
+    // bra, call.uni, 2 x ret: 128 + 2 + 128 + 2.
+    assert_eq!(reduce["inst_control"], 260);
+    // 1422 thread instructions in 58 warp instructions.
+    let eff = reduce["warp_execution_efficiency"].as_f64().unwrap();
+    assert!((eff - 100.0 * 1422.0 / (32.0 * 58.0)).abs() < 1e-9, "{eff}");
+
+    let idle = &kernels[2];
+    assert_eq!(idle["launches"], 0);
+    assert_eq!(idle["metrics"]["inst_executed"], 0);
+    assert!(idle["metrics"]["warp_execution_efficiency"].is_null());
+}
+
+#[test]
+fn metrics_per_launch_as_csv() {
+    let [a, b] = ranks();
+    let out = ok(&cuda_flux(&[
+        "metrics".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--per-launch".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]));
+    let rows = wrapper::csv::parse(&out).unwrap();
+    let header = &rows[0].1;
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    // axpy x3, reduce x1; idle has no launches.
+    assert_eq!(rows.len(), 1 + 4);
+    let axpy: Vec<&Vec<String>> = rows[1..4].iter().map(|r| &r.1).collect();
+    assert_eq!(axpy[0][col("file")], a.display().to_string());
+    assert_eq!(axpy[0][col("inst_executed")], "608");
+    assert_eq!(axpy[0][col("grid")], "4x1x1");
+    // The launch under graph capture was not counted: its metrics are empty.
+    assert_eq!(axpy[1][col("instrumented")], "false");
+    assert_eq!(axpy[1][col("inst_executed")], "");
+    assert_eq!(axpy[2][col("file")], b.display().to_string());
+    assert_eq!(axpy[2][col("launch")], "2");
+    assert_eq!(axpy[2][col("inst_executed")], "304");
+    assert_eq!(axpy[2][col("flop_count_sp_fma")], "500");
+    // Rank 1: 8*512 + 10*500 + 512 = 9608 threads over 304 warps.
+    let eff: f64 = axpy[2][col("warp_execution_efficiency")].parse().unwrap();
+    assert!(
+        (eff - 100.0 * 9608.0 / (32.0 * 304.0)).abs() < 0.01,
+        "{eff}"
+    );
+}
+
+#[test]
+fn metrics_output_file_is_written_whole_or_not_at_all() {
+    let out = scratch("metrics.json");
+    let _ = std::fs::remove_file(&out);
+    let [a, _] = ranks();
+    ok(&cuda_flux(&[
+        "metrics".as_ref(),
+        a.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(json["kernels"].as_array().unwrap().len(), 2);
+
+    // A bad second input: the earlier output stays as it was.
+    let before = std::fs::read(&out).unwrap();
+    let bad = scratch("truncated-for-o.json");
+    std::fs::write(&bad, &std::fs::read(&a).unwrap()[..100]).unwrap();
+    fails(&cuda_flux(&[
+        "metrics".as_ref(),
+        a.as_os_str(),
+        bad.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+}
+
+#[test]
+fn bad_profiles_are_one_line_naming_the_file() {
+    let [a, _] = ranks();
+    let text = std::fs::read_to_string(&a).unwrap();
+
+    let truncated = scratch("truncated.json");
+    std::fs::write(&truncated, &text[..text.len() / 2]).unwrap();
+    let err = fails(&cuda_flux(&["metrics".as_ref(), truncated.as_os_str()]));
+    assert!(err.contains(&truncated.display().to_string()), "{err}");
+    assert!(err.contains("truncated") && err.contains("line"), "{err}");
+
+    let other = scratch("other-schema.json");
+    std::fs::write(&other, text.replace("cuda-flux/1", "cuda-flux/2")).unwrap();
+    let err = fails(&cuda_flux(&["metrics".as_ref(), other.as_os_str()]));
+    assert!(
+        err.contains("other-schema.json") && err.contains("cuda-flux/2"),
+        "{err}"
+    );
+
+    let wrong = scratch("wrong-shape.json");
+    std::fs::write(&wrong, text.replace("\"pid\": 4242", "\"pid\": \"x\"")).unwrap();
+    let err = fails(&cuda_flux(&["metrics".as_ref(), wrong.as_os_str()]));
+    assert!(
+        err.contains("wrong-shape.json") && err.contains("line"),
+        "{err}"
+    );
+
+    let not_profile = scratch("not-profile.json");
+    std::fs::write(&not_profile, "{\"a\": 1}").unwrap();
+    let err = fails(&cuda_flux(&["metrics".as_ref(), not_profile.as_os_str()]));
+    assert!(err.contains("not a cuda-flux profile"), "{err}");
+
+    let missing = scratch("missing.json");
+    let _ = std::fs::remove_file(&missing);
+    let err = fails(&cuda_flux(&["metrics".as_ref(), missing.as_os_str()]));
+    assert!(err.contains("missing.json"), "{err}");
+
+    // Usage errors are clap's, with exit status 2.
+    let output = cuda_flux(&["metrics", "--format", "xml", "x.json"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+fn args<'a>(items: &'a [&'a std::ffi::OsStr]) -> &'a [&'a std::ffi::OsStr] {
+    items
+}
+
+#[test]
+fn report_merges_files_per_kernel() {
+    let [a, b] = ranks();
+    let out = ok(&cuda_flux(args(&[
+        "report".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ])));
+    assert!(
+        out.starts_with("cuda-flux report: 3 kernel(s) from 2 file(s)"),
+        "{out}"
+    );
+    let axpy = out.split("\n\n").find(|s| s.starts_with("axpy(")).unwrap();
+    assert!(
+        axpy.contains("launches: 3 (2 counted) in 2 file(s)"),
+        "{axpy}"
+    );
+    // 8 * (1024 + 512) + 10 * (1000 + 500) + (1024 + 512) thread, 19 * (32 + 16) warp
+    // instructions; 28824 / (32 * 912) = 98.77%.
+    assert!(
+        axpy.contains("instructions: 28824 thread, 912 warp; SIMD efficiency 98.77%"),
+        "{axpy}"
+    );
+    // mov.u32: 3 per thread in the entry block, 3 * 1536 of 28824 threads instructions.
+    assert!(
+        axpy.contains("mov.u32") && axpy.contains("4608   16.0%"),
+        "{axpy}"
+    );
+    assert!(
+        axpy.contains("flop_count_sp") && axpy.contains("3000"),
+        "{axpy}"
+    );
+    // Hottest first: the entry block and the ret block (1536 threads each) before the body
+    // (1500), whose last warp is partly active: 1500 / (32 * 48) = 98%.
+    let blocks: Vec<&str> = axpy
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("blocks"))
+        .skip(1)
+        .collect();
+    assert_eq!(blocks.len(), 3, "{axpy}");
+    assert!(
+        blocks[0].contains("#0") && blocks[0].contains("(entry)"),
+        "{axpy}"
+    );
+    assert!(
+        blocks[1].contains("#2") && blocks[1].contains("$L__BB0_2"),
+        "{axpy}"
+    );
+    assert!(
+        blocks[2].contains("1500") && blocks[2].contains("98%"),
+        "{axpy}"
+    );
+
+    let reduce = out
+        .split("\n\n")
+        .find(|s| s.starts_with("reduce("))
+        .unwrap();
+    // The device function's first block is an entry too, with its own name.
+    assert!(reduce.contains("_Z4wsumd / (entry)"), "{reduce}");
+    let idle = out.split("\n\n").find(|s| s.starts_with("idle(")).unwrap();
+    assert!(idle.contains("not instrumented for sm_90: the kernel uses indirect calls"));
+    assert!(idle.contains("no counted launches"));
+}
+
+#[test]
+fn report_kernel_selection() {
+    let [a, _] = ranks();
+    let out = ok(&cuda_flux(args(&[
+        "report".as_ref(),
+        a.as_os_str(),
+        "--kernel".as_ref(),
+        "reduce".as_ref(),
+    ])));
+    assert!(out.contains("reduce(double const*, double*, int)"));
+    assert!(!out.contains("axpy("));
+    let err = fails(&cuda_flux(args(&[
+        "report".as_ref(),
+        a.as_os_str(),
+        "--kernel".as_ref(),
+        "nope".as_ref(),
+    ])));
+    assert!(
+        err.contains("\"nope\"") && err.contains("rank0.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn features_one_row_per_launch() {
+    let [a, b] = ranks();
+    let out = scratch("features.csv");
+    let _ = std::fs::remove_file(&out);
+    ok(&cuda_flux(args(&[
+        "features".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])));
+    let rows = wrapper::csv::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let header = &rows[0].1;
+    let col = |row: usize, name: &str| -> String {
+        rows[row].1[header.iter().position(|h| h == name).unwrap()].clone()
+    };
+    // axpy: 2 launches in rank 0 (one uncounted), 1 in rank 1; reduce: 1.
+    assert_eq!(rows.len(), 1 + 4);
+    assert!(rows.iter().all(|r| r.1.len() == header.len()));
+    assert_eq!(col(1, "threads"), "1024");
+    // ld.global.f32 x2 and st.global.f32 by 1000 threads: 8000 bytes read, 4000 written;
+    // fma.rn.f32 by 1000 threads: 2000 flops; intensity 2000 / 12000.
+    assert_eq!(col(1, "mem_global"), "3000");
+    assert_eq!(col(1, "bytes_read_global"), "8000");
+    assert_eq!(col(1, "bytes_written_global"), "4000");
+    assert_eq!(col(1, "flops"), "2000");
+    assert_eq!(col(1, "arithmetic_intensity"), "0.166667");
+    // 19216 thread instructions in 608 warp instructions.
+    assert_eq!(
+        col(1, "simd_efficiency"),
+        format!("{:.6}", 19216.0 / (32.0 * 608.0))
+    );
+    assert_eq!(col(2, "instrumented"), "false");
+    assert_eq!(col(2, "thread_instructions"), "");
+    assert_eq!(col(3, "file"), b.display().to_string());
+    // reduce: 512 bytes of dynamic shared memory; st.shared.f64 by 128 threads.
+    assert_eq!(col(4, "dynamic_shared_bytes"), "512");
+    assert_eq!(col(4, "bytes_written_shared"), "1024");
+    // atom.global.add.f64 by 2 threads reads and writes 8 bytes each; ld.global.f64 by 128.
+    assert_eq!(col(4, "bytes_read_global"), (128 * 8 + 16).to_string());
+    assert_eq!(col(4, "bytes_written_global"), "16");
+}
+
+fn compare(tool: &str, csv: &str) -> Output {
+    let [a, _] = ranks();
+    let csv = data(csv);
+    cuda_flux(args(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        tool.as_ref(),
+        csv.as_os_str(),
+    ]))
+}
+
+/// The row of `metric` in the section of `kernel`: [reference, ours, ratio].
+fn row(out: &str, kernel: &str, metric: &str) -> Vec<String> {
+    let section = out
+        .split("\n\n")
+        .find(|s| s.starts_with(kernel))
+        .unwrap_or_else(|| panic!("{kernel} in {out}"));
+    let line = section
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(metric))
+        .unwrap_or_else(|| panic!("{metric} in {section}"));
+    line.split_whitespace()
+        .skip(1)
+        .take(3)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn compare_with_nvprof_summary() {
+    let out = ok(&compare("--nvprof", "nvprof_summary.csv"));
+    // Averages per launch: axpy's one counted launch ran 608 warp instructions and 2000 flops.
+    assert_eq!(row(&out, "axpy(", "inst_executed"), ["608", "608", "1.000"]);
+    assert_eq!(
+        row(&out, "axpy(", "flop_count_sp"),
+        ["2000", "2000", "1.000"]
+    );
+    assert_eq!(
+        row(&out, "axpy(", "warp_execution_efficiency"),
+        ["98.77", "98.77", "1.000"]
+    );
+    // reduce: 58 of ours against 64: 0.906.
+    assert_eq!(row(&out, "reduce(", "inst_executed"), ["64", "58", "0.906"]);
+    // Unmatched kernels and metrics are listed.
+    assert!(
+        out.contains("reference kernels not in the profile:\n  scale(float*, int)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no cuda-flux counterpart:\n  dram_read_bytes"),
+        "{out}"
+    );
+}
+
+#[test]
+fn compare_with_nvprof_gpu_trace() {
+    let out = ok(&compare("--nvprof", "nvprof_trace.csv"));
+    // axpy's second launch was not counted by cuda-flux: only the first pair is compared.
+    assert!(
+        out.contains("launches compared: 1 (reference 2, cuda-flux 2, 1 counted)"),
+        "{out}"
+    );
+    assert_eq!(
+        row(&out, "axpy(", "flop_count_sp_fma"),
+        ["1000", "1000", "1.000"]
+    );
+    assert_eq!(row(&out, "reduce(", "inst_executed"), ["60", "58", "0.967"]);
+    assert_eq!(
+        row(&out, "reduce(", "flop_count_sp_fma"),
+        ["0", "0", "1.000"]
+    );
+}
+
+#[test]
+fn compare_with_nsight_compute() {
+    let out = ok(&compare("--ncu", "ncu.csv"));
+    // Names printed differently (`const float *`) still match.
+    assert!(out.contains("reference name: axpy(int, float, const float *, float *)"));
+    assert_eq!(row(&out, "axpy(", "inst_executed"), ["608", "608", "1.000"]);
+    // "1,000" with a thousands separator.
+    assert_eq!(
+        row(&out, "axpy(", "flop_count_sp_fma"),
+        ["1000", "1000", "1.000"]
+    );
+    // 31.61 active threads per instruction = 98.78%; ours for launch 0: 19216 / (32 * 608) =
+    // 98.77%.
+    assert_eq!(
+        row(&out, "axpy(", "warp_execution_efficiency"),
+        ["98.78", "98.77", "1.000"]
+    );
+    // An sm__ name is read as its smsp__ twin.
+    assert_eq!(
+        row(&out, "reduce(", "inst_executed_shared_loads"),
+        ["2", "2", "1.000"]
+    );
+    assert!(out.contains("reference kernels not in the profile:\n  scale(float *, int)"));
+    assert!(out.contains("no cuda-flux counterpart:\n  dram__bytes_read.sum"));
+}
+
+#[test]
+fn compare_rejects_unknown_layouts_with_one_line() {
+    // An ncu table given as nvprof output, and the other way round.
+    let err = fails(&compare("--nvprof", "ncu.csv"));
+    assert!(err.contains("ncu.csv: unknown CSV layout"), "{err}");
+    let err = fails(&compare("--ncu", "nvprof_summary.csv"));
+    assert!(
+        err.contains("nvprof_summary.csv: unknown CSV layout"),
+        "{err}"
+    );
+    let broken = scratch("broken.csv");
+    std::fs::write(
+        &broken,
+        "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Value\"\n\"0\",\"k\",\"smsp__inst_executed.sum\",\"x\"\n",
+    )
+    .unwrap();
+    let [a, _] = ranks();
+    let err = fails(&cuda_flux(args(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        "--ncu".as_ref(),
+        broken.as_os_str(),
+    ])));
+    assert!(
+        err.contains("broken.csv: line 2") && err.contains("not a number"),
+        "{err}"
+    );
+    std::fs::write(&broken, "\"ID\",\"Kernel Name\n").unwrap();
+    let err = fails(&cuda_flux(args(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        "--ncu".as_ref(),
+        broken.as_os_str(),
+    ])));
+    assert!(
+        err.contains("line 1") && err.contains("not closed"),
+        "{err}"
+    );
+    // Neither or both references: a usage error.
+    let output = cuda_flux(args(&["compare".as_ref(), a.as_os_str()]));
+    assert_eq!(output.status.code(), Some(2));
+}
