@@ -70,6 +70,15 @@ pub struct DriverArgs {
     pub opt_level: OptLevel,
     /// `-g` (or `-gline-tables-only` and friends).
     pub debug: bool,
+    /// Flags for host compilations and the link only (nvcc's `-Xcompiler`).
+    pub host_flags: Vec<String>,
+    /// Flags for ptxas (nvcc's `-Xptxas`).
+    pub ptxas_flags: Vec<String>,
+    /// Optimisation of device code when it differs from `opt_level` (nvcc optimises device code
+    /// at `-O3` unless told otherwise, whatever the host level).
+    pub device_opt_level: Option<OptLevel>,
+    /// A header force-included before every CUDA source (cuda-flux-nvcc's compatibility shims).
+    pub prelude: Option<&'static str>,
 }
 
 /// Options whose value is the next argument when not attached.
@@ -119,10 +128,22 @@ fn check_arch(arch: &str) -> Result<String, ArgsError> {
     }
 }
 
+impl OptLevel {
+    /// The flag that sets this level: `-O2`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            OptLevel::O0 => "-O0",
+            OptLevel::O1 => "-O1",
+            OptLevel::O2 => "-O2",
+            OptLevel::O3 => "-O3",
+        }
+    }
+}
+
 impl DriverArgs {
-    /// Parses the arguments after the program name.
-    pub fn parse(args: &[String]) -> Result<Self, ArgsError> {
-        let mut parsed = DriverArgs {
+    /// No inputs, no flags, clang's defaults.
+    pub fn empty() -> Self {
+        DriverArgs {
             inputs: Vec::new(),
             output: None,
             compile_only: false,
@@ -135,7 +156,16 @@ impl DriverArgs {
             link_flags: Vec::new(),
             opt_level: OptLevel::O0,
             debug: false,
-        };
+            host_flags: Vec::new(),
+            ptxas_flags: Vec::new(),
+            device_opt_level: None,
+            prelude: None,
+        }
+    }
+
+    /// Parses the arguments after the program name.
+    pub fn parse(args: &[String]) -> Result<Self, ArgsError> {
+        let mut parsed = DriverArgs::empty();
         let mut language: Option<InputKind> = None;
         let mut iter = args.iter();
         let value = |iter: &mut std::slice::Iter<'_, String>, option: &str| {

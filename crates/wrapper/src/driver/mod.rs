@@ -11,6 +11,7 @@
 //! code and is reported (one warning at build time, `"instrumented": false` in the profile).
 
 pub mod args;
+pub mod nvcc;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -115,6 +116,8 @@ pub struct Driver {
     args: DriverArgs,
     tools: Toolchain,
     work: WorkDir,
+    /// Where `args.prelude` was written, to be force-included in CUDA compilations.
+    prelude: Option<PathBuf>,
 }
 
 fn quote(arg: &str) -> String {
@@ -164,7 +167,21 @@ impl Driver {
                     .context("cannot create a temporary directory")?,
             ),
         };
-        Ok(Driver { args, tools, work })
+        let prelude = match args.prelude {
+            Some(text) => {
+                let path = work.path().join("cuda_flux_prelude.h");
+                std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                Some(path)
+            }
+            None => None,
+        };
+        Ok(Driver {
+            args,
+            tools,
+            work,
+            prelude,
+        })
     }
 
     fn verbose(&self, message: impl std::fmt::Display) {
@@ -228,6 +245,9 @@ impl Driver {
             command.arg(format!("--cuda-path={}", path.display()));
         }
         command.args(&self.args.flags);
+        if let Some(prelude) = &self.prelude {
+            command.arg("-include").arg(prelude);
+        }
         command
     }
 
@@ -260,7 +280,8 @@ impl Driver {
                     let mut command = Command::new(&self.tools.clang);
                     command
                         .args(["-Qunused-arguments", "-c"])
-                        .args(&self.args.flags);
+                        .args(&self.args.flags)
+                        .args(&self.args.host_flags);
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
@@ -270,7 +291,10 @@ impl Driver {
                         input.path.display()
                     ));
                     let mut command = self.clang_cuda();
-                    command.arg("-fgpu-rdc").arg("-c");
+                    command
+                        .arg("-fgpu-rdc")
+                        .arg("-c")
+                        .args(&self.args.host_flags);
                     for arch in &self.args.archs {
                         command.arg(format!("--cuda-gpu-arch={arch}"));
                     }
@@ -320,6 +344,7 @@ impl Driver {
         let host_ir = dir.join(format!("{stem}.host.bc"));
         let mut command = self.clang_cuda();
         command.args(["--cuda-host-only", "-emit-llvm", "-c"]);
+        command.args(&self.args.host_flags);
         for arch in &self.args.archs {
             command.arg(format!("--cuda-gpu-arch={arch}"));
         }
@@ -368,6 +393,7 @@ impl Driver {
                 ));
                 let mut command = self.clang_cuda();
                 command.args(["--cuda-host-only", "-c"]);
+                command.args(&self.args.host_flags);
                 command
                     .arg("-Xclang")
                     .arg("-fcuda-include-gpubinary")
@@ -394,25 +420,25 @@ impl Driver {
 
     fn ptxas(&self, arch: &str, ptx: &Path, cubin: &Path) -> Command {
         let mut command = Command::new(&self.tools.ptxas);
-        let level = match self.args.opt_level {
-            OptLevel::O0 => "-O0",
-            OptLevel::O1 => "-O1",
-            OptLevel::O2 => "-O2",
-            OptLevel::O3 => "-O3",
-        };
-        command.args(["-m64", level]);
+        let level = self.device_opt_level();
+        command.args(["-m64", level.flag()]);
         if self.args.debug {
-            if self.args.opt_level == OptLevel::O0 {
+            if level == OptLevel::O0 {
                 command.args(["-g", "--dont-merge-basicblocks", "--return-at-end"]);
             } else {
                 command.arg("-lineinfo");
             }
         }
+        command.args(&self.args.ptxas_flags);
         command
             .args(["--gpu-name", arch, "--output-file"])
             .arg(cubin)
             .arg(ptx);
         command
+    }
+
+    fn device_opt_level(&self) -> OptLevel {
+        self.args.device_opt_level.unwrap_or(self.args.opt_level)
     }
 
     fn build_arch(&self, source: &Path, stem: &str, arch: &str) -> Result<ArchBuild> {
@@ -422,6 +448,9 @@ impl Driver {
         command
             .args(["--cuda-device-only", "-S"])
             .arg(format!("--cuda-gpu-arch={arch}"));
+        if let Some(level) = self.args.device_opt_level {
+            command.arg(level.flag());
+        }
         command.arg(source).arg("-o").arg(&original);
         self.run(&mut command)?;
 
@@ -583,6 +612,7 @@ impl Driver {
         command.arg("-Qunused-arguments");
         command.args(objects);
         command.args(&self.args.flags);
+        command.args(&self.args.host_flags);
         command.args(&self.args.link_flags);
         command.arg(&self.tools.runtime_lib);
         if let Some(dir) = &self.tools.cudart_dir {

@@ -1,0 +1,1 @@
+int extra_offset() { return 0; }
