@@ -102,6 +102,10 @@ pub static FAMILIES: &[Family] = &[
     fam("sub", Arith(Flop::Add, First)),
     fam("mul", Arith(Flop::Mul, First)),
     fam("mad", Arith(Flop::Fma, First)),
+    // Extended-precision integer arithmetic with carry (`addc.cc.u32`, `madc.hi.u32`): integer.
+    fam("addc", Arith(Flop::Add, First)),
+    fam("subc", Arith(Flop::Add, First)),
+    fam("madc", Arith(Flop::Fma, First)),
     fam("fma", Arith(Flop::Fma, First)),
     // Special functions (MUFU and friends); integer `div` is plain integer arithmetic.
     fam("div", Arith(Flop::Special, First)),
