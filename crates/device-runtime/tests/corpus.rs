@@ -43,8 +43,7 @@ fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
 
 #[test]
 fn every_corpus_kernel_instruments_and_assembles() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-corpus");
-    let files = support::generate_corpus_ptx(&dir);
+    let files = support::generate_corpus_ptx();
     let errors = support::parallel(&files, |file| {
         let describe = file.describe();
         let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;

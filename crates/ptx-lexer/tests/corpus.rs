@@ -14,11 +14,7 @@ use support::{parallel, ptxas, PtxFile};
 
 fn corpus() -> &'static [PtxFile] {
     static FILES: OnceLock<Vec<PtxFile>> = OnceLock::new();
-    FILES.get_or_init(|| {
-        support::generate_corpus_ptx(
-            &std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ptx-lexer-corpus"),
-        )
-    })
+    FILES.get_or_init(|| support::generate_corpus_ptx())
 }
 
 fn read(file: &PtxFile) -> String {

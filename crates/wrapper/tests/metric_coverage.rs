@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 
 #[test]
 fn every_corpus_opcode_has_a_metric_family() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("metric-coverage");
-    let files = support::generate_corpus_ptx(&dir);
+    let files = support::generate_corpus_ptx();
     let mut opcodes = BTreeSet::new();
     for file in &files {
         let text = std::fs::read_to_string(&file.path).unwrap();
@@ -20,7 +19,11 @@ fn every_corpus_opcode_has_a_metric_family() {
             }
         }
     }
-    assert!(opcodes.len() > 100, "only {} distinct opcodes", opcodes.len());
+    assert!(
+        opcodes.len() > 100,
+        "only {} distinct opcodes",
+        opcodes.len()
+    );
     let missing: Vec<&String> = opcodes
         .iter()
         .filter(|o| wrapper::metrics::family_of(o).is_none())

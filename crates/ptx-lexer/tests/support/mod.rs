@@ -197,9 +197,23 @@ pub fn parallel<T: Sync>(
     errors.into_inner().unwrap()
 }
 
-/// Compiles the whole corpus with clang-16 (sm_70, sm_90) and nvcc (sm_70, sm_90) into `dir`,
-/// and once more for sm_70 with debug information from each compiler.
-pub fn generate_corpus_ptx(dir: &Path) -> Vec<PtxFile> {
+/// Whether `path` exists and was modified after every one of `inputs`.
+fn is_newer_than(path: &Path, inputs: &[&Path]) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match modified(path) {
+        Some(output) => inputs
+            .iter()
+            .all(|i| modified(i).is_some_and(|t| t < output)),
+        None => false,
+    }
+}
+
+/// Compiles the whole corpus with clang-16 (sm_70, sm_90) and nvcc (sm_70, sm_90), and once
+/// more for sm_70 with debug information from each compiler, into one directory shared by every
+/// test (files newer than their sources are reused).
+pub fn generate_corpus_ptx() -> Vec<PtxFile> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("corpus-ptx");
+    let dir = dir.as_path();
     std::fs::create_dir_all(dir).expect("create PTX output directory");
     let mut files = Vec::new();
     for source in corpus_sources() {
@@ -219,13 +233,19 @@ pub fn generate_corpus_ptx(dir: &Path) -> Vec<PtxFile> {
         }
     }
     let corpus = repo_root().join("corpus");
+    let header = corpus.join("witness.cuh");
     let errors = parallel(&files, |f| {
-        compile(
-            &corpus.join(format!("{}.cu", f.source)),
-            f.compiler,
-            f.arch,
-            &f.path,
-        )
+        let source = corpus.join(format!("{}.cu", f.source));
+        if is_newer_than(&f.path, &[&source, &header]) {
+            return Ok(()); // compiled by an earlier test run from the same sources
+        }
+        // Compile to a temporary name and rename, so that a concurrent reader never sees a
+        // partial file.
+        let partial = f
+            .path
+            .with_extension(format!("{}.partial", std::process::id()));
+        compile_with(&source, f.compiler, f.arch, f.debug, &partial)?;
+        std::fs::rename(&partial, &f.path).map_err(|e| e.to_string())
     });
     assert!(
         errors.is_empty(),
