@@ -14,7 +14,7 @@ use support::{parallel, ptxas, PtxFile};
 
 fn corpus() -> &'static [PtxFile] {
     static FILES: OnceLock<Vec<PtxFile>> = OnceLock::new();
-    FILES.get_or_init(|| support::generate_corpus_ptx())
+    FILES.get_or_init(support::generate_corpus_ptx)
 }
 
 fn read(file: &PtxFile) -> String {
