@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All of cuda-flux's tests, none of which needs a GPU: set-up (idempotent), formatting, lints,
 # the workspace's tests (they compile the CUDA corpus with clang-16 and nvcc and assemble every
-# PTX we emit with ptxas), and the corpus's own compile-and-link check.
+# PTX we emit with ptxas), the corpus's own compile-and-link check, and the benchmark programs'
+# result checks on a CPU stand-in for CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,5 +15,8 @@ echo "test: cargo build (the driver tests link programs with the runtime library
 cargo build --workspace --quiet
 echo "test: corpus compiles and links with clang-16 and nvcc"
 OUT_DIR="$(mktemp -d)" corpus/verify.sh
+echo "test: benchmark programs run correctly on a CPU stand-in for CUDA; report arithmetic"
+bash benchmarks/tests/emulate.sh
+python3 benchmarks/tests/test_report.py
 echo "test: cargo test"
 cargo test --workspace

@@ -1,4 +1,6 @@
-//! `benchmarks`: self-checking CUDA benchmark programs and the harnesses that measure cuda-flux's
-//! overhead and accuracy against uninstrumented builds. The CUDA programs and harness scripts
-//! arrive with the benchmarks issue; the parse-throughput benchmark of the PTX model lives in
+//! `benchmarks`: what measures cuda-flux. The CUDA benchmark programs (`programs/`), the harness
+//! that builds them plain and instrumented here and runs them on a GPU (`build.sh`, `run.sh`,
+//! `report.py`), the compile-time benchmark (`compile_time.sh`) and the GPU check of the
+//! instrumenting compiler against the corpus's witness counts (`gpu/`) are scripts; see
+//! `benchmarks/README.md`. The parse-throughput benchmark of the PTX model lives in
 //! `crates/ptx-lexer/benches`.
