@@ -137,117 +137,50 @@ unsafe fn launch(
     }
 }
 
-/// `cudaLaunchKernel` for registered kernels. See the crate documentation.
-///
-/// # Safety
-///
-/// As `cudaLaunchKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn __cuda_flux_launch_kernel(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_bytes: usize,
-    stream: *mut c_void,
-) -> Code {
-    // SAFETY: the caller's contract.
-    unsafe {
-        launch(
-            LaunchKind::Plain,
-            func,
-            grid,
-            block,
-            args,
-            shared_bytes,
-            stream,
-        )
-    }
+/// Defines one exported launch entry point with `cudaLaunchKernel`'s signature, which hands
+/// the launch to [`launch`] with its kind.
+macro_rules! launch_entry_point {
+    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// As the CUDA call it replaces.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            func: *const c_void,
+            grid: Dim3,
+            block: Dim3,
+            args: *mut *mut c_void,
+            shared_bytes: usize,
+            stream: *mut c_void,
+        ) -> Code {
+            // SAFETY: the caller's contract.
+            unsafe { launch($kind, func, grid, block, args, shared_bytes, stream) }
+        }
+    };
 }
 
-/// `cudaLaunchKernel_ptsz` (per-thread default stream) for registered kernels.
-///
-/// # Safety
-///
-/// As `cudaLaunchKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn __cuda_flux_launch_kernel_ptsz(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_bytes: usize,
-    stream: *mut c_void,
-) -> Code {
-    // SAFETY: the caller's contract.
-    unsafe {
-        launch(
-            LaunchKind::PerThread,
-            func,
-            grid,
-            block,
-            args,
-            shared_bytes,
-            stream,
-        )
-    }
-}
-
-/// `cudaLaunchCooperativeKernel` for registered kernels.
-///
-/// # Safety
-///
-/// As `cudaLaunchCooperativeKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn __cuda_flux_launch_cooperative_kernel(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_bytes: usize,
-    stream: *mut c_void,
-) -> Code {
-    // SAFETY: the caller's contract.
-    unsafe {
-        launch(
-            LaunchKind::Cooperative,
-            func,
-            grid,
-            block,
-            args,
-            shared_bytes,
-            stream,
-        )
-    }
-}
-
-/// `cudaLaunchCooperativeKernel_ptsz` (per-thread default stream) for registered kernels.
-///
-/// # Safety
-///
-/// As `cudaLaunchCooperativeKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn __cuda_flux_launch_cooperative_kernel_ptsz(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_bytes: usize,
-    stream: *mut c_void,
-) -> Code {
-    // SAFETY: the caller's contract.
-    unsafe {
-        launch(
-            LaunchKind::CooperativePerThread,
-            func,
-            grid,
-            block,
-            args,
-            shared_bytes,
-            stream,
-        )
-    }
-}
+launch_entry_point!(
+    /// `cudaLaunchKernel` for registered kernels. See the crate documentation.
+    __cuda_flux_launch_kernel,
+    LaunchKind::Plain
+);
+launch_entry_point!(
+    /// `cudaLaunchKernel_ptsz` (per-thread default stream) for registered kernels.
+    __cuda_flux_launch_kernel_ptsz,
+    LaunchKind::PerThread
+);
+launch_entry_point!(
+    /// `cudaLaunchCooperativeKernel` for registered kernels.
+    __cuda_flux_launch_cooperative_kernel,
+    LaunchKind::Cooperative
+);
+launch_entry_point!(
+    /// `cudaLaunchCooperativeKernel_ptsz` (per-thread default stream) for registered kernels.
+    __cuda_flux_launch_cooperative_kernel_ptsz,
+    LaunchKind::CooperativePerThread
+);
 
 /// `cudaDeviceReset` for instrumented programs: harvest and write the profile, then reset.
 #[no_mangle]
