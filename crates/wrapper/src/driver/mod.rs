@@ -190,8 +190,8 @@ impl Driver {
         }
     }
 
-    /// Runs an external command; a failure ends the build with its status.
-    fn run(&self, command: &mut Command) -> Result<()> {
+    /// With `-v`, prints `command` as a shell would take it.
+    fn show(&self, command: &Command) {
         if self.args.verbose {
             let mut line = quote(&command.get_program().to_string_lossy());
             for arg in command.get_args() {
@@ -200,6 +200,11 @@ impl Driver {
             }
             eprintln!("cuda-flux: {line}");
         }
+    }
+
+    /// Runs an external command; a failure ends the build with its status.
+    fn run(&self, command: &mut Command) -> Result<()> {
+        self.show(command);
         let status = command
             .status()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
@@ -212,17 +217,7 @@ impl Driver {
 
     /// Runs a command whose failure the driver handles itself; returns its stderr on failure.
     fn try_run(&self, command: &mut Command) -> Result<std::result::Result<(), String>> {
-        if self.args.verbose {
-            let args: Vec<String> = command
-                .get_args()
-                .map(|a| quote(&a.to_string_lossy()))
-                .collect();
-            eprintln!(
-                "cuda-flux: {} {}",
-                command.get_program().to_string_lossy(),
-                args.join(" ")
-            );
-        }
+        self.show(command);
         let output = command
             .output()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
