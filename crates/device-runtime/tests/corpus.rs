@@ -185,3 +185,113 @@ fn device_functions_are_counted_in_the_kernels_layout() {
         assert_eq!(copy.params().last().unwrap().declaration, ".param .b64");
     }
 }
+
+/// The byte offset of a block update's thread counter: `[%base+N]` of the first guarded
+/// `red.global.add.u64` at or after statement `from`.
+fn update_offset(function: &ptx_lexer::Function, from: usize) -> Option<u64> {
+    function.statements()[from..].iter().find_map(|s| {
+        let i = s.as_instruction()?;
+        if i.opcode.as_str() != "red.global.add.u64" || i.guard.is_none() {
+            return None;
+        }
+        match &i.operands[0] {
+            Operand::Address(parts) => match parts.first() {
+                Some(Operand::Offset { offset, .. }) => offset.parse().ok(),
+                _ => None,
+            },
+            _ => None,
+        }
+    })
+}
+
+#[test]
+fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
+    // The mapping that makes counts exact: block i of the snapshot is counted at counter pair i,
+    // and holds exactly the instructions of the PTX block that increments that pair.
+    let files = support::generate_corpus_ptx();
+    let errors = support::parallel(&files, |file| {
+        let describe = file.describe();
+        let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;
+        let mut module = parse(text).map_err(|e| format!("{describe}: {e}"))?;
+        let kernels: Vec<String> = module
+            .functions()
+            .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
+            .map(|f| f.name().to_string())
+            .collect();
+        let results = device_runtime::instrument_module(&mut module);
+        for result in &results {
+            let kernel_index = kernels.iter().position(|k| *k == result.kernel).unwrap();
+            let mut start = 0;
+            while start < result.blocks.len() {
+                let name = &result.blocks[start].function;
+                let count = result.blocks[start..]
+                    .iter()
+                    .take_while(|b| &b.function == name)
+                    .count();
+                let copy_name = if *name == result.kernel {
+                    format!("{name}__cf")
+                } else {
+                    format!("{name}__cf{kernel_index}")
+                };
+                let copy = module
+                    .function(&copy_name)
+                    .ok_or_else(|| format!("{describe}: no {copy_name}"))?;
+                // The prologue sits before the first label (clang -g starts bodies with one), so
+                // it can form a block of its own: counter code only, not part of the original.
+                let blocks: Vec<ptx_lexer::BasicBlock> = copy
+                    .blocks()
+                    .into_iter()
+                    .filter(|b| {
+                        b.label.is_some()
+                            || b.instructions
+                                .iter()
+                                .any(|&s| copy.statements()[s].is_from_source())
+                    })
+                    .collect();
+                if blocks.len() != count {
+                    return Err(format!(
+                        "{describe}: {copy_name} has {} blocks, snapshot {count}",
+                        blocks.len()
+                    ));
+                }
+                for (i, block) in blocks.iter().enumerate() {
+                    let entry = &result.blocks[start + i];
+                    let offset = update_offset(copy, block.insertion_point());
+                    if offset != Some(((start + i) * 16) as u64) {
+                        return Err(format!(
+                            "{describe}: {copy_name} block {i} updates offset {offset:?}, snapshot index {}",
+                            start + i
+                        ));
+                    }
+                    let opcodes: Vec<String> = block
+                        .instructions
+                        .iter()
+                        .map(|&s| &copy.statements()[s])
+                        .filter(|s| {
+                            s.is_from_source()
+                                || s.as_instruction()
+                                    .is_some_and(|i| i.opcode.base() == "call")
+                        })
+                        .filter_map(|s| s.as_instruction())
+                        .map(|i| i.opcode.to_string())
+                        .collect();
+                    let expected: Vec<String> =
+                        entry.instructions.iter().map(|o| o.to_string()).collect();
+                    if block.label.as_deref() != entry.label.as_deref() || opcodes != expected {
+                        return Err(format!(
+                            "{describe}: {copy_name} block {i} differs from its snapshot entry"
+                        ));
+                    }
+                }
+                start += count;
+            }
+        }
+        Ok(())
+    });
+    assert!(
+        errors.is_empty(),
+        "{} failure(s):\n{}",
+        errors.len(),
+        errors.join("\n\n")
+    );
+}
