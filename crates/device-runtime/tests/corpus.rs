@@ -41,9 +41,15 @@ fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
         .collect()
 }
 
+/// The corpus PTX, compiled once for all tests of this file.
+fn corpus() -> Vec<support::PtxFile> {
+    static FILES: std::sync::OnceLock<Vec<support::PtxFile>> = std::sync::OnceLock::new();
+    FILES.get_or_init(support::generate_corpus_ptx).clone()
+}
+
 #[test]
 fn every_corpus_kernel_instruments_and_assembles() {
-    let files = support::generate_corpus_ptx();
+    let files = corpus();
     let errors = support::parallel(&files, |file| {
         let describe = file.describe();
         let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;
@@ -208,7 +214,7 @@ fn update_offset(function: &ptx_lexer::Function, from: usize) -> Option<u64> {
 fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
     // The mapping that makes counts exact: block i of the snapshot is counted at counter pair i,
     // and holds exactly the instructions of the PTX block that increments that pair.
-    let files = support::generate_corpus_ptx();
+    let files = corpus();
     let errors = support::parallel(&files, |file| {
         let describe = file.describe();
         let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;

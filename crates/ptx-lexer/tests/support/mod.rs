@@ -239,11 +239,13 @@ pub fn generate_corpus_ptx() -> Vec<PtxFile> {
         if is_newer_than(&f.path, &[&source, &header]) {
             return Ok(()); // compiled by an earlier test run from the same sources
         }
-        // Compile to a temporary name and rename, so that a concurrent reader never sees a
-        // partial file.
+        // Compile to a name no other process or thread uses, then rename, so that a concurrent
+        // reader never sees a partial file.
+        static PARTIALS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let unique = PARTIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let partial = f
             .path
-            .with_extension(format!("{}.partial", std::process::id()));
+            .with_extension(format!("{}-{unique}.partial", std::process::id()));
         compile_with(&source, f.compiler, f.arch, f.debug, &partial)?;
         std::fs::rename(&partial, &f.path).map_err(|e| e.to_string())
     });
