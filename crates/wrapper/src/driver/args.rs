@@ -128,6 +128,22 @@ fn check_arch(arch: &str) -> Result<String, ArgsError> {
     }
 }
 
+/// The input language `-x` names; `None` for `-x none` (by extension again).
+fn language_of(name: &str) -> Result<Option<InputKind>, ArgsError> {
+    match name {
+        "cuda" => Ok(Some(InputKind::Cuda)),
+        "c" | "c++" => Ok(Some(InputKind::Host)),
+        "none" => Ok(None),
+        other => Err(ArgsError::Language(other.to_string())),
+    }
+}
+
+/// `-lcudart` / `-lcudart_static`: dropped, since the driver links cudart statically and a
+/// user's `-lcudart` would mix in the shared one.
+pub(crate) fn is_cudart(flag: &str) -> bool {
+    matches!(flag, "-lcudart" | "-lcudart_static")
+}
+
 impl OptLevel {
     /// The flag that sets this level: `-O2`.
     pub fn flag(self) -> &'static str {
@@ -163,6 +179,13 @@ impl DriverArgs {
         }
     }
 
+    /// Adds a target architecture once, in order of first mention.
+    fn add_arch(&mut self, arch: String) {
+        if !self.archs.contains(&arch) {
+            self.archs.push(arch);
+        }
+    }
+
     /// Parses the arguments after the program name.
     pub fn parse(args: &[String]) -> Result<Self, ArgsError> {
         let mut parsed = DriverArgs::empty();
@@ -179,22 +202,12 @@ impl DriverArgs {
                 "-c" => parsed.compile_only = true,
                 "-v" => parsed.verbose = true,
                 "-o" => parsed.output = Some(PathBuf::from(value(&mut iter, "-o")?)),
-                "-x" => {
-                    language = match value(&mut iter, "-x")?.as_str() {
-                        "cuda" => Some(InputKind::Cuda),
-                        "c" | "c++" => Some(InputKind::Host),
-                        "none" => None,
-                        other => return Err(ArgsError::Language(other.to_string())),
-                    }
-                }
+                "-x" => language = language_of(&value(&mut iter, "-x")?)?,
                 "-fgpu-rdc" => parsed.rdc = true,
                 "-fno-gpu-rdc" => parsed.rdc = false,
                 "--cuda-flux-keep" => parsed.keep = Some(PathBuf::from(".")),
                 "--cuda-gpu-arch" | "--offload-arch" => {
-                    let arch = check_arch(&value(&mut iter, a)?)?;
-                    if !parsed.archs.contains(&arch) {
-                        parsed.archs.push(arch);
-                    }
+                    parsed.add_arch(check_arch(&value(&mut iter, a)?)?)
                 }
                 "-l" | "-L" | "-Xlinker" | "-z" => {
                     parsed.link_flags.push(arg.clone());
@@ -207,10 +220,7 @@ impl DriverArgs {
                     parsed.keep = Some(PathBuf::from(&a["--cuda-flux-keep=".len()..]));
                 }
                 _ if a.starts_with("--cuda-gpu-arch=") || a.starts_with("--offload-arch=") => {
-                    let arch = check_arch(a.split_once('=').map_or("", |(_, v)| v))?;
-                    if !parsed.archs.contains(&arch) {
-                        parsed.archs.push(arch);
-                    }
+                    parsed.add_arch(check_arch(a.split_once('=').map_or("", |(_, v)| v))?)
                 }
                 _ if a.starts_with("--cuda-path=") => {
                     parsed.cuda_path = Some(PathBuf::from(&a["--cuda-path=".len()..]));
@@ -218,18 +228,9 @@ impl DriverArgs {
                 _ if a.starts_with("-o") && a.len() > 2 => {
                     parsed.output = Some(PathBuf::from(&a[2..]))
                 }
-                _ if a.starts_with("-x") && a.len() > 2 => {
-                    language = match &a[2..] {
-                        "cuda" => Some(InputKind::Cuda),
-                        "c" | "c++" => Some(InputKind::Host),
-                        "none" => None,
-                        other => return Err(ArgsError::Language(other.to_string())),
-                    }
-                }
+                _ if a.starts_with("-x") && a.len() > 2 => language = language_of(&a[2..])?,
                 _ if a.starts_with("-l") || a.starts_with("-L") || a.starts_with("-Wl,") => {
-                    // cudart is linked statically by the driver; a user's -lcudart would mix in
-                    // the shared one.
-                    if !matches!(a, "-lcudart" | "-lcudart_static") {
+                    if !is_cudart(a) {
                         parsed.link_flags.push(arg.clone());
                     }
                 }

@@ -337,17 +337,8 @@ impl Driver {
 
         // Host IR with the fat binary embedded.
         let host_ir = dir.join(format!("{stem}.host.bc"));
-        let mut command = self.clang_cuda();
-        command.args(["--cuda-host-only", "-emit-llvm", "-c"]);
-        command.args(&self.args.host_flags);
-        for arch in &self.args.archs {
-            command.arg(format!("--cuda-gpu-arch={arch}"));
-        }
-        command
-            .arg("-Xclang")
-            .arg("-fcuda-include-gpubinary")
-            .arg("-Xclang")
-            .arg(&fatbin);
+        let mut command = self.host_compile(&fatbin);
+        command.arg("-emit-llvm");
         command.arg(source).arg("-o").arg(&host_ir);
         self.run(&mut command)?;
 
@@ -386,18 +377,24 @@ impl Driver {
                     "{}: host pass failed ({error:#}); its kernels run uninstrumented",
                     source.display()
                 ));
-                let mut command = self.clang_cuda();
-                command.args(["--cuda-host-only", "-c"]);
-                command.args(&self.args.host_flags);
-                command
-                    .arg("-Xclang")
-                    .arg("-fcuda-include-gpubinary")
-                    .arg("-Xclang")
-                    .arg(&fatbin);
+                let mut command = self.host_compile(&fatbin);
                 command.arg(source).arg("-o").arg(object);
                 self.run(&mut command)
             }
         }
+    }
+
+    /// clang compiling a CUDA source's host side to an object, with `fatbin` embedded.
+    fn host_compile(&self, fatbin: &Path) -> Command {
+        let mut command = self.clang_cuda();
+        command.args(["--cuda-host-only", "-c"]);
+        command.args(&self.args.host_flags);
+        for arch in &self.args.archs {
+            command.arg(format!("--cuda-gpu-arch={arch}"));
+        }
+        command.args(["-Xclang", "-fcuda-include-gpubinary", "-Xclang"]);
+        command.arg(fatbin);
+        command
     }
 
     fn work_is_kept(&self) -> bool {

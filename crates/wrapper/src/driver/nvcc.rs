@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::args::{DriverArgs, Input, InputKind, OptLevel};
+use super::args::{is_cudart, DriverArgs, Input, InputKind, OptLevel};
 
 /// The compatibility prelude force-included before every CUDA source.
 pub const PRELUDE: &str = include_str!("../../include/cuda_flux_nvcc.h");
@@ -178,8 +178,9 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
             }
             "-l" | "--library" => {
                 let lib = value()?;
-                if !matches!(lib.as_str(), "cudart" | "cudart_static") {
-                    parsed.link_flags.push(format!("-l{lib}"));
+                let flag = format!("-l{lib}");
+                if !is_cudart(&flag) {
+                    parsed.link_flags.push(flag);
                 }
             }
             "-L" | "--library-path" => parsed.link_flags.push(format!("-L{}", value()?)),
@@ -324,7 +325,7 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
             _ if name.starts_with("-U") && name.len() > 2 => parsed.flags.push(arg.clone()),
             _ if name.starts_with("-L") && name.len() > 2 => parsed.link_flags.push(arg.clone()),
             _ if name.starts_with("-l") && name.len() > 2 => {
-                if !matches!(arg.as_str(), "-lcudart" | "-lcudart_static") {
+                if !is_cudart(&arg) {
                     parsed.link_flags.push(arg.clone());
                 }
             }
