@@ -107,8 +107,9 @@ impl Function {
     }
 
     fn body_mut(&mut self) -> Result<&mut Vec<Statement>, RewriteError> {
-        let name = self.name.to_string();
-        self.body.as_mut().ok_or(RewriteError::NotADefinition(name))
+        self.body
+            .as_mut()
+            .ok_or_else(|| RewriteError::NotADefinition(self.name.to_string()))
     }
 
     /// Whether `register` is declared anywhere in the body (any scope).
@@ -160,8 +161,7 @@ impl Function {
             block,
         })?;
         let at = target.insertion_point();
-        self.body_mut()?.splice(at..at, code);
-        Ok(())
+        self.insert_statements(at, code)
     }
 
     /// Inserts code at the top of every block in one pass: `code(index, block)` gives the
@@ -284,8 +284,7 @@ impl Function {
                     new_block.push(Statement::label(target_label));
                 }
                 let at = target.first_statement();
-                self.body_mut()?.splice(at..at, new_block);
-                Ok(())
+                self.insert_statements(at, new_block)
             }
             EdgeKind::Branch => {
                 let target_block = &blocks[edge.to];
