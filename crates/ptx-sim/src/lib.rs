@@ -1,0 +1,113 @@
+//! `ptx-sim`: runs PTX kernels on the CPU — the engine of cuda-flux's CPU target.
+//!
+//! The CPU target executes the very PTX a GPU would run, instrumentation included, so the
+//! counters it produces come from the same code. Data flow:
+//!
+//! - [`image`]: the container the driver embeds in place of a fat binary (PTX per arch).
+//! - [`Program::load`]: one PTX module parsed with `ptx-lexer`, decoded once into a compact
+//!   form (registers as indices, branch targets as instruction indices, reconvergence points),
+//!   module variables allocated in host memory with their initializers.
+//! - [`Program::launch`]: a grid run as CTAs of warps of 32 lanes with active masks,
+//!   reconvergence at immediate post-dominators, `bar.sync` across the warps of a CTA; CTAs
+//!   run in parallel on `LaunchConfig::workers` host threads.
+//! - [`alu`]: per-lane semantics of the compute instructions (integer, floating point with
+//!   PTX rounding/ftz/saturation, conversions, comparisons, bit manipulation).
+//!
+//! Addresses: global and generic addresses are host addresses (the CPU runtime's device memory
+//! is host memory), checked against the [`Environment`]'s accessible ranges; shared and local
+//! addresses are offsets in their windows, converted by `cvta` to and from generic host
+//! addresses of the CTA's shared buffer and the thread's local buffer.
+
+pub mod alu;
+pub mod image;
+mod program;
+
+pub use program::{KernelInfo, Program};
+
+use thiserror::Error;
+
+/// Grid, CTA shape and resources of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: usize,
+    /// Host threads that run CTAs in parallel (at least 1).
+    pub workers: usize,
+}
+
+/// A texture as a kernel names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextureRef<'a> {
+    /// A `cudaTextureObject_t` handle held in a register.
+    Object(u64),
+    /// A module-level `.texref` (legacy texture reference) by name.
+    Reference(&'a str),
+}
+
+/// The component type of a texel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    Signed,
+    Unsigned,
+    Float,
+}
+
+/// Linear memory bound to a texture (`cudaResourceTypeLinear` / `cudaBindTexture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Texture {
+    /// Host address of texel 0.
+    pub base: u64,
+    /// Size of the bound memory in bytes; fetches past it return zeros.
+    pub len_bytes: u64,
+    pub kind: ChannelKind,
+    /// Channels per texel (1, 2 or 4).
+    pub channels: u8,
+    /// Bits per channel (8, 16 or 32).
+    pub bits_per_channel: u8,
+    /// `cudaReadModeNormalizedFloat`: integer texels read as floats in [0, 1] / [-1, 1].
+    pub normalized_float: bool,
+}
+
+/// What a launch may touch outside the program: provided by the CPU runtime.
+pub trait Environment: Sync {
+    /// Whether `[address, address + len)` is memory a kernel may access as global memory:
+    /// device allocations, module variables, mapped or managed host memory.
+    fn global_accessible(&self, address: u64, len: u64) -> bool;
+    /// The memory bound to a texture, if any.
+    fn texture(&self, texture: TextureRef<'_>) -> Option<Texture>;
+}
+
+/// Why PTX could not be loaded or a kernel could not run. `Display` is one line that names the
+/// problem and, where there is one, the PTX line.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SimError {
+    #[error("PTX does not parse: {0}")]
+    Parse(String),
+    #[error("unsupported PTX: {what} (PTX line {line})")]
+    Unsupported { what: String, line: u32 },
+    #[error("unknown kernel `{0}`")]
+    UnknownKernel(String),
+    #[error("invalid launch: {0}")]
+    InvalidLaunch(String),
+    #[error(
+        "invalid {space} address {address:#x} ({len} bytes) by `{instruction}` at PTX line {line}, \
+         block ({}, {}, {}), thread ({}, {}, {})",
+        cta[0], cta[1], cta[2], thread[0], thread[1], thread[2]
+    )]
+    InvalidAddress {
+        space: &'static str,
+        address: u64,
+        len: u64,
+        instruction: String,
+        line: u32,
+        cta: [u32; 3],
+        thread: [u32; 3],
+    },
+    #[error("kernel executed `trap` at PTX line {line}")]
+    Trap { line: u32 },
+    #[error("device assertion failed: {0}")]
+    Assertion(String),
+    #[error("barrier deadlock in CTA ({}, {}, {}): {detail}", cta[0], cta[1], cta[2])]
+    Deadlock { cta: [u32; 3], detail: String },
+}
