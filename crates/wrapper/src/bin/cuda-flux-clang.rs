@@ -16,6 +16,8 @@ fn main() -> ExitCode {
              --cuda-gpu-arch=sm_XX   target architecture (repeatable; default sm_70)\n  \
              --cuda-flux-keep[=DIR]  keep intermediates (device PTX, instrumented PTX, fat binary,\n                          \
              host IR) in DIR (default: the current directory); or CUDA_FLUX_KEEP=DIR\n  \
+             --cuda-flux-target=cpu  run the kernels on the CPU (PTX interpreter, CPU CUDA\n                          \
+             runtime; no GPU needed) instead of a GPU; or CUDA_FLUX_TARGET=cpu\n  \
              -v                      show every step"
         );
         return ExitCode::SUCCESS;

@@ -18,6 +18,30 @@ pub enum ArgsError {
     OutputWithManyInputs(usize),
     #[error("'{0}' is not a GPU architecture (expected e.g. sm_70)")]
     Arch(String),
+    #[error("'{0}' is not a cuda-flux target (expected gpu or cpu)")]
+    Target(String),
+}
+
+/// Where the built program runs its kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// On a GPU: SASS and PTX in a fat binary, linked with cudart.
+    #[default]
+    Gpu,
+    /// On the CPU: the (instrumented) PTX embedded as a CPU image, linked with cuda-flux's CPU
+    /// implementation of the CUDA runtime, which runs kernels in the `ptx-sim` interpreter.
+    Cpu,
+}
+
+impl Target {
+    /// Parses `gpu` or `cpu` (the value of `--cuda-flux-target=` or `CUDA_FLUX_TARGET`).
+    pub fn parse(value: &str) -> Result<Self, ArgsError> {
+        match value {
+            "gpu" => Ok(Target::Gpu),
+            "cpu" => Ok(Target::Cpu),
+            other => Err(ArgsError::Target(other.to_string())),
+        }
+    }
 }
 
 /// How an input is compiled.
@@ -79,6 +103,8 @@ pub struct DriverArgs {
     pub device_opt_level: Option<OptLevel>,
     /// A header force-included before every CUDA source (cuda-flux-nvcc's compatibility shims).
     pub prelude: Option<&'static str>,
+    /// `--cuda-flux-target=gpu|cpu`; `None` leaves the choice to `CUDA_FLUX_TARGET` (default gpu).
+    pub target: Option<Target>,
 }
 
 /// Options whose value is the next argument when not attached.
@@ -176,6 +202,7 @@ impl DriverArgs {
             ptxas_flags: Vec::new(),
             device_opt_level: None,
             prelude: None,
+            target: None,
         }
     }
 
@@ -215,6 +242,9 @@ impl DriverArgs {
                 }
                 "-static" | "-shared" | "-rdynamic" | "-pie" | "-no-pie" | "-s" => {
                     parsed.link_flags.push(arg.clone())
+                }
+                _ if a.starts_with("--cuda-flux-target=") => {
+                    parsed.target = Some(Target::parse(&a["--cuda-flux-target=".len()..])?);
                 }
                 _ if a.starts_with("--cuda-flux-keep=") => {
                     parsed.keep = Some(PathBuf::from(&a["--cuda-flux-keep=".len()..]));
@@ -325,6 +355,12 @@ mod tests {
 
     #[test]
     fn driver_options() {
+        let a = parse("--cuda-flux-target=cpu k.cu").unwrap();
+        assert_eq!(a.target, Some(Target::Cpu));
+        assert_eq!(
+            parse("--cuda-flux-target=tpu k.cu"),
+            Err(ArgsError::Target("tpu".into()))
+        );
         let a = parse("-v --cuda-flux-keep=out -fgpu-rdc -g k.cu").unwrap();
         assert!(a.verbose && a.rdc && a.debug);
         assert_eq!(a.keep, Some(PathBuf::from("out")));

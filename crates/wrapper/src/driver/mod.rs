@@ -21,7 +21,7 @@ use device_runtime::KernelInstrumentation;
 use inkwell::context::Context;
 use inkwell::OptimizationLevel;
 
-pub use args::{ArgsError, DriverArgs, InputKind, OptLevel};
+pub use args::{ArgsError, DriverArgs, InputKind, OptLevel, Target};
 use cuda_flux_pass::host::KernelRegistration;
 use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
 
@@ -49,6 +49,9 @@ pub struct Toolchain {
     pub cudart_dir: Option<PathBuf>,
     /// The host runtime static library (`libhost_runtime.a`).
     pub runtime_lib: PathBuf,
+    /// The CPU target's library (`libcpu_runtime.a`): the CUDA runtime API on the CPU and the
+    /// host runtime in one archive.
+    pub cpu_runtime_lib: PathBuf,
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -79,12 +82,11 @@ impl Toolchain {
         .into_iter()
         .flatten()
         .find(|d| d.join("libcudart_static.a").exists());
-        let runtime_lib = match env_path("CUDA_FLUX_RUNTIME_LIB") {
-            Some(path) => path,
-            None => std::env::current_exe()
-                .context("cannot locate the cuda-flux executable")?
-                .with_file_name("libhost_runtime.a"),
-        };
+        let exe = std::env::current_exe().context("cannot locate the cuda-flux executable")?;
+        let runtime_lib = env_path("CUDA_FLUX_RUNTIME_LIB")
+            .unwrap_or_else(|| exe.with_file_name("libhost_runtime.a"));
+        let cpu_runtime_lib = env_path("CUDA_FLUX_CPU_RUNTIME_LIB")
+            .unwrap_or_else(|| exe.with_file_name("libcpu_runtime.a"));
         Ok(Toolchain {
             clang: env_path("CUDA_FLUX_CLANG").unwrap_or_else(|| PathBuf::from("clang++-16")),
             ptxas: tool("ptxas"),
@@ -92,6 +94,7 @@ impl Toolchain {
             cuda_path,
             cudart_dir,
             runtime_lib,
+            cpu_runtime_lib,
         })
     }
 }
@@ -118,6 +121,8 @@ pub struct Driver {
     work: WorkDir,
     /// Where `args.prelude` was written, to be force-included in CUDA compilations.
     prelude: Option<PathBuf>,
+    /// Where the program's kernels will run.
+    target: Target,
 }
 
 fn quote(arg: &str) -> String {
@@ -153,6 +158,15 @@ struct ArchBuild {
 
 impl Driver {
     pub fn new(args: DriverArgs) -> Result<Self> {
+        let target = match args.target {
+            Some(target) => target,
+            None => match std::env::var("CUDA_FLUX_TARGET") {
+                Ok(value) if !value.is_empty() => {
+                    Target::parse(&value).map_err(|error| anyhow!("CUDA_FLUX_TARGET: {error}"))?
+                }
+                _ => Target::Gpu,
+            },
+        };
         let tools = Toolchain::discover(args.cuda_path.clone())?;
         let work = match args.keep.clone().or_else(|| env_path("CUDA_FLUX_KEEP")) {
             Some(dir) => {
@@ -181,6 +195,7 @@ impl Driver {
             tools,
             work,
             prelude,
+            target,
         })
     }
 
@@ -280,6 +295,13 @@ impl Driver {
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
+                InputKind::Cuda if self.args.rdc && self.target == Target::Cpu => {
+                    bail!(
+                        "{}: the CPU target does not support -fgpu-rdc (separate device \
+                         compilation); build without it",
+                        input.path.display()
+                    );
+                }
                 InputKind::Cuda if self.args.rdc => {
                     warn(format!(
                         "{}: -fgpu-rdc is not supported yet; its kernels run uninstrumented",
@@ -317,23 +339,10 @@ impl Driver {
             builds.push(self.build_arch(source, &stem, arch)?);
         }
 
-        // Fat binary: SASS and (instrumented) PTX for every architecture.
-        let fatbin = dir.join(format!("{stem}.fatbin"));
-        let mut command = Command::new(&self.tools.fatbinary);
-        command.args(["-64", "--create"]).arg(&fatbin);
-        for build in &builds {
-            let number = build.arch.trim_start_matches("sm_");
-            command.arg(format!(
-                "--image=profile={},file={}",
-                build.arch,
-                build.cubin.display()
-            ));
-            command.arg(format!(
-                "--image=profile=compute_{number},file={}",
-                build.ptx.display()
-            ));
-        }
-        self.run(&mut command)?;
+        let fatbin = match self.target {
+            Target::Gpu => self.fat_binary(&stem, &builds)?,
+            Target::Cpu => self.cpu_image(&stem, &builds)?,
+        };
 
         // Host IR with the fat binary embedded.
         let host_ir = dir.join(format!("{stem}.host.bc"));
@@ -382,6 +391,52 @@ impl Driver {
                 self.run(&mut command)
             }
         }
+    }
+
+    /// Fat binary: SASS and (instrumented) PTX for every architecture.
+    fn fat_binary(&self, stem: &str, builds: &[ArchBuild]) -> Result<PathBuf> {
+        let fatbin = self.work.path().join(format!("{stem}.fatbin"));
+        let mut command = Command::new(&self.tools.fatbinary);
+        command.args(["-64", "--create"]).arg(&fatbin);
+        for build in builds {
+            let number = build.arch.trim_start_matches("sm_");
+            command.arg(format!(
+                "--image=profile={},file={}",
+                build.arch,
+                build.cubin.display()
+            ));
+            command.arg(format!(
+                "--image=profile=compute_{number},file={}",
+                build.ptx.display()
+            ));
+        }
+        self.run(&mut command)?;
+        Ok(fatbin)
+    }
+
+    /// The CPU target's stand-in for the fat binary: the (instrumented) PTX of every
+    /// architecture, which the CPU runtime hands to the PTX interpreter.
+    fn cpu_image(&self, stem: &str, builds: &[ArchBuild]) -> Result<PathBuf> {
+        let path = self.work.path().join(format!("{stem}.cpuimage"));
+        let images = builds
+            .iter()
+            .map(|build| {
+                let ptx = std::fs::read_to_string(&build.ptx)
+                    .with_context(|| format!("cannot read {}", build.ptx.display()))?;
+                Ok(ptx_sim::image::ArchPtx {
+                    arch: arch_number(&build.arch)?,
+                    ptx,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.verbose(format!(
+            "[in process] CPU image of {} architecture(s) -> {}",
+            images.len(),
+            path.display()
+        ));
+        std::fs::write(&path, ptx_sim::image::encode(&images))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
     }
 
     /// clang compiling a CUDA source's host side to an object, with `fatbin` embedded.
@@ -456,7 +511,9 @@ impl Driver {
                     "{}: cannot parse the PTX for {arch} ({error}); its kernels run uninstrumented",
                     source.display()
                 ));
-                self.run(&mut self.ptxas(arch, &original, &cubin))?;
+                if self.target == Target::Gpu {
+                    self.run(&mut self.ptxas(arch, &original, &cubin))?;
+                }
                 return Ok(ArchBuild {
                     arch: arch.to_string(),
                     cubin,
@@ -475,6 +532,16 @@ impl Driver {
         ));
         std::fs::write(&instrumented, module.to_ptx())
             .with_context(|| format!("cannot write {}", instrumented.display()))?;
+        if self.target == Target::Cpu {
+            // No SASS: the CPU target runs the PTX itself (ptxas checks of the instrumented
+            // PTX belong to the GPU target and to the test suite).
+            return Ok(ArchBuild {
+                arch: arch.to_string(),
+                cubin,
+                ptx: instrumented,
+                kernels,
+            });
+        }
         match self.try_run(&mut self.ptxas(arch, &instrumented, &cubin))? {
             Ok(()) => Ok(ArchBuild {
                 arch: arch.to_string(),
@@ -548,12 +615,7 @@ impl Driver {
             let snapshots = per_arch
                 .iter()
                 .map(|(build, k)| {
-                    let arch: u32 = build
-                        .arch
-                        .trim_start_matches("sm_")
-                        .trim_end_matches('a')
-                        .parse()
-                        .map_err(|_| anyhow!("bad architecture {}", build.arch))?;
+                    let arch = arch_number(&build.arch)?;
                     let snapshot = Snapshot {
                         kernel: name.to_string(),
                         demangled: demangled.clone(),
@@ -593,6 +655,9 @@ impl Driver {
     }
 
     fn link(&self, objects: &[PathBuf]) -> Result<()> {
+        if self.target == Target::Cpu {
+            return self.link_cpu(objects);
+        }
         if !self.tools.runtime_lib.exists() {
             bail!(
                 "the host runtime library is missing at {} (build the workspace with cargo build, \
@@ -618,5 +683,93 @@ impl Driver {
                 .unwrap_or_else(|| PathBuf::from("a.out")),
         );
         self.run(&mut command)
+    }
+
+    /// The CPU target's link: the CPU runtime library (CUDA runtime API on the CPU plus the host
+    /// runtime) instead of the host runtime and cudart.
+    fn link_cpu(&self, objects: &[PathBuf]) -> Result<()> {
+        let library = &self.tools.cpu_runtime_lib;
+        if !library.exists() {
+            bail!(
+                "the CPU runtime library is missing at {} (build the workspace with cargo build, \
+                 or set CUDA_FLUX_CPU_RUNTIME_LIB)",
+                library.display()
+            );
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command.arg("-Qunused-arguments");
+        command.args(objects);
+        command.args(&self.args.flags);
+        command.args(&self.args.host_flags);
+        command.args(&self.args.link_flags);
+        command.arg(library);
+        command.args(["-ldl", "-lrt", "-lpthread", "-lm"]);
+        command.arg("-o").arg(
+            self.args
+                .output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("a.out")),
+        );
+        match self.try_run(&mut command)? {
+            Ok(()) => Ok(()),
+            Err(stderr) => {
+                eprint!("{stderr}");
+                let missing = unimplemented_cuda_calls(&stderr);
+                if !missing.is_empty() {
+                    bail!(
+                        "the CPU target does not implement {} (see crates/cpu-runtime/README.md)",
+                        missing.join(", ")
+                    );
+                }
+                Err(StepFailed(1).into())
+            }
+        }
+    }
+}
+
+/// `70` for `sm_70` (and `sm_90a`).
+fn arch_number(arch: &str) -> Result<u32> {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches('a')
+        .parse()
+        .map_err(|_| anyhow!("bad architecture {arch}"))
+}
+
+/// CUDA runtime functions a failed link could not find: `undefined reference to `cudaFoo'`.
+fn unimplemented_cuda_calls(linker_stderr: &str) -> Vec<String> {
+    let mut calls: Vec<String> = linker_stderr
+        .lines()
+        .filter_map(|line| line.split("undefined reference to ").nth(1))
+        .map(|rest| {
+            rest.trim_matches(|c| c == '`' || c == '\'' || c == '"')
+                .to_string()
+        })
+        .filter(|name| name.starts_with("cuda") || name.starts_with("__cuda"))
+        .collect();
+    calls.sort();
+    calls.dedup();
+    calls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_unimplemented_cuda_calls_from_linker_errors() {
+        let stderr = "/usr/bin/ld: a.o: in function `main':\n\
+                      a.cu:(.text+0x1f): undefined reference to `cudaGraphLaunch'\n\
+                      a.cu:(.text+0x3f): undefined reference to `cudaGraphLaunch'\n\
+                      a.cu:(.text+0x5f): undefined reference to `cublasCreate_v2'\n\
+                      clang: error: linker command failed with exit code 1\n";
+        assert_eq!(unimplemented_cuda_calls(stderr), ["cudaGraphLaunch"]);
+        assert!(unimplemented_cuda_calls("").is_empty());
+    }
+
+    #[test]
+    fn architecture_numbers() {
+        assert_eq!(arch_number("sm_70").unwrap(), 70);
+        assert_eq!(arch_number("sm_90a").unwrap(), 90);
+        assert!(arch_number("sm_x").is_err());
     }
 }

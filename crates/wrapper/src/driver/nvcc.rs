@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::args::{is_cudart, DriverArgs, Input, InputKind, OptLevel};
+use super::args::{is_cudart, DriverArgs, Input, InputKind, OptLevel, Target};
 
 /// The compatibility prelude force-included before every CUDA source.
 pub const PRELUDE: &str = include_str!("../../include/cuda_flux_nvcc.h");
@@ -303,6 +303,13 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 }
             }
             "-w" | "--disable-warnings" => parsed.flags.push("-w".into()),
+            "--cuda-flux-target" => {
+                let target = value()?;
+                parsed.target = Some(Target::parse(&target).map_err(|_| NvccError::BadValue {
+                    option: name.clone(),
+                    value: target,
+                })?);
+            }
             "-v" | "--verbose" => parsed.verbose = true,
             "-keep" | "--keep" => parsed.keep = Some(PathBuf::from(".")),
             "-keep-dir" | "--keep-dir" => parsed.keep = Some(PathBuf::from(value()?)),
