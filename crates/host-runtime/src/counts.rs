@@ -118,6 +118,7 @@ mod tests {
             function: "k".into(),
             label: None,
             instructions: instructions.iter().map(|s| s.to_string()).collect(),
+            ..Block::default()
         }
     }
 

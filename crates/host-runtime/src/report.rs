@@ -77,6 +77,9 @@ pub struct Kernel {
     pub reason: Option<String>,
     /// The counted blocks, in counter order.
     pub blocks: Vec<Block>,
+    /// The PTX `.file` table the blocks' `lines` refer to (only with line information).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<u32, String>,
     /// Launches that ran this architecture's code, in launch order per host thread.
     pub launches: Vec<Launch>,
     /// Sum of the launches' `instructions`.

@@ -1112,6 +1112,7 @@ fn kernel_report(snapshot: &Snapshot, launches: &[LaunchRecord], mode: Mode) -> 
             )
         },
         blocks: snapshot.blocks.clone(),
+        files: snapshot.files.clone(),
         launches,
         totals,
     }

@@ -5,6 +5,8 @@
 //! the format by construction. Block `i` of `blocks` is the block whose counters sit at index `i`
 //! of the counter buffer (`[bank][block][threads, warps]`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One kernel, one architecture.
@@ -27,10 +29,15 @@ pub struct Snapshot {
     pub params: usize,
     /// The counted blocks, in counter order.
     pub blocks: Vec<Block>,
+    /// The PTX module's `.file` table (index to file name), present when the PTX has line
+    /// information (built with `-g` or `-lineinfo`); what [`Block::lines`] file indices name.
+    /// Optional so that snapshots and profiles from older builds still read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<u32, String>,
 }
 
 /// One counted PTX block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Block {
     /// The function the block belongs to: the kernel or a device function it calls.
     pub function: String,
@@ -38,6 +45,17 @@ pub struct Block {
     pub label: Option<String>,
     /// Full opcodes of the block's instructions, in order (`ld.global.f32`).
     pub instructions: Vec<String>,
+    /// The instructions as PTX text (canonical printing: guard, opcode, operands, `;`), one per
+    /// entry of `instructions`. Empty when the compiler did not record them (older builds), so
+    /// readers must not assume it lines up unless the lengths agree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text: Vec<String>,
+    /// Source locations of the instructions, run-length encoded in instruction order: each
+    /// `[file, line, count]` says the next `count` instructions were under `.loc file line`
+    /// (`file` indexes the `.file` table; `0` means no `.loc` was in force). Empty without line
+    /// information.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<[u32; 3]>,
 }
 
 /// A snapshot that cannot be used.
@@ -117,6 +135,23 @@ mod tests {
         assert_eq!(snapshot.unusable_reason(), None);
         let again = Snapshot::from_json(snapshot.to_json().unwrap().as_bytes()).unwrap();
         assert_eq!(again, snapshot);
+        // Without line information the optional fields stay out of the JSON.
+        let text = snapshot.to_json().unwrap();
+        assert!(!text.contains("\"text\"") && !text.contains("\"files\""), "{text}");
+    }
+
+    #[test]
+    fn instruction_text_and_lines_round_trip() {
+        let json = r#"{"kernel": "k", "demangled": "k", "source": "k.cu", "arch": 90,
+            "instrumented": true, "params": 0, "files": {"1": "/src/k.cu"},
+            "blocks": [{"function": "k", "label": null, "instructions": ["mov.u32", "ret"],
+                        "text": ["mov.u32 %r1, %tid.x;", "ret;"], "lines": [[1, 7, 1], [0, 0, 1]]}]}"#;
+        let snapshot = Snapshot::from_json(json.as_bytes()).unwrap();
+        assert_eq!(snapshot.files[&1], "/src/k.cu");
+        assert_eq!(snapshot.blocks[0].text[0], "mov.u32 %r1, %tid.x;");
+        assert_eq!(snapshot.blocks[0].lines, [[1, 7, 1], [0, 0, 1]]);
+        let again = Snapshot::from_json(snapshot.to_json().unwrap().as_bytes()).unwrap();
+        assert_eq!(again, snapshot);
     }
 
     #[test]
@@ -126,6 +161,7 @@ mod tests {
         let snapshot = Snapshot::from_json(json.as_bytes()).unwrap();
         assert_eq!(snapshot.reason, None);
         assert!(snapshot.unusable_reason().is_some());
+        assert!(snapshot.files.is_empty());
         assert!(Snapshot::from_json(b"{\"kernel\": 1}").is_err());
         assert!(Snapshot::from_json(b"\xff").is_err());
     }

@@ -258,11 +258,12 @@ fn block(label: Option<&str>, instructions: &[&str]) -> Block {
         function: "_Z4loopPfS_".into(),
         label: label.map(str::to_owned),
         instructions: instructions.iter().map(|s| s.to_string()).collect(),
+        ..Block::default()
     }
 }
 
 fn snapshot(arch: u32) -> Snapshot {
-    Snapshot {
+    let mut snapshot = Snapshot {
         kernel: "_Z4loopPfS_".into(),
         demangled: "loop(float*, float*)".into(),
         source: "loop.cu".into(),
@@ -284,7 +285,24 @@ fn snapshot(arch: u32) -> Snapshot {
             ),
             block(Some("$L__BB0_2"), &["ret"]),
         ],
+        files: [(1, "loop.cu".to_owned())].into_iter().collect(),
+    };
+    // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
+    // (the entry block's first instruction precedes any `.loc`).
+    for block in &mut snapshot.blocks {
+        block.text = block
+            .instructions
+            .iter()
+            .map(|op| format!("{op} %r1;"))
+            .collect();
+        let n = block.instructions.len() as u32;
+        block.lines = if block.label.is_none() {
+            vec![[0, 0, 1], [1, 3, n - 1]]
+        } else {
+            vec![[1, 5, n]]
+        };
     }
+    snapshot
 }
 
 fn json(snapshot: &Snapshot) -> Vec<u8> {
@@ -494,6 +512,10 @@ fn counts_launches_and_writes_a_valid_profile() {
     let k90 = &report.kernels[0];
     assert_eq!(k90.arch, 90);
     assert_eq!(k90.blocks.len(), 3);
+    // The snapshot's line information is passed through as it is.
+    assert_eq!(k90.files[&1], "loop.cu");
+    assert_eq!(k90.blocks[0].lines, [[0, 0, 1], [1, 3, 2]]);
+    assert_eq!(k90.blocks[1].text[1], "fma.rn.f32 %r1;");
     assert_eq!(k90.launches.len(), 2);
     let launch = &k90.launches[0];
     assert_eq!(launch.grid, [4, 2, 1]);
