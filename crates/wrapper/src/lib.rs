@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod names;
 pub mod profile;
 pub mod report;
+pub mod snapshot_text;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

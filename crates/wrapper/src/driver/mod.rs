@@ -584,6 +584,17 @@ impl Driver {
             }
         }
         let source_name = source.to_string_lossy();
+        // The PTX each architecture built (its original functions sit unchanged beside the
+        // clones), for the snapshots' instruction text and `.loc` lines. Unreadable PTX only
+        // costs those optional fields.
+        let modules: Vec<Option<ptx_lexer::Module>> = builds
+            .iter()
+            .map(|b| {
+                std::fs::read_to_string(&b.ptx)
+                    .ok()
+                    .and_then(|text| ptx_lexer::parse(text).ok())
+            })
+            .collect();
         let mut registrations = Vec::new();
         for name in names {
             let per_arch: Vec<(&ArchBuild, &KernelInstrumentation)> = builds
@@ -616,6 +627,22 @@ impl Driver {
                 .iter()
                 .map(|(build, k)| {
                     let arch = arch_number(&build.arch)?;
+                    let mut blocks: Vec<SnapshotBlock> = k
+                        .blocks
+                        .iter()
+                        .map(|b| SnapshotBlock {
+                            function: b.function.clone(),
+                            label: b.label.clone(),
+                            instructions: b.instructions.iter().map(|o| o.to_string()).collect(),
+                            ..SnapshotBlock::default()
+                        })
+                        .collect();
+                    let files = builds
+                        .iter()
+                        .position(|b| std::ptr::eq(b, *build))
+                        .and_then(|i| modules[i].as_ref())
+                        .map(|module| crate::snapshot_text::describe_blocks(module, &mut blocks))
+                        .unwrap_or_default();
                     let snapshot = Snapshot {
                         kernel: name.to_string(),
                         demangled: demangled.clone(),
@@ -624,19 +651,8 @@ impl Driver {
                         instrumented: everywhere,
                         reason: if everywhere { None } else { reason.clone() },
                         params: k.params,
-                        blocks: k
-                            .blocks
-                            .iter()
-                            .map(|b| SnapshotBlock {
-                                function: b.function.clone(),
-                                label: b.label.clone(),
-                                instructions: b
-                                    .instructions
-                                    .iter()
-                                    .map(|o| o.to_string())
-                                    .collect(),
-                            })
-                            .collect(),
+                        blocks,
+                        files,
                     };
                     Ok(snapshot.to_json()?)
                 })
