@@ -27,9 +27,13 @@ pub const LAUNCH_KERNEL_PTSZ: &str = "__cuda_flux_launch_kernel_ptsz";
 pub const LAUNCH_COOPERATIVE_KERNEL: &str = "__cuda_flux_launch_cooperative_kernel";
 /// The runtime's replacement of `cudaLaunchCooperativeKernel_ptsz`.
 pub const LAUNCH_COOPERATIVE_KERNEL_PTSZ: &str = "__cuda_flux_launch_cooperative_kernel_ptsz";
-/// The CUDA launch calls the pass routes to the runtime, and their replacements (all with
-/// `cudaLaunchKernel`'s signature). `cudaLaunchKernelExC` is not routed.
-pub const LAUNCH_ROUTES: [(&str, &str); 4] = [
+/// The runtime's replacement of `cudaLaunchKernelExC` (same signature).
+pub const LAUNCH_KERNEL_EX_C: &str = "__cuda_flux_launch_kernel_ex_c";
+/// The runtime's replacement of `cudaLaunchKernelExC_ptsz`.
+pub const LAUNCH_KERNEL_EX_C_PTSZ: &str = "__cuda_flux_launch_kernel_ex_c_ptsz";
+/// The CUDA launch calls the pass routes to the runtime, and their replacements (each with the
+/// signature of the call it replaces).
+pub const LAUNCH_ROUTES: [(&str, &str); 6] = [
     ("cudaLaunchKernel", LAUNCH_KERNEL),
     ("cudaLaunchKernel_ptsz", LAUNCH_KERNEL_PTSZ),
     ("cudaLaunchCooperativeKernel", LAUNCH_COOPERATIVE_KERNEL),
@@ -37,6 +41,8 @@ pub const LAUNCH_ROUTES: [(&str, &str); 4] = [
         "cudaLaunchCooperativeKernel_ptsz",
         LAUNCH_COOPERATIVE_KERNEL_PTSZ,
     ),
+    ("cudaLaunchKernelExC", LAUNCH_KERNEL_EX_C),
+    ("cudaLaunchKernelExC_ptsz", LAUNCH_KERNEL_EX_C_PTSZ),
 ];
 /// The runtime's replacement of `cudaDeviceReset` (writes the profile first).
 pub const DEVICE_RESET: &str = "__cuda_flux_device_reset";

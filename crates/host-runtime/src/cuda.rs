@@ -15,7 +15,9 @@ pub(crate) const CAPTURE_MODE_RELAXED: i32 = 2;
 pub(crate) const STREAM_PER_THREAD: usize = 2;
 
 /// Which CUDA call a launch came through; the clone is launched, and an uninstrumented launch
-/// forwarded, through the same one. All four take `cudaLaunchKernel`'s arguments.
+/// forwarded, through the same one. The first four take `cudaLaunchKernel`'s arguments; the
+/// `cudaLaunchKernelExC` kinds carry the part of `cudaLaunchConfig_t` that has no
+/// `cudaLaunchKernel` counterpart (its launch attributes), to be passed on unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LaunchKind {
     /// `cudaLaunchKernel`.
@@ -26,6 +28,10 @@ pub(crate) enum LaunchKind {
     Cooperative,
     /// `cudaLaunchCooperativeKernel_ptsz`.
     CooperativePerThread,
+    /// `cudaLaunchKernelExC` with the config's `attrs` pointer and `numAttrs`.
+    Extended { attrs: usize, num_attrs: u32 },
+    /// `cudaLaunchKernelExC_ptsz`.
+    ExtendedPerThread { attrs: usize, num_attrs: u32 },
 }
 
 impl LaunchKind {
@@ -34,7 +40,11 @@ impl LaunchKind {
     /// runtime's own work for the launch (clearing, read-back, event) goes there.
     pub(crate) fn stream(self, stream: usize) -> usize {
         match self {
-            LaunchKind::PerThread | LaunchKind::CooperativePerThread if stream == 0 => {
+            LaunchKind::PerThread
+            | LaunchKind::CooperativePerThread
+            | LaunchKind::ExtendedPerThread { .. }
+                if stream == 0 =>
+            {
                 STREAM_PER_THREAD
             }
             _ => stream,

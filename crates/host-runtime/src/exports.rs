@@ -10,7 +10,7 @@ use std::sync::{Once, OnceLock};
 
 use crate::config::Config;
 use crate::cuda::{Code, Cuda, LaunchKind};
-use crate::ffi::RealCuda;
+use crate::ffi::{LaunchConfig, RealCuda};
 use crate::runtime::Runtime;
 use crate::Dim3;
 
@@ -181,6 +181,80 @@ launch_entry_point!(
     __cuda_flux_launch_cooperative_kernel_ptsz,
     LaunchKind::CooperativePerThread
 );
+
+/// The `cudaLaunchKernelExC` entry points: the config's grid, block, shared bytes and stream
+/// go the way of every launch; its attributes travel in the kind, to the same call.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernelExC`.
+unsafe fn launch_extended(
+    per_thread: bool,
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    // SAFETY: a non-null config is the caller's `cudaLaunchConfig_t`.
+    let Some(config) = (unsafe { config.as_ref() }) else {
+        // Nothing to profile: let CUDA report the invalid config.
+        // SAFETY: the caller's arguments, unchanged.
+        return unsafe {
+            if per_thread {
+                crate::ffi::launch_extended_ptsz(config, func, args)
+            } else {
+                crate::ffi::launch_extended(config, func, args)
+            }
+        };
+    };
+    let (attrs, num_attrs) = (config.attrs as usize, config.num_attrs);
+    let kind = if per_thread {
+        LaunchKind::ExtendedPerThread { attrs, num_attrs }
+    } else {
+        LaunchKind::Extended { attrs, num_attrs }
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        launch(
+            kind,
+            func,
+            config.grid,
+            config.block,
+            args,
+            config.dynamic_shared_bytes,
+            config.stream,
+        )
+    }
+}
+
+/// `cudaLaunchKernelExC` for registered kernels.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernelExC`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_kernel_ex_c(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe { launch_extended(false, config, func, args) }
+}
+
+/// `cudaLaunchKernelExC_ptsz` (per-thread default stream) for registered kernels.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernelExC_ptsz`.
+#[no_mangle]
+pub unsafe extern "C" fn __cuda_flux_launch_kernel_ex_c_ptsz(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe { launch_extended(true, config, func, args) }
+}
 
 /// `cudaDeviceReset` for instrumented programs: harvest and write the profile, then reset.
 #[no_mangle]

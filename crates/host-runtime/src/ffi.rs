@@ -90,6 +90,16 @@ extern "C" {
         shared_mem: usize,
         stream: *mut c_void,
     ) -> Code;
+    fn cudaLaunchKernelExC(
+        config: *const LaunchConfig,
+        func: *const c_void,
+        args: *mut *mut c_void,
+    ) -> Code;
+    fn cudaLaunchKernelExC_ptsz(
+        config: *const LaunchConfig,
+        func: *const c_void,
+        args: *mut *mut c_void,
+    ) -> Code;
     fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) -> Code;
     fn cudaGetLastError() -> Code;
     fn cudaDeviceReset() -> Code;
@@ -102,6 +112,47 @@ fn check(code: Code) -> Result<(), Code> {
     } else {
         Err(code)
     }
+}
+
+/// `cudaLaunchConfig_t` (driver_types.h, CUDA 11.8 and later).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchConfig {
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub dynamic_shared_bytes: usize,
+    pub stream: *mut c_void,
+    /// `cudaLaunchAttribute*`: passed through untouched.
+    pub attrs: *mut c_void,
+    pub num_attrs: c_uint,
+}
+
+/// `cudaLaunchKernelExC` unchanged (a null config: CUDA reports it).
+///
+/// # Safety
+///
+/// As `cudaLaunchKernelExC`.
+pub(crate) unsafe fn launch_extended(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe { cudaLaunchKernelExC(config, func, args) }
+}
+
+/// `cudaLaunchKernelExC_ptsz` unchanged.
+///
+/// # Safety
+///
+/// As `cudaLaunchKernelExC_ptsz`.
+pub(crate) unsafe fn launch_extended_ptsz(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    // SAFETY: the caller's contract.
+    unsafe { cudaLaunchKernelExC_ptsz(config, func, args) }
 }
 
 /// `cudaLaunchKernel` and the launch calls with its signature.
@@ -250,6 +301,23 @@ impl Cuda for RealCuda {
             LaunchKind::PerThread => cudaLaunchKernel_ptsz,
             LaunchKind::Cooperative => cudaLaunchCooperativeKernel,
             LaunchKind::CooperativePerThread => cudaLaunchCooperativeKernel_ptsz,
+            LaunchKind::Extended { attrs, num_attrs }
+            | LaunchKind::ExtendedPerThread { attrs, num_attrs } => {
+                let config = LaunchConfig {
+                    grid,
+                    block,
+                    dynamic_shared_bytes: shared_bytes,
+                    stream: stream as *mut c_void,
+                    attrs: attrs as *mut c_void,
+                    num_attrs,
+                };
+                let call = match kind {
+                    LaunchKind::Extended { .. } => cudaLaunchKernelExC,
+                    _ => cudaLaunchKernelExC_ptsz,
+                };
+                // SAFETY: forwarded from the caller's contract; the config lives across the call.
+                return unsafe { call(&config, func as *const c_void, args) };
+            }
         };
         // SAFETY: forwarded from the caller's contract; all four take the same arguments.
         unsafe {

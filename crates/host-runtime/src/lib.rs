@@ -14,8 +14,10 @@
 //!   forwarded, through the call the program made (a cooperative launch stays cooperative). For
 //!   the `_ptsz` forms, stream 0 is the per-thread default stream, so the runtime's own work for
 //!   the launch (clearing, read-back, event) goes to `cudaStreamPerThread`; the profile records
-//!   the stream value as the program passed it. (`cudaLaunchKernelExC` is not routed: such
-//!   launches run uncounted and are not listed.)
+//!   the stream value as the program passed it. `__cuda_flux_launch_kernel_ex_c(_ptsz)` replace
+//!   `cudaLaunchKernelExC(_ptsz)` (what `cudaLaunchKernelEx` calls): grid, block, shared bytes
+//!   and stream come from the `cudaLaunchConfig_t`, and its launch attributes go unchanged to
+//!   the same call for the clone.
 //! * `__cuda_flux_device_reset()` instead of `cudaDeviceReset`: harvest and write the profile,
 //!   then reset.
 //!

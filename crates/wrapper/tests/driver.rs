@@ -105,13 +105,19 @@ fn every_corpus_program_builds_instrumented() {
         let instrumented =
             std::fs::read_to_string(keep.join(format!("0-{stem}.host.instrumented.ll")))
                 .map_err(|e| e.to_string())?;
-        let launches = call_sites(&original, "cudaLaunchKernel");
-        let routed = call_sites(&instrumented, "__cuda_flux_launch_kernel");
-        if launches == 0 || call_sites(&instrumented, "cudaLaunchKernel") != 0 || routed != launches
-        {
-            return Err(format!(
-                "{stem}: {launches} launches, {routed} routed to the runtime"
-            ));
+        let mut launches = 0;
+        for (call, replacement) in cuda_flux_pass::host::LAUNCH_ROUTES {
+            let made = call_sites(&original, call);
+            let routed = call_sites(&instrumented, replacement);
+            if call_sites(&instrumented, call) != 0 || routed != made {
+                return Err(format!(
+                    "{stem}: {made} calls of {call}, {routed} routed to {replacement}"
+                ));
+            }
+            launches += made;
+        }
+        if launches == 0 {
+            return Err(format!("{stem}: no launch found in the host code"));
         }
         let registered = count(&instrumented, "call void @__cuda_flux_register_kernel(");
         if registered != 2 * kernels.len() {

@@ -971,6 +971,55 @@ fn launched(s: &Setup, index: usize) -> (usize, LaunchKind, usize) {
 }
 
 #[test]
+fn an_extended_launch_runs_the_clone_with_the_programs_attributes() {
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let extended = LaunchKind::Extended {
+        attrs: 0xa770,
+        num_attrs: 2,
+    };
+    let (code, args) = launch_as(
+        &s.runtime,
+        extended,
+        ORIGINAL,
+        dim(4, 1, 1),
+        dim(64, 1, 1),
+        0x7f00,
+    );
+    assert_eq!(code, SUCCESS);
+    // The clone goes through cudaLaunchKernelExC with the attributes untouched.
+    assert_eq!(launched(&s, 0), (CLONE, extended, 0x7f00));
+    assert_eq!(s.runtime.cuda.st().launches[0].1[..2], args);
+    assert_eq!(s.runtime.cuda.st().queued, on_stream(0x7f00));
+    // Per-thread form on stream 0: the runtime's work goes to the per-thread stream.
+    let per_thread = LaunchKind::ExtendedPerThread {
+        attrs: 0,
+        num_attrs: 0,
+    };
+    launch_as(
+        &s.runtime,
+        per_thread,
+        ORIGINAL,
+        dim(4, 1, 1),
+        dim(64, 1, 1),
+        0,
+    );
+    assert_eq!(launched(&s, 1), (CLONE, per_thread, 0));
+    assert_eq!(
+        s.runtime.cuda.st().queued[4..],
+        on_stream(STREAM_PER_THREAD)
+    );
+    // Unknown kernels are forwarded through the same call.
+    launch_as(&s.runtime, extended, OTHER, dim(1, 1, 1), dim(32, 1, 1), 0);
+    assert_eq!(launched(&s, 2), (OTHER, extended, 0));
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launches = &report.kernels[0].launches;
+    assert_eq!(launches.len(), 2);
+    assert!(launches.iter().all(|l| l.instrumented));
+}
+
+#[test]
 fn a_cooperative_launch_runs_the_clone_cooperatively() {
     let s = setup(Fake::gpu(70), &[]);
     s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
