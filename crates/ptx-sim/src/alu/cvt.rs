@@ -1,0 +1,242 @@
+//! `cvt`: integer ↔ integer (truncation, extension, `.sat`), integer → float (`.rn/.rz/.rm/.rp`,
+//! exact), float → integer (`.rni/.rzi/.rmi/.rpi`, saturating, NaN → 0), float ↔ float
+//! (f16, bf16, f32, f64; narrowing with a rounding direction, `.rni`-style integral rounding,
+//! `.ftz`, `.sat`, `.relu`), and the packing `cvt.rn.f16x2.f32`.
+
+use super::int::IntTy;
+use super::round::{round_exact, Format, Rnd, BFLOAT, DOUBLE, HALF, SINGLE};
+use super::ValueKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CvtTy {
+    Int(IntTy),
+    Float(Format),
+}
+
+impl CvtTy {
+    fn parse(t: &str) -> Option<CvtTy> {
+        Some(match t {
+            "f16" => CvtTy::Float(HALF),
+            "bf16" => CvtTy::Float(BFLOAT),
+            "f32" => CvtTy::Float(SINGLE),
+            "f64" => CvtTy::Float(DOUBLE),
+            _ => {
+                // cvt takes .uN/.sN integer types (no .bN).
+                if t.starts_with('b') {
+                    return None;
+                }
+                CvtTy::Int(super::int_ty(t)?)
+            }
+        })
+    }
+
+    fn bits(self) -> u32 {
+        match self {
+            CvtTy::Int(t) => t.bits as u32,
+            CvtTy::Float(f) => f.exp_bits + f.man_bits + 1,
+        }
+    }
+}
+
+/// A decoded `cvt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CvtOp {
+    dst: CvtTy,
+    src: CvtTy,
+    /// Float rounding (`.rn/.rz/.rm/.rp`) for conversions that can be inexact.
+    frnd: Rnd,
+    /// Integral rounding (`.rni/...`): float → int, or float → float rounded to an integer.
+    irnd: Option<Rnd>,
+    ftz: bool,
+    sat: bool,
+    relu: bool,
+}
+
+impl CvtOp {
+    pub fn decode(
+        d: &str,
+        s: &str,
+        frnd: Option<Rnd>,
+        irnd: Option<Rnd>,
+        ftz: bool,
+        sat: bool,
+        relu: bool,
+    ) -> Result<CvtOp, &'static str> {
+        let dst = CvtTy::parse(d).ok_or("destination type")?;
+        let src = CvtTy::parse(s).ok_or("source type")?;
+        if frnd.is_some() && irnd.is_some() {
+            return Err("two rounding modifiers");
+        }
+        let is_f32 = |t: CvtTy| t == CvtTy::Float(SINGLE);
+        if ftz && !is_f32(dst) && !is_f32(src) {
+            return Err(".ftz needs an f32 source or destination");
+        }
+        if relu && !matches!(dst, CvtTy::Float(f) if f == HALF || f == BFLOAT) {
+            return Err(".relu needs an f16/bf16 destination");
+        }
+        match (src, dst) {
+            (CvtTy::Int(_), CvtTy::Int(_)) => {
+                if frnd.is_some() || irnd.is_some() {
+                    return Err("rounding on an integer conversion");
+                }
+            }
+            (CvtTy::Int(_), CvtTy::Float(_)) => {
+                if frnd.is_none() {
+                    return Err("integer-to-float needs .rn/.rz/.rm/.rp");
+                }
+            }
+            (CvtTy::Float(_), CvtTy::Int(_)) => {
+                if irnd.is_none() {
+                    return Err("float-to-integer needs .rni/.rzi/.rmi/.rpi");
+                }
+            }
+            (CvtTy::Float(_), CvtTy::Float(_)) => {
+                let narrowing = dst.bits() < src.bits() || (dst != src && dst.bits() == src.bits());
+                if narrowing && frnd.is_none() {
+                    return Err("narrowing float conversion needs .rn/.rz/.rm/.rp");
+                }
+                if narrowing && irnd.is_some() {
+                    return Err("integral rounding on a narrowing conversion");
+                }
+                if !narrowing && frnd.is_some() && dst != src {
+                    return Err("rounding modifier on a widening conversion");
+                }
+            }
+        }
+        Ok(CvtOp {
+            dst,
+            src,
+            frnd: frnd.unwrap_or(Rnd::Rn),
+            irnd,
+            ftz,
+            sat,
+            relu,
+        })
+    }
+
+    pub fn source_kind(&self) -> ValueKind {
+        match self.src {
+            CvtTy::Int(t) => ValueKind::Int { bits: t.bits },
+            CvtTy::Float(f) if f == HALF => ValueKind::F16,
+            CvtTy::Float(f) if f == SINGLE => ValueKind::F32,
+            CvtTy::Float(f) if f == DOUBLE => ValueKind::F64,
+            CvtTy::Float(_) => ValueKind::Int { bits: 16 },
+        }
+    }
+
+    #[inline]
+    pub fn eval(&self, a: u64) -> u64 {
+        match (self.src, self.dst) {
+            (CvtTy::Int(s), CvtTy::Int(d)) => {
+                let v = s.value(a);
+                let bits = if self.sat {
+                    d.saturate(v)
+                } else {
+                    d.wrap(v as u64)
+                };
+                int_out(d, bits)
+            }
+            (CvtTy::Int(s), CvtTy::Float(f)) => {
+                let v = s.value(a);
+                let bits = round_exact(v < 0, v.unsigned_abs(), 0, self.frnd, f);
+                self.float_out(f, bits)
+            }
+            (CvtTy::Float(f), CvtTy::Int(d)) => {
+                let x = self.float_in(f, a);
+                if x.is_nan() {
+                    return 0;
+                }
+                let r = integral(x, self.irnd.unwrap_or(Rnd::Rz));
+                // Saturate: the bounds as f64 (the upper one rounds up to a power of two).
+                let (lo, hi) = (d.saturate(i128::MIN), d.saturate(i128::MAX));
+                let v = if r <= d.value(lo) as f64 {
+                    lo
+                } else if r >= d.value(hi) as f64 {
+                    hi
+                } else {
+                    d.wrap(r as i128 as u64)
+                };
+                int_out(d, v)
+            }
+            (CvtTy::Float(fs), CvtTy::Float(fd)) => {
+                let mut x = self.float_in(fs, a);
+                if let Some(r) = self.irnd {
+                    x = integral(x, r);
+                }
+                self.float_out(fd, fd.from_f64(x, self.frnd))
+            }
+        }
+    }
+
+    fn float_in(&self, f: Format, a: u64) -> f64 {
+        let bits = super::int::zext(a, (f.exp_bits + f.man_bits + 1) as u8);
+        let bits = if self.ftz && f == SINGLE {
+            f.flush(bits)
+        } else {
+            bits
+        };
+        f.to_f64(bits)
+    }
+
+    fn float_out(&self, f: Format, bits: u64) -> u64 {
+        if f.is_nan(bits) {
+            return if self.sat { 0 } else { f.canonical_nan() };
+        }
+        let mut bits = if self.ftz && f == SINGLE {
+            f.flush(bits)
+        } else {
+            bits
+        };
+        if self.relu && bits & f.sign_bit() != 0 {
+            bits = 0;
+        }
+        if self.sat {
+            let x = f.to_f64(bits);
+            bits = if x > 1.0 {
+                f.from_f64(1.0, Rnd::Rn)
+            } else if x > 0.0 {
+                bits
+            } else {
+                0
+            };
+        }
+        bits
+    }
+}
+
+/// 8-bit signed results are sign-extended (8-bit values live in wider registers); every other
+/// integer result is zero-extended.
+fn int_out(d: IntTy, bits: u64) -> u64 {
+    if d.bits == 8 && d.signed {
+        d.sext(bits) as u64
+    } else {
+        bits
+    }
+}
+
+fn integral(x: f64, r: Rnd) -> f64 {
+    match r {
+        Rnd::Rn => x.round_ties_even(),
+        Rnd::Rz => x.trunc(),
+        Rnd::Rm => x.floor(),
+        Rnd::Rp => x.ceil(),
+    }
+}
+
+/// `cvt.rnd{.relu}.f16x2.f32 d, a, b` (and `.bf16x2`): `a` converted into the upper half, `b`
+/// into the lower.
+pub(crate) fn pack(bf16: bool, rnd: Rnd, relu: bool, a: u64, b: u64) -> u64 {
+    let fmt = if bf16 { BFLOAT } else { HALF };
+    let conv = |v: u64| {
+        let x = f32::from_bits(v as u32) as f64;
+        let bits = fmt.from_f64(x, rnd);
+        if fmt.is_nan(bits) {
+            fmt.canonical_nan()
+        } else if relu && bits & fmt.sign_bit() != 0 {
+            0
+        } else {
+            bits
+        }
+    };
+    (conv(a) << 16) | conv(b)
+}

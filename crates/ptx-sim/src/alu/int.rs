@@ -1,0 +1,444 @@
+//! Integer and bit-manipulation semantics. Values arrive as u64 with only the low `bits`
+//! meaningful; results are zero-extended.
+
+use super::Half;
+
+/// An integer type: width and signedness (`.bN` types are unsigned here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IntTy {
+    pub bits: u8,
+    pub signed: bool,
+}
+
+impl IntTy {
+    pub const S32: IntTy = IntTy {
+        bits: 32,
+        signed: true,
+    };
+
+    /// The low `bits` of `v`.
+    #[inline]
+    pub fn wrap(self, v: u64) -> u64 {
+        zext(v, self.bits)
+    }
+
+    /// The value sign-extended from `bits`.
+    #[inline]
+    pub fn sext(self, v: u64) -> i64 {
+        sext(v, self.bits)
+    }
+
+    /// The value as a mathematical integer (sign- or zero-extended per signedness).
+    #[inline]
+    pub fn value(self, v: u64) -> i128 {
+        if self.signed {
+            self.sext(v) as i128
+        } else {
+            self.wrap(v) as i128
+        }
+    }
+
+    fn min(self) -> i128 {
+        if self.signed {
+            -(1i128 << (self.bits - 1))
+        } else {
+            0
+        }
+    }
+
+    fn max(self) -> i128 {
+        if self.signed {
+            (1i128 << (self.bits - 1)) - 1
+        } else {
+            (1i128 << self.bits) - 1
+        }
+    }
+
+    /// `v` clamped to the type's range, as bits.
+    pub fn saturate(self, v: i128) -> u64 {
+        self.wrap(v.clamp(self.min(), self.max()) as u64)
+    }
+}
+
+#[inline]
+pub(crate) fn zext(v: u64, bits: u8) -> u64 {
+    if bits >= 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    }
+}
+
+#[inline]
+pub(crate) fn sext(v: u64, bits: u8) -> i64 {
+    if bits >= 64 {
+        v as i64
+    } else {
+        let shift = 64 - bits as u32;
+        ((v << shift) as i64) >> shift
+    }
+}
+
+/// `a + b + cin`: the sum's bits and the carry out of the type's width (or the saturated sum).
+#[inline]
+pub(crate) fn add(ty: IntTy, sat: bool, a: u64, b: u64, cin: bool) -> (u64, bool) {
+    if sat {
+        return (ty.saturate(ty.value(a) + ty.value(b)), false);
+    }
+    let sum = ty.wrap(a) as u128 + ty.wrap(b) as u128 + cin as u128;
+    (ty.wrap(sum as u64), sum >> ty.bits != 0)
+}
+
+/// `a - (b + bin)`: the difference's bits and the borrow out (PTX's carry flag for `sub.cc`).
+#[inline]
+pub(crate) fn sub(ty: IntTy, sat: bool, a: u64, b: u64, bin: bool) -> (u64, bool) {
+    if sat {
+        return (ty.saturate(ty.value(a) - ty.value(b)), false);
+    }
+    let subtrahend = ty.wrap(b) as u128 + bin as u128;
+    let minuend = ty.wrap(a) as u128;
+    (
+        ty.wrap(minuend.wrapping_sub(subtrahend) as u64),
+        minuend < subtrahend,
+    )
+}
+
+/// `mul.lo/.hi/.wide`.
+#[inline]
+pub(crate) fn mul(ty: IntTy, half: Half, a: u64, b: u64) -> u64 {
+    // The exact product of two ≤64-bit values fits in 128 bits (signed: i128).
+    let product = if ty.signed {
+        (ty.sext(a) as i128).wrapping_mul(ty.sext(b) as i128) as u128
+    } else {
+        (ty.wrap(a) as u128) * (ty.wrap(b) as u128)
+    };
+    match half {
+        Half::Lo => ty.wrap(product as u64),
+        Half::Hi => ty.wrap((product >> ty.bits) as u64),
+        Half::Wide => zext(product as u64, ty.bits * 2),
+    }
+}
+
+/// `mul24.lo/.hi`: the 48-bit product of the low 24 bits; `.lo` its bits 31..0, `.hi` 47..16.
+#[inline]
+pub(crate) fn mul24(signed: bool, hi: bool, a: u64, b: u64) -> u64 {
+    let (x, y) = if signed {
+        (sext(a, 24), sext(b, 24))
+    } else {
+        (zext(a, 24) as i64, zext(b, 24) as i64)
+    };
+    let p = x * y; // |p| < 2^47: no overflow
+    let bits = if hi { p >> 16 } else { p };
+    zext(bits as u64, 32)
+}
+
+/// `sad`: `c + |a - b|`.
+#[inline]
+pub(crate) fn sad(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
+    let diff = (ty.value(a) - ty.value(b)).unsigned_abs() as u64;
+    ty.wrap(diff.wrapping_add(c))
+}
+
+/// Integer division. Division by zero is unspecified in PTX: the result is all ones (what the
+/// quotient loop of a restoring divider yields), never a panic. `MIN / -1` wraps to `MIN`.
+#[inline]
+pub(crate) fn div(ty: IntTy, a: u64, b: u64) -> u64 {
+    if ty.wrap(b) == 0 {
+        return ty.wrap(u64::MAX);
+    }
+    if ty.signed {
+        ty.wrap(ty.sext(a).wrapping_div(ty.sext(b)) as u64)
+    } else {
+        ty.wrap(a) / ty.wrap(b)
+    }
+}
+
+/// Integer remainder. By zero: `a` (consistent with an all-ones quotient: `a - q·0`).
+/// `MIN % -1` is 0.
+#[inline]
+pub(crate) fn rem(ty: IntTy, a: u64, b: u64) -> u64 {
+    if ty.wrap(b) == 0 {
+        return ty.wrap(a);
+    }
+    if ty.signed {
+        ty.wrap(ty.sext(a).wrapping_rem(ty.sext(b)) as u64)
+    } else {
+        ty.wrap(a) % ty.wrap(b)
+    }
+}
+
+#[inline]
+pub(crate) fn min_max(ty: IntTy, max: bool, relu: bool, a: u64, b: u64) -> u64 {
+    let (x, y) = (ty.value(a), ty.value(b));
+    let mut r = if max { x.max(y) } else { x.min(y) };
+    if relu {
+        r = r.max(0);
+    }
+    ty.wrap(r as u64)
+}
+
+/// `bfind`: the position of the most significant non-sign bit (0xffffffff when none);
+/// `.shiftamt` returns the left shift that brings it to the top.
+#[inline]
+pub(crate) fn bfind(ty: IntTy, shiftamt: bool, a: u64) -> u64 {
+    let mut v = ty.wrap(a);
+    if ty.signed && ty.sext(a) < 0 {
+        v = ty.wrap(!v);
+    }
+    if v == 0 {
+        return 0xffff_ffff;
+    }
+    let msb = 63 - v.leading_zeros() as u64;
+    if shiftamt {
+        ty.bits as u64 - 1 - msb
+    } else {
+        msb
+    }
+}
+
+/// `bfe`: extracts `len` bits at `pos` (both from the low 8 bits of their operands), sign-filled
+/// from the field's top bit for signed types (PTX ISA pseudocode).
+#[inline]
+pub(crate) fn bfe(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
+    let msb = ty.bits as u64 - 1;
+    let pos = b & 0xff;
+    let len = c & 0xff;
+    let a = ty.wrap(a);
+    let sbit = if !ty.signed || len == 0 {
+        0
+    } else {
+        (a >> (pos + len - 1).min(msb)) & 1
+    };
+    let mut d = 0u64;
+    for i in 0..=msb {
+        let bit = if i < len && pos + i <= msb {
+            (a >> (pos + i)) & 1
+        } else {
+            sbit
+        };
+        d |= bit << i;
+    }
+    d
+}
+
+/// `bfi f, a, b, c, d`: inserts the low `d` bits of `a` into `b` at position `c`.
+#[inline]
+pub(crate) fn bfi(bits: u8, a: u64, b: u64, c: u64, d: u64) -> u64 {
+    let msb = bits as u64 - 1;
+    let pos = c & 0xff;
+    let len = d & 0xff;
+    let mut f = zext(b, bits);
+    let mut i = 0;
+    while i < len && pos + i <= msb {
+        let bit = (a >> i) & 1;
+        f = (f & !(1 << (pos + i))) | (bit << (pos + i));
+        i += 1;
+    }
+    f
+}
+
+/// `fns`: the position of the `offset`-th set bit of `mask` counting from `base` (PTX ISA
+/// pseudocode); 0xffffffff when there is none.
+#[inline]
+pub(crate) fn fns(mask: u32, base: u32, offset: i32) -> u64 {
+    if offset == 0 {
+        return if base < 32 && (mask >> base) & 1 == 1 {
+            base as u64
+        } else {
+            0xffff_ffff
+        };
+    }
+    let mut pos = base as i64;
+    let mut count = offset.unsigned_abs() - 1;
+    let inc = if offset > 0 { 1 } else { -1 };
+    while (0..32).contains(&pos) {
+        if (mask >> pos) & 1 == 1 {
+            if count == 0 {
+                return pos as u64;
+            }
+            count -= 1;
+        }
+        pos += inc;
+    }
+    0xffff_ffff
+}
+
+/// `prmt` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PrmtMode {
+    Default,
+    F4e,
+    B4e,
+    Rc8,
+    Ecl,
+    Ecr,
+    Rc16,
+}
+
+/// `prmt.b32{.mode} d, a, b, c`: bytes of `{b, a}` (a is bytes 0-3) selected by `c`.
+#[inline]
+pub(crate) fn prmt(mode: PrmtMode, a: u32, b: u32, c: u32) -> u32 {
+    let bytes = ((b as u64) << 32) | a as u64;
+    let byte = |i: u32| ((bytes >> (8 * (i & 7))) & 0xff) as u32;
+    // Selectors for result bytes 0..3 in the special modes (PTX ISA table, d.b0 first).
+    let table = |s: u32| -> [u32; 4] {
+        let s = s & 3;
+        match mode {
+            PrmtMode::F4e => [s, s + 1, s + 2, s + 3],
+            PrmtMode::B4e => [s, (s + 7) & 7, (s + 6) & 7, (s + 5) & 7],
+            PrmtMode::Rc8 => [s; 4],
+            PrmtMode::Ecl => [s, s.max(1), s.max(2), 3],
+            PrmtMode::Ecr => [0, s.min(1), s.min(2), s],
+            PrmtMode::Rc16 => {
+                let lo = (s & 1) * 2;
+                [lo, lo + 1, lo, lo + 1]
+            }
+            PrmtMode::Default => [0; 4],
+        }
+    };
+    let mut d = 0u32;
+    if mode == PrmtMode::Default {
+        for i in 0..4 {
+            let sel = (c >> (4 * i)) & 0xf;
+            let mut v = byte(sel & 7);
+            if sel & 8 != 0 {
+                // Replicate the selected byte's sign bit.
+                v = if v & 0x80 != 0 { 0xff } else { 0 };
+            }
+            d |= v << (8 * i);
+        }
+    } else {
+        for (i, sel) in table(c).into_iter().enumerate() {
+            d |= byte(sel) << (8 * i);
+        }
+    }
+    d
+}
+
+/// `lop3.b32 d, a, b, c, lut`: bit i of d is `lut[(a_i << 2) | (b_i << 1) | c_i]`
+/// (the LUT is `F(0xF0, 0xCC, 0xAA)`).
+#[inline]
+pub(crate) fn lop3(a: u32, b: u32, c: u32, lut: u8) -> u32 {
+    let mut d = 0u32;
+    for minterm in 0..8u32 {
+        if (lut >> minterm) & 1 == 1 {
+            let pick = |x: u32, bit: u32| if minterm & bit != 0 { x } else { !x };
+            d |= pick(a, 4) & pick(b, 2) & pick(c, 1);
+        }
+    }
+    d
+}
+
+/// `shl`: shifts of the width or more give 0.
+#[inline]
+pub(crate) fn shl(bits: u8, a: u64, n: u32) -> u64 {
+    if n >= bits as u32 {
+        0
+    } else {
+        zext(a << n, bits)
+    }
+}
+
+/// `shr`: shifts of the width or more give 0 (unsigned) or the sign fill (signed).
+#[inline]
+pub(crate) fn shr(ty: IntTy, a: u64, n: u32) -> u64 {
+    let n = n.min(ty.bits as u32 - 1 + !ty.signed as u32);
+    if ty.signed {
+        ty.wrap((ty.sext(a) >> n) as u64)
+    } else if n >= ty.bits as u32 {
+        0
+    } else {
+        ty.wrap(a) >> n
+    }
+}
+
+/// `shf.l/.r.{wrap,clamp}.b32 d, a, b, c`: funnel shift of the 64-bit `{b, a}`.
+#[inline]
+pub(crate) fn shf(left: bool, clamp: bool, a: u32, b: u32, c: u32) -> u64 {
+    let n = if clamp { c.min(32) } else { c & 31 };
+    let both = ((b as u64) << 32) | a as u64;
+    if left {
+        ((both << n) >> 32) & 0xffff_ffff
+    } else {
+        (both >> n) & 0xffff_ffff
+    }
+}
+
+fn lane(v: u64, index: u32, bits: u32, signed: bool) -> i64 {
+    let x = (v >> (index * bits)) & ((1 << bits) - 1);
+    if signed {
+        sext(x, bits as u8)
+    } else {
+        x as i64
+    }
+}
+
+/// `dp4a`: `c` plus the four byte products of `a` and `b` (32-bit wrapping).
+#[inline]
+pub(crate) fn dp4a(a_signed: bool, b_signed: bool, a: u64, b: u64, c: u64) -> u64 {
+    let mut acc = c as u32;
+    for i in 0..4 {
+        let p = lane(a, i, 8, a_signed) * lane(b, i, 8, b_signed);
+        acc = acc.wrapping_add(p as u32);
+    }
+    acc as u64
+}
+
+/// `dp2a.lo/.hi`: `c` plus the two products of `a`'s 16-bit halves with bytes 0-1 (`.lo`) or
+/// 2-3 (`.hi`) of `b`.
+#[inline]
+pub(crate) fn dp2a(hi: bool, a_signed: bool, b_signed: bool, a: u64, b: u64, c: u64) -> u64 {
+    let first = if hi { 2 } else { 0 };
+    let mut acc = c as u32;
+    for i in 0..2 {
+        let p = lane(a, i, 16, a_signed) * lane(b, first + i, 8, b_signed);
+        acc = acc.wrapping_add(p as u32);
+    }
+    acc as u64
+}
+
+/// Integer comparison operators (`lo/ls/hi/hs` are the unsigned forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ICmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl ICmp {
+    /// The operator named `name`; ordered comparisons on `.bN` types are not PTX. `lo/ls/hi/hs`
+    /// compare unsigned: the caller compares as the type says, so they are allowed only on
+    /// unsigned or bit types.
+    pub fn parse(name: &str, signed: bool, bit_type: bool) -> Option<ICmp> {
+        let op = match name {
+            "eq" => return Some(ICmp::Eq),
+            "ne" => return Some(ICmp::Ne),
+            "lt" => ICmp::Lt,
+            "le" => ICmp::Le,
+            "gt" => ICmp::Gt,
+            "ge" => ICmp::Ge,
+            "lo" if !signed => return Some(ICmp::Lt),
+            "ls" if !signed => return Some(ICmp::Le),
+            "hi" if !signed => return Some(ICmp::Gt),
+            "hs" if !signed => return Some(ICmp::Ge),
+            _ => return None,
+        };
+        (!bit_type).then_some(op)
+    }
+}
+
+#[inline]
+pub(crate) fn compare(op: ICmp, ty: IntTy, a: u64, b: u64) -> bool {
+    let (x, y) = (ty.value(a), ty.value(b));
+    match op {
+        ICmp::Eq => x == y,
+        ICmp::Ne => x != y,
+        ICmp::Lt => x < y,
+        ICmp::Le => x <= y,
+        ICmp::Gt => x > y,
+        ICmp::Ge => x >= y,
+    }
+}
