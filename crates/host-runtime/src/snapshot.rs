@@ -137,7 +137,10 @@ mod tests {
         assert_eq!(again, snapshot);
         // Without line information the optional fields stay out of the JSON.
         let text = snapshot.to_json().unwrap();
-        assert!(!text.contains("\"text\"") && !text.contains("\"files\""), "{text}");
+        assert!(
+            !text.contains("\"text\"") && !text.contains("\"files\""),
+            "{text}"
+        );
     }
 
     #[test]

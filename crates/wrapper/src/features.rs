@@ -2,12 +2,17 @@
 //! `docs/metrics.md`). Instruction groups partition the launch's thread-level instructions by the
 //! kinds of [`crate::metrics::FAMILIES`]; bytes are type width x vector width x thread count.
 
-use host_runtime::report::OpcodeCounts;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use host_runtime::report::{Launch, OpcodeCounts};
 use ptx_lexer::{DataType, InstructionFacts, Opcode, StateSpace};
 
 use crate::csv;
 use crate::metrics::{self, Flop, Kind, MemOp, Metrics};
-use crate::profile::{MergedKernel, Profile};
+use crate::rows::{LaunchRows, RowFormat};
+use crate::stream::{self, KernelHead};
 
 /// Memory spaces of the `mem_*` and `bytes_*` columns.
 pub const SPACES: &[&str] = &[
@@ -206,51 +211,79 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
     out
 }
 
-/// The CSV text: a header and one row per launch of every kernel.
-pub fn render(profiles: &[Profile], kernels: &[MergedKernel<'_>]) -> String {
-    let header = header();
-    let mut text = csv::line(&header);
-    for k in kernels {
-        for (i, l) in k.launches.iter().enumerate() {
-            let launch = l.launch;
-            let threads: u64 = launch
-                .grid
-                .iter()
-                .chain(&launch.block)
-                .map(|&d| u64::from(d))
-                .product();
-            let mode = serde_json::to_value(launch.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let mut row = vec![
-                profiles[l.file].path.display().to_string(),
-                k.name.to_string(),
-                k.demangled.to_string(),
-                k.source.to_string(),
-                l.kernel.arch.to_string(),
-                i.to_string(),
-            ];
-            row.extend(launch.grid.iter().map(u32::to_string));
-            row.extend(launch.block.iter().map(u32::to_string));
-            row.push(threads.to_string());
-            row.push(launch.dynamic_shared_bytes.to_string());
-            row.push(mode);
-            row.push(launch.instrumented.to_string());
-            match &launch.instructions {
-                Some(counts) => {
-                    let m = Metrics::of(counts);
-                    row.push(m.count("thread_inst_executed").to_string());
-                    row.push(m.count("inst_executed").to_string());
-                    row.extend(feature_values(counts));
-                }
-                None => row.resize(header.len(), String::new()),
-            }
-            debug_assert_eq!(row.len(), header.len());
-            text.push_str(&csv::line(&row));
+/// The instruction mix of a histogram: thread instructions per group ([`GROUPS`]) and per
+/// memory space (`mem_<space>`), which together partition the thread instructions.
+pub fn mix(counts: &OpcodeCounts) -> Vec<(String, u64)> {
+    let names = GROUPS
+        .iter()
+        .map(|g| g.to_string())
+        .chain(SPACES.iter().map(|s| format!("mem_{s}")));
+    names
+        .zip(feature_values(counts))
+        .map(|(name, value)| (name, value.parse().unwrap_or(0)))
+        .collect()
+}
+
+/// The row of one launch: launch number `index` of its merged kernel, from file `file_name`.
+pub fn row(file_name: &str, head: &KernelHead, index: usize, launch: &Launch) -> Vec<String> {
+    let threads: u64 = launch
+        .grid
+        .iter()
+        .chain(&launch.block)
+        .map(|&d| u64::from(d))
+        .product();
+    let mode = serde_json::to_value(launch.mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut row = vec![
+        file_name.to_string(),
+        head.name.clone(),
+        head.demangled.clone(),
+        head.source.clone(),
+        head.arch.to_string(),
+        index.to_string(),
+    ];
+    row.extend(launch.grid.iter().map(u32::to_string));
+    row.extend(launch.block.iter().map(u32::to_string));
+    row.push(threads.to_string());
+    row.push(launch.dynamic_shared_bytes.to_string());
+    row.push(mode);
+    row.push(launch.instrumented.to_string());
+    let width = LEADING.len() + GROUPS.len() + 3 * SPACES.len() + 3;
+    match &launch.instructions {
+        Some(counts) => {
+            let m = Metrics::of(counts);
+            row.push(m.count("thread_inst_executed").to_string());
+            row.push(m.count("inst_executed").to_string());
+            row.extend(feature_values(counts));
         }
+        None => row.resize(width, String::new()),
     }
-    text
+    debug_assert_eq!(row.len(), width);
+    row
+}
+
+struct FeatureRows {
+    files: Vec<String>,
+}
+
+impl RowFormat for FeatureRows {
+    fn row(&mut self, file: usize, head: &KernelHead, index: usize, launch: &Launch) -> String {
+        let name = self.files.get(file).map_or("", String::as_str);
+        csv::line(&row(name, head, index, launch))
+    }
+}
+
+/// Writes the CSV (a header and one row per launch of every kernel, grouped by merged kernel)
+/// to `out` while the profiles stream by.
+pub fn write(paths: &[PathBuf], out: &mut dyn Write) -> Result<()> {
+    out.write_all(csv::line(&header()).as_bytes())?;
+    let files = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut rows = LaunchRows::new(FeatureRows { files }, out, true);
+    stream::read_all(paths, &mut rows)?;
+    rows.finish(|_, _, _, _| Ok(()))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
 //! Library side of the `cuda-flux` command and the `cuda-flux-clang` driver (so that their
 //! pieces are testable).
 
+pub mod aggregate;
+pub mod annotate;
 pub mod compare;
 pub mod csv;
 pub mod driver;
 pub mod features;
+pub mod html;
 pub mod metric_table;
 pub mod metrics;
 pub mod names;
 pub mod profile;
 pub mod report;
+pub mod rows;
 pub mod snapshot_text;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use wrapper::aggregate::{self, Summary};
 use wrapper::metric_table;
 use wrapper::profile;
+use wrapper::rows::Output;
 
 /// cuda-flux: exact PTX instruction counts for CUDA programs.
 #[derive(Debug, Parser)]
@@ -79,6 +81,42 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Print a kernel's PTX with each block's thread and warp counts in the margin, the hottest
+    /// blocks marked, and, for profiles with line information (built with -lineinfo or -g),
+    /// the counts per source line.
+    Annotate {
+        /// A profile (cuda-flux/1 JSON).
+        file: PathBuf,
+        /// The kernel (mangled, demangled, or demangled without arguments; else those
+        /// containing it).
+        #[arg(long)]
+        kernel: String,
+        /// Only the per-source-line view.
+        #[arg(long)]
+        by_line: bool,
+        /// Hottest blocks marked.
+        #[arg(long, default_value_t = 5)]
+        hot: usize,
+        /// Write the text here instead of to standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Write one self-contained HTML page (no network: inline CSS and SVG) with, per kernel,
+    /// an instruction-mix chart, the metric groups and the annotated hottest blocks.
+    Html {
+        /// Profiles (cuda-flux/1 JSON); several are merged, kernels matched by name and source.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Only kernels with this name.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Hottest blocks shown per kernel.
+        #[arg(long, default_value_t = 5)]
+        blocks: usize,
+        /// Write the page here instead of to standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Compare cuda-flux's metric groups with nvprof's or Nsight Compute's `--csv` output for
     /// the same run: per kernel, metric, reference, ours, ratio.
     #[command(group(clap::ArgGroup::new("reference").required(true).args(["nvprof", "ncu"])))]
@@ -140,13 +178,17 @@ fn run(cli: Cli) -> Result<()> {
             format,
             output,
         } => {
-            let profiles = profile::load_all(&files)?;
-            let kernels = profile::merge(&profiles);
             let format = match format {
                 Format::Json => metric_table::Format::Json,
                 Format::Csv => metric_table::Format::Csv,
             };
-            let text = metric_table::render(&profiles, &kernels, per_launch, format);
+            if per_launch {
+                let mut out = Output::new(output.as_deref())?;
+                metric_table::write_per_launch(&files, format, out.writer())?;
+                return out.commit();
+            }
+            let summary = aggregate::summarize(&files)?;
+            let text = metric_table::render(&summary, format)?;
             emit(output.as_deref(), &text)
         }
         Command::Report {
@@ -155,14 +197,48 @@ fn run(cli: Cli) -> Result<()> {
             top,
             blocks,
         } => {
-            let profiles = profile::load_all(&files)?;
-            let kernels = profile::merge(&profiles);
-            let chosen = choose(&kernels, kernel.as_deref(), &files)?;
+            let summary = aggregate::summarize(&files)?;
+            let chosen = choose(&summary, kernel.as_deref())?;
             let options = wrapper::report::Options {
                 top_opcodes: top,
                 hot_blocks: blocks,
             };
-            print(wrapper::report::render(&profiles, &chosen, options).trim_end())
+            print(wrapper::report::render(&summary, &chosen, options).trim_end())
+        }
+        Command::Annotate {
+            file,
+            kernel,
+            by_line,
+            hot,
+            output,
+        } => {
+            let summary = aggregate::summarize(std::slice::from_ref(&file))?;
+            let chosen = choose(&summary, Some(&kernel))?;
+            let options = wrapper::annotate::Options { hot, by_line };
+            let mut text = String::new();
+            for (i, k) in chosen.iter().enumerate() {
+                if i > 0 {
+                    text.push('\n');
+                }
+                let part = wrapper::annotate::render(k, options)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                text.push_str(&part);
+            }
+            emit(output.as_deref(), &text)
+        }
+        Command::Html {
+            files,
+            kernel,
+            blocks,
+            output,
+        } => {
+            let summary = aggregate::summarize(&files)?;
+            let chosen = choose(&summary, kernel.as_deref())?;
+            let options = wrapper::html::Options { hot_blocks: blocks };
+            emit(
+                output.as_deref(),
+                &wrapper::html::render(&summary, &chosen, options),
+            )
         }
         Command::Compare { file, nvprof, ncu } => {
             use wrapper::compare::{self, Tool};
@@ -179,29 +255,24 @@ fn run(cli: Cli) -> Result<()> {
             print(compare::render(&kernels, &samples, tool).trim_end())
         }
         Command::Features { files, output } => {
-            let profiles = profile::load_all(&files)?;
-            let kernels = profile::merge(&profiles);
-            emit(
-                output.as_deref(),
-                &wrapper::features::render(&profiles, &kernels),
-            )
+            let mut out = Output::new(output.as_deref())?;
+            wrapper::features::write(&files, out.writer())?;
+            out.commit()
         }
     }
 }
 
-/// The kernels `--kernel` names (all without it); naming none is an error.
-fn choose<'k, 'a>(
-    kernels: &'k [profile::MergedKernel<'a>],
-    wanted: Option<&str>,
-    files: &[PathBuf],
-) -> Result<Vec<&'k profile::MergedKernel<'a>>> {
+/// The kernels `--kernel` names (all without it); naming none is an error naming the files.
+fn choose<'s>(summary: &'s Summary, wanted: Option<&str>) -> Result<Vec<&'s aggregate::Kernel>> {
     let Some(wanted) = wanted else {
-        return Ok(kernels.iter().collect());
+        return Ok(summary.kernels.iter().collect());
     };
-    let chosen = profile::select(kernels, wanted);
+    let chosen = aggregate::select(&summary.kernels, wanted);
     if chosen.is_empty() {
-        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        anyhow::bail!("no kernel named {wanted:?} in {}", files.join(", "));
+        anyhow::bail!(
+            "no kernel named {wanted:?} in {}",
+            summary.file_names().join(", ")
+        );
     }
     Ok(chosen)
 }

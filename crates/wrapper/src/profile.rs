@@ -212,26 +212,7 @@ pub fn merge(profiles: &[Profile]) -> Vec<MergedKernel<'_>> {
     order
 }
 
-/// Finds the kernels a `--kernel` argument names: an exact mangled or demangled name, else the
-/// kernels whose demangled name without its argument list equals it, else those whose mangled or
-/// demangled name contains it.
+/// Finds the kernels a `--kernel` argument names (see [`crate::aggregate::select_by`]).
 pub fn select<'k, 'a>(kernels: &'k [MergedKernel<'a>], wanted: &str) -> Vec<&'k MergedKernel<'a>> {
-    let exact: Vec<_> = kernels
-        .iter()
-        .filter(|k| k.name == wanted || k.demangled == wanted)
-        .collect();
-    if !exact.is_empty() {
-        return exact;
-    }
-    let base: Vec<_> = kernels
-        .iter()
-        .filter(|k| crate::names::base_name(k.demangled) == crate::names::base_name(wanted))
-        .collect();
-    if !base.is_empty() {
-        return base;
-    }
-    kernels
-        .iter()
-        .filter(|k| k.name.contains(wanted) || k.demangled.contains(wanted))
-        .collect()
+    crate::aggregate::select_by(kernels, |k| (k.name, k.demangled), wanted)
 }

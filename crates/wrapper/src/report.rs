@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::aggregate::{Kernel, Summary};
 use crate::metrics::{Metrics, Value};
-use crate::profile::{MergedKernel, Profile};
 
 /// The metric groups the report shows (those that are not zero).
 pub const KEY_METRICS: &[&str] = &[
@@ -59,13 +59,10 @@ pub fn simd_efficiency(threads: u64, warps: u64) -> Option<f64> {
     (warps > 0).then(|| 100.0 * threads as f64 / (32.0 * warps as f64))
 }
 
-/// The report text for `kernels` merged from `profiles`.
-pub fn render(profiles: &[Profile], kernels: &[&MergedKernel<'_>], options: Options) -> String {
+/// The report text for `kernels` of `summary`.
+pub fn render(summary: &Summary, kernels: &[&Kernel], options: Options) -> String {
     let mut out = String::new();
-    let files: Vec<String> = profiles
-        .iter()
-        .map(|p| p.path.display().to_string())
-        .collect();
+    let files = summary.file_names();
     let _ = writeln!(
         out,
         "cuda-flux report: {} kernel(s) from {} file(s): {}",
@@ -80,36 +77,33 @@ pub fn render(profiles: &[Profile], kernels: &[&MergedKernel<'_>], options: Opti
     out
 }
 
-fn render_kernel(out: &mut String, k: &MergedKernel<'_>, options: Options) {
+fn render_kernel(out: &mut String, k: &Kernel, options: Options) {
     let archs: Vec<String> = k.archs.iter().map(|a| format!("sm_{a}")).collect();
-    let title = if k.demangled.is_empty() {
-        k.name
-    } else {
-        k.demangled
-    };
-    let _ = writeln!(out, "{title}");
+    let _ = writeln!(out, "{}", k.title());
     let _ = writeln!(
         out,
         "  {}  {}  {}",
         k.name,
-        if k.source.is_empty() { "?" } else { k.source },
+        if k.source.is_empty() { "?" } else { &k.source },
         archs.join(", ")
     );
-    let files: std::collections::BTreeSet<usize> = k.launches.iter().map(|l| l.file).collect();
-    let counted = k.counted_launches();
     let _ = writeln!(
         out,
         "  launches: {} ({} counted) in {} file(s)",
-        k.launches.len(),
-        counted,
-        files.len()
+        k.launches,
+        k.counted,
+        k.launch_files.len()
     );
-    for (_, entry) in &k.entries {
-        if let Some(reason) = &entry.reason {
-            let _ = writeln!(out, "  not instrumented for sm_{}: {reason}", entry.arch);
+    for entry in &k.entries {
+        if let Some(reason) = &entry.head.reason {
+            let _ = writeln!(
+                out,
+                "  not instrumented for sm_{}: {reason}",
+                entry.head.arch
+            );
         }
     }
-    if counted == 0 {
+    if k.counted == 0 {
         let _ = writeln!(out, "  no counted launches");
         return;
     }
@@ -177,9 +171,7 @@ fn render_kernel(out: &mut String, k: &MergedKernel<'_>, options: Options) {
         if b.counts.threads == 0 {
             break;
         }
-        let label = b
-            .label
-            .unwrap_or(if b.entry { "(entry)" } else { "(fall-through)" });
+        let label = b.label();
         let simd = simd_efficiency(b.counts.threads, b.counts.warps)
             .map_or("-".to_string(), |p| format!("{p:.0}%"));
         let arch = if k.archs.len() > 1 {
@@ -193,9 +185,9 @@ fn render_kernel(out: &mut String, k: &MergedKernel<'_>, options: Options) {
             b.index,
             b.counts.threads,
             b.counts.warps,
-            b.instructions.len(),
+            b.block.instructions.len(),
             simd,
-            b.function,
+            b.block.function,
             label,
             arch
         );

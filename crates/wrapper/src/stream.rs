@@ -1,0 +1,545 @@
+//! Reading profiles as a stream, for files far larger than memory (a million launch records):
+//! the `launches` array of each kernel is deserialized one record at a time and handed to a
+//! [`Sink`], which aggregates it or writes a row, so memory holds one launch plus whatever the
+//! sink keeps per kernel, never the whole file.
+//!
+//! The runtime writes each kernel's `name`, `blocks` and the other descriptive fields before
+//! `launches`, so launches can be passed on as they arrive. JSON objects are unordered, though:
+//! if `launches` comes first, its records are kept until the kernel object ends (correct for
+//! any order, bounded only for the runtime's).
+//!
+//! Errors are one line naming the file and, for malformed JSON, serde_json's `line L column C`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{BufReader, IsTerminal as _, Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context as _, Result};
+use host_runtime::report::{Device, Launch, OpcodeCounts, SCHEMA};
+use host_runtime::snapshot::Block;
+use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess};
+
+/// A kernel entry's description: everything but its launches and totals.
+#[derive(Debug, Clone, Default)]
+pub struct KernelHead {
+    /// Mangled name.
+    pub name: String,
+    /// Demangled name.
+    pub demangled: String,
+    /// Source file.
+    pub source: String,
+    /// Architecture (70 for sm_70).
+    pub arch: u32,
+    /// Whether an instrumented clone was built.
+    pub instrumented: bool,
+    /// Why not.
+    pub reason: Option<String>,
+    /// The counted blocks, in counter order.
+    pub blocks: Vec<Block>,
+    /// The `.file` table of the blocks' `lines` (empty without line information).
+    pub files: BTreeMap<u32, String>,
+}
+
+/// What a streaming read hands its records to.
+pub trait Sink {
+    /// One launch of the kernel entry `head` of file number `file` (index in the list of files
+    /// read), the `index`-th of that entry. Called before [`Sink::kernel`] for the same entry.
+    fn launch(
+        &mut self,
+        file: usize,
+        head: &KernelHead,
+        index: usize,
+        launch: Launch,
+    ) -> Result<()>;
+
+    /// The end of a kernel entry: its description, its `totals` and how many launches it had.
+    fn kernel(
+        &mut self,
+        file: usize,
+        head: KernelHead,
+        totals: OpcodeCounts,
+        launches: usize,
+    ) -> Result<()>;
+}
+
+/// Reads every file in order into `sink`, stopping at the first bad one.
+pub fn read_all(paths: &[PathBuf], sink: &mut dyn Sink) -> Result<()> {
+    for (index, path) in paths.iter().enumerate() {
+        read(path, index, sink)?;
+    }
+    Ok(())
+}
+
+/// Reads one profile file into `sink`; `file` is the number its records are given.
+pub fn read(path: &Path, file: usize, sink: &mut dyn Sink) -> Result<()> {
+    let name = path.display().to_string();
+    let handle =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let total = handle.metadata().map(|m| m.len()).unwrap_or(0);
+    let progress = Progress::new(&name, total);
+    let reader = BufReader::with_capacity(
+        1 << 20,
+        Counting {
+            inner: handle,
+            progress,
+        },
+    );
+    read_from(&name, reader, file, sink)
+}
+
+/// Reads a profile from `reader`; `name` names it in errors.
+pub fn read_from(name: &str, reader: impl Read, file: usize, sink: &mut dyn Sink) -> Result<()> {
+    let mut state = State {
+        file,
+        sink,
+        schema: None,
+        failure: None,
+    };
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let outcome = (&mut de)
+        .deserialize_map(ProfileVisitor { state: &mut state })
+        .and_then(|()| de.end());
+    if let Some(failure) = state.failure.take() {
+        return Err(match failure {
+            Failure::Schema(schema) => {
+                anyhow!("{name}: schema is {schema:?}, expected {SCHEMA:?}")
+            }
+            Failure::Sink(error) => error,
+        });
+    }
+    match outcome {
+        Ok(()) if state.schema.is_none() => Err(anyhow!(
+            "{name}: not a cuda-flux profile (no \"schema\" field)"
+        )),
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let what = if error.is_eof() {
+                "truncated profile"
+            } else if error.is_io() {
+                "cannot read"
+            } else {
+                "not a valid cuda-flux/1 profile"
+            };
+            // serde_json's message already ends with "at line L column C".
+            Err(anyhow!("{name}: {what}: {error}"))
+        }
+    }
+}
+
+/// Why a read stopped that is not malformed JSON.
+enum Failure {
+    /// The `schema` field names another schema.
+    Schema(String),
+    /// The sink failed (e.g. writing a spool file).
+    Sink(anyhow::Error),
+}
+
+struct State<'s> {
+    file: usize,
+    sink: &'s mut dyn Sink,
+    schema: Option<String>,
+    failure: Option<Failure>,
+}
+
+impl State<'_> {
+    /// Keeps `error` for the caller and stops the parse with a placeholder serde error.
+    fn fail<E: de::Error>(&mut self, failure: Failure) -> E {
+        self.failure = Some(failure);
+        E::custom("stopped")
+    }
+}
+
+struct ProfileVisitor<'a, 's> {
+    state: &'a mut State<'s>,
+}
+
+impl<'de> de::Visitor<'de> for ProfileVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a cuda-flux profile (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "schema" => {
+                    let schema: String = map.next_value()?;
+                    if schema != SCHEMA {
+                        return Err(self.state.fail(Failure::Schema(schema)));
+                    }
+                    self.state.schema = Some(schema);
+                }
+                // Read (not skipped) so that a wrong type is an error, as before streaming.
+                "program" => drop(map.next_value::<Vec<String>>()?),
+                "pid" => drop(map.next_value::<u32>()?),
+                "devices" => drop(map.next_value::<Vec<Device>>()?),
+                "kernels" => map.next_value_seed(KernelsSeed {
+                    state: &mut *self.state,
+                })?,
+                _ => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(())
+    }
+}
+
+struct KernelsSeed<'a, 's> {
+    state: &'a mut State<'s>,
+}
+
+impl<'de> DeserializeSeed<'de> for KernelsSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for KernelsSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of kernels")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(KernelSeed {
+                state: &mut *self.state,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+}
+
+struct KernelSeed<'a, 's> {
+    state: &'a mut State<'s>,
+}
+
+impl<'de> DeserializeSeed<'de> for KernelSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a kernel object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut head = KernelHead::default();
+        let mut seen = Seen::default();
+        let mut totals: Option<OpcodeCounts> = None;
+        let mut launches = 0usize;
+        let mut early: Option<Vec<Launch>> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "name" => (head.name, seen.name) = (map.next_value()?, true),
+                "demangled" => (head.demangled, seen.demangled) = (map.next_value()?, true),
+                "source" => (head.source, seen.source) = (map.next_value()?, true),
+                "arch" => (head.arch, seen.arch) = (map.next_value()?, true),
+                "instrumented" => {
+                    (head.instrumented, seen.instrumented) = (map.next_value()?, true)
+                }
+                "reason" => head.reason = map.next_value()?,
+                "blocks" => (head.blocks, seen.blocks) = (map.next_value()?, true),
+                "files" => head.files = map.next_value()?,
+                "totals" => totals = Some(map.next_value()?),
+                "launches" if seen.complete() => {
+                    launches = map.next_value_seed(LaunchesSeed {
+                        state: &mut *self.state,
+                        head: &head,
+                    })?;
+                    seen.launches = true;
+                }
+                "launches" => {
+                    // Described after its launches: keep them until the description is known.
+                    let records: Vec<Launch> = map.next_value()?;
+                    launches = records.len();
+                    early = Some(records);
+                    seen.launches = true;
+                }
+                _ => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        for (present, field) in [
+            (seen.name, "name"),
+            (seen.demangled, "demangled"),
+            (seen.source, "source"),
+            (seen.arch, "arch"),
+            (seen.instrumented, "instrumented"),
+            (seen.blocks, "blocks"),
+            (seen.launches, "launches"),
+            (totals.is_some(), "totals"),
+        ] {
+            if !present {
+                return Err(de::Error::missing_field(field));
+            }
+        }
+        let file = self.state.file;
+        for (index, launch) in early.into_iter().flatten().enumerate() {
+            if let Err(error) = self.state.sink.launch(file, &head, index, launch) {
+                return Err(self.state.fail(Failure::Sink(error)));
+            }
+        }
+        let totals = totals.unwrap_or_default();
+        if let Err(error) = self.state.sink.kernel(file, head, totals, launches) {
+            return Err(self.state.fail(Failure::Sink(error)));
+        }
+        Ok(())
+    }
+}
+
+/// Which required kernel fields were read.
+#[derive(Default)]
+struct Seen {
+    name: bool,
+    demangled: bool,
+    source: bool,
+    arch: bool,
+    instrumented: bool,
+    blocks: bool,
+    launches: bool,
+}
+
+impl Seen {
+    /// Whether launches can be passed on as they arrive.
+    fn complete(&self) -> bool {
+        self.name && self.demangled && self.source && self.arch && self.instrumented && self.blocks
+    }
+}
+
+struct LaunchesSeed<'a, 's, 'h> {
+    state: &'a mut State<'s>,
+    head: &'h KernelHead,
+}
+
+impl<'de> DeserializeSeed<'de> for LaunchesSeed<'_, '_, '_> {
+    type Value = usize;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for LaunchesSeed<'_, '_, '_> {
+    type Value = usize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of launches")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+        let mut index = 0;
+        while let Some(launch) = seq.next_element::<Launch>()? {
+            if let Err(error) = self
+                .state
+                .sink
+                .launch(self.state.file, self.head, index, launch)
+            {
+                return Err(self.state.fail(Failure::Sink(error)));
+            }
+            index += 1;
+        }
+        Ok(index)
+    }
+}
+
+/// Counts the bytes read and draws a progress bar on stderr when reading takes more than a
+/// second and stderr is a terminal (a bar in a log file or a pipe would only be noise).
+struct Counting<R> {
+    inner: R,
+    progress: Progress,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.advance(n as u64);
+        Ok(n)
+    }
+}
+
+/// A hand-rolled progress bar on bytes read: one `\r`-rewritten stderr line, cleared at the end.
+/// (The only need is a percentage on a known byte count; a dependency would add nothing.)
+struct Progress {
+    name: String,
+    total: u64,
+    done: u64,
+    start: Instant,
+    last_draw: Option<Instant>,
+    terminal: bool,
+}
+
+impl Progress {
+    fn new(name: &str, total: u64) -> Progress {
+        Progress {
+            name: name.to_string(),
+            total,
+            done: 0,
+            start: Instant::now(),
+            last_draw: None,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn advance(&mut self, bytes: u64) {
+        self.done += bytes;
+        if !self.terminal || self.total == 0 {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.start) < Duration::from_secs(1) {
+            return;
+        }
+        if self
+            .last_draw
+            .is_some_and(|t| now.duration_since(t) < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last_draw = Some(now);
+        let fraction = (self.done as f64 / self.total as f64).min(1.0);
+        const WIDTH: usize = 30;
+        let filled = (fraction * WIDTH as f64) as usize;
+        let _ = write!(
+            std::io::stderr().lock(),
+            "\r\x1b[Kcuda-flux: reading {} [{}{}] {:>3.0}% {} / {} MB",
+            self.name,
+            "#".repeat(filled),
+            " ".repeat(WIDTH - filled),
+            100.0 * fraction,
+            self.done >> 20,
+            self.total >> 20
+        );
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.last_draw.is_some() {
+            // Leave the terminal as it was: the bar's line is erased.
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+        }
+    }
+}
+
+/// Parses a complete profile held in memory through the streaming reader into the usual
+/// [`host_runtime::report::Kernel`] values (tests, small files).
+#[derive(Debug, Default)]
+pub struct Collect {
+    /// Every kernel entry, in file order.
+    pub kernels: Vec<(usize, host_runtime::report::Kernel)>,
+    pending: Vec<Launch>,
+}
+
+impl Sink for Collect {
+    fn launch(&mut self, _: usize, _: &KernelHead, _: usize, launch: Launch) -> Result<()> {
+        self.pending.push(launch);
+        Ok(())
+    }
+
+    fn kernel(&mut self, file: usize, h: KernelHead, totals: OpcodeCounts, _: usize) -> Result<()> {
+        let launches = std::mem::take(&mut self.pending);
+        self.kernels.push((
+            file,
+            host_runtime::report::Kernel {
+                name: h.name,
+                demangled: h.demangled,
+                source: h.source,
+                arch: h.arch,
+                instrumented: h.instrumented,
+                reason: h.reason,
+                blocks: h.blocks,
+                files: h.files,
+                launches,
+                totals,
+            },
+        ));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_text(text: &str) -> Result<Collect> {
+        let mut sink = Collect::default();
+        read_from("p.json", text.as_bytes(), 0, &mut sink)?;
+        Ok(sink)
+    }
+
+    const LAUNCH: &str = r#"{"grid":[1,1,1],"block":[32,1,1],"dynamic_shared_bytes":0,"stream":0,
+        "device":0,"mode":"all","instrumented":true,"block_counts":{"threads":[32],"warps":[1]},
+        "instructions":{"ret":{"threads":32,"warps":1}}}"#;
+
+    fn kernel(launches_first: bool, n: usize) -> String {
+        let launches = vec![LAUNCH; n].join(",");
+        let head = r#""name":"k","demangled":"k()","source":"k.cu","arch":90,"instrumented":true,
+            "blocks":[{"function":"k","label":null,"instructions":["ret"]}]"#;
+        let tail = r#""totals":{"ret":{"threads":32,"warps":1}}"#;
+        if launches_first {
+            format!(r#"{{"launches":[{launches}],{head},{tail}}}"#)
+        } else {
+            format!(r#"{{{head},"launches":[{launches}],{tail}}}"#)
+        }
+    }
+
+    fn profile(kernels: &[String]) -> String {
+        format!(
+            r#"{{"schema":"cuda-flux/1","program":["./k"],"pid":1,"devices":[],"kernels":[{}]}}"#,
+            kernels.join(",")
+        )
+    }
+
+    #[test]
+    fn launches_in_either_order() {
+        let text = profile(&[kernel(false, 3), kernel(true, 2)]);
+        let collected = read_text(&text).unwrap();
+        assert_eq!(collected.kernels.len(), 2);
+        assert_eq!(collected.kernels[0].1.launches.len(), 3);
+        assert_eq!(collected.kernels[1].1.launches.len(), 2);
+        assert_eq!(collected.kernels[1].1.blocks.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_position() {
+        let text = profile(&[kernel(false, 1)]);
+        // A one-record stream cut in the middle of its record.
+        let cut = &text[..text.find("\"block_counts\"").unwrap() + 5];
+        let error = read_text(cut).unwrap_err().to_string();
+        assert!(
+            error.starts_with("p.json: truncated profile") && error.contains(" at line 3 column "),
+            "{error}"
+        );
+        let error = read_text(&text.replace("cuda-flux/1", "cuda-flux/9"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "p.json: schema is \"cuda-flux/9\", expected \"cuda-flux/1\""
+        );
+        let error = read_text(r#"{"a": 1}"#).unwrap_err().to_string();
+        assert!(error.contains("not a cuda-flux profile"), "{error}");
+        let error = read_text(&text.replace("\"arch\":90", "\"arch\":\"x\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("not a valid") && error.contains("column"),
+            "{error}"
+        );
+        let error = read_text(&text.replace("\"totals\"", "\"total\""))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("missing field `totals`"), "{error}");
+        let error = read_text(&format!("{text} x")).unwrap_err().to_string();
+        assert!(error.contains("trailing characters"), "{error}");
+    }
+}
