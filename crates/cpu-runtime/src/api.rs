@@ -1,0 +1,1337 @@
+//! The exported C ABI: cudart's registration entry points and API calls, with CUDA 11.8's
+//! signatures. Each body runs under [`api`] (or [`guarded`]), which catches panics (none may
+//! unwind into C), records failures as the thread's last error and ends the process on a
+//! fault. Output pointers are checked for null; other pointers are the program's contract, as
+//! with cudart.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::{c_char, c_float, c_int, c_uint, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, LazyLock};
+use std::time::Instant;
+
+use crate::abi::{
+    ChannelFormatDesc, Dim3, FuncAttributes, LaunchConfig, PointerAttributes, ResourceDesc,
+    TextureDesc,
+};
+use crate::device;
+use crate::error::{self, Code, CudaError, SUCCESS};
+use crate::memory::{self, MemoryKind};
+use crate::registry::{Event, Stream, EVENT_DISABLE_TIMING, EVENT_INTERPROCESS};
+use crate::runtime::{self, fatal, registry, CallConfiguration, Failure, Result};
+
+type Handle = *mut *mut c_void;
+
+/// The fat binary wrapper clang's host code passes to `__cudaRegisterFatBinary`.
+#[repr(C)]
+struct FatbinWrapper {
+    magic: c_int,
+    version: c_int,
+    data: *const u8,
+    unused: *const c_void,
+}
+
+const FATBIN_WRAPPER_MAGIC: c_int = 0x466243b1;
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Runs `f` where nothing may unwind: a panic is an internal error and ends the process.
+fn guarded<T>(f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => value,
+        Err(payload) => fatal(&format!("internal error: {}", panic_message(&*payload))),
+    }
+}
+
+/// Runs an API call: its failure becomes the thread's last error and its return code; a
+/// fault ends the process.
+fn api(f: impl FnOnce() -> Result<()>) -> Code {
+    match guarded(f) {
+        Ok(()) => SUCCESS,
+        Err(Failure::Api(error)) => error::record(Err(error)),
+        Err(Failure::Fault(message)) => fatal(&message),
+    }
+}
+
+/// Stores `value` through an output pointer.
+fn put<T>(out: *mut T, value: T) -> Result<(), CudaError> {
+    if out.is_null() {
+        return Err(CudaError::InvalidValue);
+    }
+    // SAFETY: a non-null output pointer from the program, as cudart's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Reads an input struct.
+fn get<T: Copy>(input: *const T) -> Result<T, CudaError> {
+    if input.is_null() {
+        return Err(CudaError::InvalidValue);
+    }
+    // SAFETY: a non-null input pointer from the program.
+    Ok(unsafe { input.read_unaligned() })
+}
+
+/// A NUL-terminated name from registration.
+fn name(ptr: *const c_char) -> Result<String> {
+    if ptr.is_null() {
+        return Err(Failure::Fault("registration without a device name".into()));
+    }
+    // SAFETY: clang passes string constants.
+    Ok(unsafe { CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration (called by clang's module constructor and destructor)
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> Handle {
+    guarded(|| {
+        let wrapper = fat_cubin as *const FatbinWrapper;
+        // SAFETY: clang's `__cuda_fatbin_wrapper`; fields read only after the null check.
+        let data = match unsafe { wrapper.as_ref() } {
+            Some(w) if w.magic == FATBIN_WRAPPER_MAGIC && !w.data.is_null() => w.data,
+            _ => fatal("__cudaRegisterFatBinary: not a fat binary wrapper"),
+        };
+        // SAFETY: both a fat binary and a CPU image are at least 8 bytes long.
+        let head = unsafe { std::slice::from_raw_parts(data, 8) };
+        if !ptx_sim::image::is_image(head) {
+            fatal(
+                "this program was built for the GPU target (it embeds a fat binary); \
+                 rebuild it with cuda-flux-clang --cuda-flux-target=cpu to run it on the CPU",
+            );
+        }
+        // SAFETY: a CPU image, as written by the driver; its headers give its length.
+        let bytes = unsafe { std::slice::from_raw_parts(data, ptx_sim::image::image_len(data)) };
+        let images = match ptx_sim::image::decode(bytes) {
+            Ok(images) => images,
+            Err(error) => fatal(&error.to_string()),
+        };
+        // The handle is only compared, never read; a leaked cell makes it unique and valid.
+        let handle: Handle = Box::into_raw(Box::new(std::ptr::null_mut::<c_void>()));
+        if let Err(failure) = runtime::register_image(images, handle as usize) {
+            fatal(&failure.to_string());
+        }
+        handle
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFatBinaryEnd(_handle: Handle) {}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaUnregisterFatBinary(handle: Handle) {
+    guarded(|| runtime::unregister(handle as usize));
+}
+
+/// Reports a registration failure (a bad handle or name): the program cannot work.
+fn registration(result: Result<()>) {
+    if let Err(failure) = result {
+        fatal(&failure.to_string());
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFunction(
+    handle: Handle,
+    host_fun: *const c_char,
+    _device_fun: *mut c_char,
+    device_name: *const c_char,
+    _thread_limit: c_int,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _block_dim: *mut c_void,
+    _grid_dim: *mut c_void,
+    _warp_size: *mut c_int,
+) -> c_int {
+    guarded(|| {
+        registration(
+            name(device_name).and_then(|name| {
+                runtime::register_function(handle as usize, host_fun as usize, name)
+            }),
+        )
+    });
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterVar(
+    handle: Handle,
+    host_var: *mut c_char,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+    _ext: c_int,
+    size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    guarded(|| {
+        registration(name(device_name).and_then(|name| {
+            runtime::register_variable(handle as usize, host_var as usize, name, size)
+        }))
+    });
+}
+
+/// Clang declares `(handle, void **hostVarPtrAddress, char *deviceAddress, const char
+/// *deviceName, size_t size, unsigned align)`, CUDA's header has four more `int`s in between;
+/// only the first four, common to both, are read. The PTX is loaded here, because the host
+/// pointer must point at the variable from now on.
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterManagedVar(
+    handle: Handle,
+    host_var_ptr: *mut *mut c_void,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+) {
+    guarded(|| {
+        let result = name(device_name).and_then(|name| {
+            runtime::register_variable(handle as usize, host_var_ptr as usize, name, 0)?;
+            let (address, _) = runtime::symbol(host_var_ptr as usize)?;
+            put(host_var_ptr, address as *mut c_void)?;
+            Ok(())
+        });
+        registration(result)
+    });
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterTexture(
+    handle: Handle,
+    host_var: *const c_void,
+    _device_address: *const *const c_void,
+    device_name: *const c_char,
+    _dim: c_int,
+    norm: c_int,
+    _ext: c_int,
+) {
+    guarded(|| {
+        registration(name(device_name).and_then(|name| {
+            runtime::register_texture(handle as usize, host_var as usize, name, norm != 0)
+        }))
+    });
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterSurface(
+    handle: Handle,
+    host_var: *const c_void,
+    _device_address: *const *const c_void,
+    device_name: *const c_char,
+    _dim: c_int,
+    _ext: c_int,
+) {
+    guarded(|| {
+        registration(
+            name(device_name).and_then(|name| {
+                runtime::register_surface(handle as usize, host_var as usize, name)
+            }),
+        )
+    });
+}
+
+/// Loads the module's PTX now (a module that does not load ends the program here).
+#[no_mangle]
+pub unsafe extern "C" fn __cudaInitModule(handle: Handle) -> c_char {
+    guarded(|| {
+        let module = registry()
+            .module_of_handle(handle as usize)
+            .and_then(|id| registry().module(id));
+        match module.map(|m| m.program()) {
+            Some(Ok(_)) => 1,
+            Some(Err(error)) => fatal(&error.to_string()),
+            None => 0,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaPushCallConfiguration(
+    grid: Dim3,
+    block: Dim3,
+    shared: usize,
+    stream: *mut c_void,
+) -> c_uint {
+    guarded(|| {
+        runtime::push_configuration(CallConfiguration {
+            grid,
+            block,
+            shared,
+            stream: stream as usize,
+        })
+    });
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __cudaPopCallConfiguration(
+    grid: *mut Dim3,
+    block: *mut Dim3,
+    shared: *mut usize,
+    stream: *mut *mut c_void,
+) -> Code {
+    api(|| {
+        let c = runtime::pop_configuration().ok_or(CudaError::MissingConfiguration)?;
+        put(grid, c.grid)?;
+        put(block, c.block)?;
+        put(shared, c.shared)?;
+        put(stream, c.stream as *mut c_void)?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches
+
+unsafe fn launch(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: *mut c_void,
+    cooperative: bool,
+) -> Code {
+    api(|| unsafe {
+        // SAFETY: the program's launch arguments.
+        runtime::launch(
+            func as usize,
+            grid,
+            block,
+            args,
+            shared,
+            stream as usize,
+            cooperative,
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchKernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: *mut c_void,
+) -> Code {
+    unsafe { launch(func, grid, block, args, shared, stream, false) }
+}
+
+/// Per-thread default stream: work runs at call time either way.
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchKernel_ptsz(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: *mut c_void,
+) -> Code {
+    unsafe { launch(func, grid, block, args, shared, stream, false) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: *mut c_void,
+) -> Code {
+    unsafe { launch(func, grid, block, args, shared, stream, true) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchCooperativeKernel_ptsz(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: *mut c_void,
+) -> Code {
+    unsafe { launch(func, grid, block, args, shared, stream, true) }
+}
+
+/// `cudaLaunchKernelExC`'s attributes: whether the launch is cooperative, and the event a
+/// programmatic-event attribute asks to record when the kernel is done.
+fn launch_attributes(config: &LaunchConfig) -> Result<(bool, Option<usize>), CudaError> {
+    let count = config.numAttrs as usize;
+    if count == 0 {
+        return Ok((false, None));
+    }
+    if config.attrs.is_null() {
+        return Err(CudaError::InvalidValue);
+    }
+    // SAFETY: the program's array of `numAttrs` attributes.
+    let attrs = unsafe { std::slice::from_raw_parts(config.attrs, count) };
+    let (mut cooperative, mut event) = (false, None);
+    for attr in attrs {
+        let word = attr.val__pad[0];
+        let int = word as u32 as i32;
+        match attr.id {
+            // Ignore; access policy window, synchronization and cluster scheduling policies,
+            // programmatic stream serialization, priority: hints that do not change results
+            // when every launch runs to completion at call time.
+            0 | 1 | 3 | 5 | 6 | 8 => {}
+            2 => cooperative = int != 0,
+            // Cluster dimension: clusters of one CTA are plain launches; others need sm_90.
+            4 => {
+                let z = attr.val__pad[1] as u32;
+                if int != 1 || (word >> 32) as u32 != 1 || z != 1 {
+                    return Err(CudaError::NotSupported);
+                }
+            }
+            7 => event = Some(word as usize),
+            _ => return Err(CudaError::InvalidValue),
+        }
+    }
+    Ok((cooperative, event))
+}
+
+unsafe fn launch_ex(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    api(|| {
+        let config = get(config)?;
+        let (cooperative, event) = launch_attributes(&config)?;
+        if let Some(event) = event {
+            registry().event(event)?;
+        }
+        // SAFETY: the program's launch arguments.
+        unsafe {
+            runtime::launch(
+                func as usize,
+                config.gridDim,
+                config.blockDim,
+                args,
+                config.dynamicSmemBytes,
+                config.stream as usize,
+                cooperative,
+            )
+        }?;
+        if let Some(event) = event {
+            registry().event(event)?.recorded = Some(Instant::now());
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchKernelExC(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    unsafe { launch_ex(config, func, args) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchKernelExC_ptsz(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+) -> Code {
+    unsafe { launch_ex(config, func, args) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaFuncGetAttributes(
+    attr: *mut FuncAttributes,
+    func: *const c_void,
+) -> Code {
+    api(|| {
+        if attr.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let (function, info) = runtime::kernel_info(func as usize)?;
+        let arch = i32::try_from(info.arch).unwrap_or(i32::MAX);
+        let max_dynamic = runtime::max_dynamic_shared(&function, &info);
+        put(
+            attr,
+            FuncAttributes {
+                sharedSizeBytes: info.static_shared_bytes,
+                // Constant memory is module-wide in PTX; not attributed to kernels.
+                constSizeBytes: 0,
+                localSizeBytes: info.local_bytes,
+                maxThreadsPerBlock: device::MAX_THREADS_PER_BLOCK as c_int,
+                // PTX runs on virtual registers: no physical register count exists.
+                numRegs: 0,
+                ptxVersion: arch,
+                binaryVersion: arch,
+                cacheModeCA: 0,
+                maxDynamicSharedSizeBytes: c_int::try_from(max_dynamic).unwrap_or(c_int::MAX),
+                preferredShmemCarveout: function.carveout,
+            },
+        )?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaFuncSetAttribute(
+    func: *const c_void,
+    attr: c_int,
+    value: c_int,
+) -> Code {
+    api(|| runtime::set_function_attribute(func as usize, attr, value))
+}
+
+/// Accepted and validated; cache preferences do not change results.
+#[no_mangle]
+pub unsafe extern "C" fn cudaFuncSetCacheConfig(func: *const c_void, config: c_int) -> Code {
+    api(|| {
+        runtime::kernel_info(func as usize)?;
+        if !(0..=3).contains(&config) {
+            return Err(CudaError::InvalidValue.into());
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    num_blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_shared: usize,
+) -> Code {
+    api(|| {
+        let (_, info) = runtime::kernel_info(func as usize)?;
+        let threads = u32::try_from(block_size).map_err(|_| CudaError::InvalidValue)?;
+        if threads == 0 {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let shared = info.static_shared_bytes.saturating_add(dynamic_shared);
+        put(
+            num_blocks,
+            device::max_active_blocks(threads, shared) as c_int,
+        )?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> Code {
+    api(|| Ok(put(count, 1)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> Code {
+    api(|| Ok(put(device, 0)?))
+}
+
+fn check_device(device: c_int) -> Result<(), CudaError> {
+    if device == 0 {
+        Ok(())
+    } else {
+        Err(CudaError::InvalidDevice)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> Code {
+    api(|| Ok(check_device(device)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties(
+    prop: *mut crate::abi::DeviceProp,
+    device: c_int,
+) -> Code {
+    api(|| {
+        check_device(device)?;
+        if prop.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        put(prop, device::properties(runtime::device_shape()?))?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceGetAttribute(
+    value: *mut c_int,
+    attr: c_int,
+    device: c_int,
+) -> Code {
+    api(|| {
+        check_device(device)?;
+        if value.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let properties = device::properties(runtime::device_shape()?);
+        let v = device::attribute(&properties, attr).ok_or(CudaError::InvalidValue)?;
+        put(value, v)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaSetDeviceFlags(flags: c_uint) -> Code {
+    api(|| {
+        // cudaDeviceMask; the schedule part is one of Auto, Spin, Yield, BlockingSync.
+        if flags & !0x1f != 0 || !matches!(flags & 0x07, 0 | 1 | 2 | 4) {
+            return Err(CudaError::InvalidValue.into());
+        }
+        registry().device_flags = flags;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceSetCacheConfig(config: c_int) -> Code {
+    api(|| {
+        if !(0..=3).contains(&config) {
+            return Err(CudaError::InvalidValue.into());
+        }
+        registry().cache_config = config;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceSetSharedMemConfig(config: c_int) -> Code {
+    api(|| {
+        if !(0..=2).contains(&config) {
+            return Err(CudaError::InvalidValue.into());
+        }
+        registry().shared_config = config;
+        Ok(())
+    })
+}
+
+/// Limits are recorded (and read back by `cudaDeviceGetLimit`); the interpreter's stack,
+/// printf buffer and heap are not bounded by them.
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> Code {
+    api(|| {
+        let index = usize::try_from(limit)
+            .ok()
+            .filter(|&i| i < 7)
+            .ok_or(CudaError::UnsupportedLimit)?;
+        registry().limits[index] = value;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> Code {
+    api(|| {
+        let index = usize::try_from(limit)
+            .ok()
+            .filter(|&i| i < 7)
+            .ok_or(CudaError::UnsupportedLimit)?;
+        let v = registry().limits[index];
+        put(value, v)?;
+        Ok(())
+    })
+}
+
+const VERSION: c_int = 11080;
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDriverGetVersion(version: *mut c_int) -> Code {
+    api(|| Ok(put(version, VERSION)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaRuntimeGetVersion(version: *mut c_int) -> Code {
+    api(|| Ok(put(version, VERSION)?))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSynchronize() -> Code {
+    api(|| {
+        runtime::synchronize_device();
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaThreadSynchronize() -> Code {
+    cudaDeviceSynchronize()
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceReset() -> Code {
+    api(|| {
+        runtime::reset_device();
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+#[no_mangle]
+pub extern "C" fn cudaGetLastError() -> Code {
+    error::take_last_error()
+}
+
+#[no_mangle]
+pub extern "C" fn cudaPeekAtLastError() -> Code {
+    error::peek_last_error()
+}
+
+/// NUL-terminated copies of every name and string, made once.
+static ERROR_TEXTS: LazyLock<Vec<(Code, CString, CString)>> = LazyLock::new(|| {
+    crate::error_table::ERRORS
+        .iter()
+        .map(|&(code, name, text)| {
+            let c = |s: &str| CString::new(s).unwrap_or_default();
+            (code, c(name), c(text))
+        })
+        .collect()
+});
+
+static UNRECOGNIZED: &CStr = c"unrecognized error code";
+
+fn error_text(code: Code, pick: fn(&(Code, CString, CString)) -> &CStr) -> *const c_char {
+    guarded(|| {
+        ERROR_TEXTS
+            .iter()
+            .find(|entry| entry.0 == code)
+            .map_or(UNRECOGNIZED, pick)
+            .as_ptr()
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetErrorName(code: Code) -> *const c_char {
+    error_text(code, |entry| &entry.1)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetErrorString(code: Code) -> *const c_char {
+    error_text(code, |entry| &entry.2)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+fn allocate_into(out: *mut *mut c_void, len: usize, kind: MemoryKind) -> Result<()> {
+    if out.is_null() {
+        return Err(CudaError::InvalidValue.into());
+    }
+    let ptr = runtime::allocate(len, kind)?;
+    put(out, ptr as *mut c_void)?;
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> Code {
+    api(|| allocate_into(ptr, size, MemoryKind::Device))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Code {
+    api(|| allocate_into(ptr, size, MemoryKind::Host))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> Code {
+    api(|| {
+        // Portable, Mapped, WriteCombined: all pinned memory is mapped and portable here.
+        if flags & !0x07 != 0 {
+            return Err(CudaError::InvalidValue.into());
+        }
+        allocate_into(ptr, size, MemoryKind::Host)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMallocManaged(
+    ptr: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> Code {
+    api(|| {
+        // cudaMemAttachGlobal or cudaMemAttachHost; a zero size is invalid for managed memory.
+        if !matches!(flags, 1 | 2) || size == 0 {
+            return Err(CudaError::InvalidValue.into());
+        }
+        allocate_into(ptr, size, MemoryKind::Managed)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMallocPitch(
+    ptr: *mut *mut c_void,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+) -> Code {
+    api(|| {
+        if ptr.is_null() || pitch.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let row = memory::pitch_for(width).ok_or(CudaError::MemoryAllocation)?;
+        let len = row.checked_mul(height).ok_or(CudaError::MemoryAllocation)?;
+        let len = if width == 0 { 0 } else { len };
+        allocate_into(ptr, len, MemoryKind::Device)?;
+        put(pitch, row)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaFree(ptr: *mut c_void) -> Code {
+    api(|| {
+        let kinds = [MemoryKind::Device, MemoryKind::Managed];
+        Ok(runtime::free(ptr as u64, &kinds)?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> Code {
+    api(|| Ok(runtime::free(ptr as u64, &[MemoryKind::Host])?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> Code {
+    api(|| {
+        // Portable and Mapped are implied; IoMemory and ReadOnly are not supported.
+        match flags {
+            f if f & !0x0f != 0 => Err(CudaError::InvalidValue.into()),
+            f if f & 0x0c != 0 => Err(CudaError::NotSupported.into()),
+            _ => Ok(runtime::host_register(ptr as u64, size)?),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> Code {
+    api(|| Ok(runtime::host_unregister(ptr as u64)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostGetDevicePointer(
+    device: *mut *mut c_void,
+    host: *mut c_void,
+    flags: c_uint,
+) -> Code {
+    api(|| {
+        if flags != 0 {
+            return Err(CudaError::InvalidValue.into());
+        }
+        match runtime::find(host as u64) {
+            // Unified addressing: the device pointer is the host pointer.
+            Some((_, range)) if matches!(range.kind, MemoryKind::Host | MemoryKind::Registered) => {
+                put(device, host)?;
+                Ok(())
+            }
+            _ => Err(CudaError::InvalidValue.into()),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaPointerGetAttributes(
+    attributes: *mut PointerAttributes,
+    ptr: *const c_void,
+) -> Code {
+    api(|| {
+        let p = ptr as *mut c_void;
+        let null = std::ptr::null_mut();
+        let value = match runtime::find(ptr as u64) {
+            Some((_, range)) => {
+                let host_visible =
+                    !matches!(range.kind, MemoryKind::Device | MemoryKind::Symbol(_));
+                PointerAttributes {
+                    r#type: range.kind.memory_type(),
+                    device: 0,
+                    devicePointer: p,
+                    hostPointer: if host_visible { p } else { null },
+                }
+            }
+            // cudaMemoryTypeUnregistered; cudart reports device -2 for it.
+            None => PointerAttributes {
+                r#type: 0,
+                device: -2,
+                devicePointer: null,
+                hostPointer: p,
+            },
+        };
+        put(attributes, value)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> Code {
+    api(|| {
+        let (available, all) = memory::host_memory();
+        put(free, available as usize)?;
+        put(total, all as usize)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+) -> Code {
+    // SAFETY: host sides are the program's contract.
+    api(|| Ok(unsafe { runtime::copy(dst as u64, src as u64, count, kind) }?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        // SAFETY: as cudaMemcpy.
+        Ok(unsafe { runtime::copy(dst as u64, src as u64, count, kind) }?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpy2D(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+) -> Code {
+    api(|| {
+        // SAFETY: host sides are the program's contract.
+        Ok(unsafe {
+            runtime::copy_2d(dst as u64, dpitch, src as u64, spitch, width, height, kind)
+        }?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpy2DAsync(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        // SAFETY: as cudaMemcpy2D.
+        Ok(unsafe {
+            runtime::copy_2d(dst as u64, dpitch, src as u64, spitch, width, height, kind)
+        }?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, count: usize) -> Code {
+    api(|| Ok(runtime::fill(ptr as u64, value, count)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemsetAsync(
+    ptr: *mut c_void,
+    value: c_int,
+    count: usize,
+    stream: *mut c_void,
+) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        Ok(runtime::fill(ptr as u64, value, count)?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemset2D(
+    ptr: *mut c_void,
+    pitch: usize,
+    value: c_int,
+    width: usize,
+    height: usize,
+) -> Code {
+    api(|| Ok(runtime::fill_2d(ptr as u64, pitch, value, width, height)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyToSymbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+) -> Code {
+    // SAFETY: the source is the program's contract.
+    api(|| unsafe { runtime::copy_symbol(symbol as usize, src as u64, count, offset, kind, true) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyFromSymbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+) -> Code {
+    // SAFETY: the destination is the program's contract.
+    api(|| unsafe { runtime::copy_symbol(symbol as usize, dst as u64, count, offset, kind, false) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyToSymbolAsync(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        // SAFETY: as cudaMemcpyToSymbol.
+        unsafe { runtime::copy_symbol(symbol as usize, src as u64, count, offset, kind, true) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyFromSymbolAsync(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        // SAFETY: as cudaMemcpyFromSymbol.
+        unsafe { runtime::copy_symbol(symbol as usize, dst as u64, count, offset, kind, false) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetSymbolAddress(
+    address: *mut *mut c_void,
+    symbol: *const c_void,
+) -> Code {
+    api(|| {
+        let (at, _) = runtime::symbol(symbol as usize)?;
+        put(address, at as *mut c_void)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> Code {
+    api(|| {
+        let (_, len) = runtime::symbol(symbol as usize)?;
+        put(size, len as usize)?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams and events: work runs at call time, so every stream is idle and every recorded
+// event complete.
+
+fn create_stream(out: *mut *mut c_void, flags: c_uint, priority: c_int) -> Result<()> {
+    if out.is_null() || flags & !1 != 0 {
+        return Err(CudaError::InvalidValue.into());
+    }
+    let mut registry = registry();
+    let handle = registry.new_handle();
+    // Priorities are clamped to the device's range, which is [0, 0].
+    let _ = priority;
+    registry
+        .streams
+        .insert(handle, Stream { flags, priority: 0 });
+    put(out, handle as *mut c_void)?;
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamCreate(stream: *mut *mut c_void) -> Code {
+    api(|| create_stream(stream, 0, 0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamCreateWithFlags(
+    stream: *mut *mut c_void,
+    flags: c_uint,
+) -> Code {
+    api(|| create_stream(stream, flags, 0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamCreateWithPriority(
+    stream: *mut *mut c_void,
+    flags: c_uint,
+    priority: c_int,
+) -> Code {
+    api(|| create_stream(stream, flags, priority))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamDestroy(stream: *mut c_void) -> Code {
+    api(|| {
+        registry()
+            .streams
+            .remove(&(stream as usize))
+            .ok_or(CudaError::InvalidResourceHandle)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Code {
+    api(|| Ok(registry().check_stream(stream as usize)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Code {
+    api(|| Ok(registry().check_stream(stream as usize)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamWaitEvent(
+    stream: *mut c_void,
+    event: *mut c_void,
+    flags: c_uint,
+) -> Code {
+    api(|| {
+        let mut registry = registry();
+        registry.check_stream(stream as usize)?;
+        registry.event(event as usize)?;
+        if flags & !1 != 0 {
+            return Err(CudaError::InvalidValue.into());
+        }
+        Ok(())
+    })
+}
+
+/// No stream is ever capturing (`cudaStreamBeginCapture` is not provided).
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamIsCapturing(stream: *mut c_void, status: *mut c_int) -> Code {
+    api(|| {
+        registry().check_stream(stream as usize)?;
+        put(status, 0)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) -> Code {
+    api(|| {
+        let wanted = get(mode)?;
+        if !(0..=2).contains(&wanted) {
+            return Err(CudaError::InvalidValue.into());
+        }
+        put(mode, runtime::exchange_capture_mode(wanted))?;
+        Ok(())
+    })
+}
+
+fn create_event(out: *mut *mut c_void, flags: c_uint) -> Result<()> {
+    let interprocess_without_timing =
+        flags & EVENT_INTERPROCESS != 0 && flags & EVENT_DISABLE_TIMING == 0;
+    if out.is_null() || flags & !0x07 != 0 || interprocess_without_timing {
+        return Err(CudaError::InvalidValue.into());
+    }
+    let mut registry = registry();
+    let handle = registry.new_handle();
+    registry.events.insert(
+        handle,
+        Event {
+            flags,
+            recorded: None,
+        },
+    );
+    put(out, handle as *mut c_void)?;
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventCreate(event: *mut *mut c_void) -> Code {
+    api(|| create_event(event, 0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, flags: c_uint) -> Code {
+    api(|| create_event(event, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Code {
+    api(|| {
+        let mut registry = registry();
+        registry.check_stream(stream as usize)?;
+        registry.event(event as usize)?.recorded = Some(Instant::now());
+        Ok(())
+    })
+}
+
+/// Complete: whatever preceded the record has run.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventQuery(event: *mut c_void) -> Code {
+    api(|| {
+        registry().event(event as usize)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Code {
+    api(|| {
+        registry().event(event as usize)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventDestroy(event: *mut c_void) -> Code {
+    api(|| {
+        registry()
+            .events
+            .remove(&(event as usize))
+            .ok_or(CudaError::InvalidResourceHandle)?;
+        Ok(())
+    })
+}
+
+/// Host wall time between the two records, in milliseconds (emulated: the work between the
+/// records ran on the host during that time).
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventElapsedTime(
+    ms: *mut c_float,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> Code {
+    api(|| {
+        if ms.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let mut registry = registry();
+        let timed = |e: Event| {
+            e.recorded
+                .filter(|_| e.flags & EVENT_DISABLE_TIMING == 0)
+                .ok_or(CudaError::InvalidResourceHandle)
+        };
+        let from = timed(*registry.event(start as usize)?)?;
+        let to = timed(*registry.event(end as usize)?)?;
+        let elapsed = if to >= from {
+            to.duration_since(from).as_secs_f64()
+        } else {
+            -from.duration_since(to).as_secs_f64()
+        };
+        put(ms, (elapsed * 1000.0) as c_float)?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Textures (linear memory only)
+
+#[no_mangle]
+pub extern "C" fn cudaCreateChannelDesc(
+    x: c_int,
+    y: c_int,
+    z: c_int,
+    w: c_int,
+    f: c_int,
+) -> ChannelFormatDesc {
+    ChannelFormatDesc { x, y, z, w, f }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaCreateTextureObject(
+    texture: *mut u64,
+    resource: *const ResourceDesc,
+    description: *const TextureDesc,
+    view: *const c_void,
+) -> Code {
+    api(|| {
+        let resource = get(resource)?;
+        let description = get(description)?;
+        if texture.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        // cudaResourceTypeLinear; arrays, mipmaps and pitched 2-D memory are not supported.
+        if resource.resType != 1 {
+            runtime::note(
+                "cudaCreateTextureObject: only linear-memory textures are supported on the CPU target",
+            );
+            return Err(CudaError::NotSupported.into());
+        }
+        if !view.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let made = runtime::linear_texture(
+            resource.res__linear__devPtr as u64,
+            resource.res__linear__sizeInBytes as u64,
+            &resource.res__linear__desc,
+            description.readMode == 1,
+        )?;
+        let handle = registry().add_texture_object(made);
+        put(texture, handle)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaDestroyTextureObject(texture: u64) -> Code {
+    api(|| {
+        let mut registry = registry();
+        Arc::make_mut(&mut registry.texture_objects)
+            .remove(&texture)
+            .ok_or(CudaError::InvalidValue)?;
+        Ok(())
+    })
+}
+
+/// Binds linear memory to a texture reference; `*offset` is 0 (any alignment is fetched
+/// exactly).
+#[no_mangle]
+pub unsafe extern "C" fn cudaBindTexture(
+    offset: *mut usize,
+    reference: *const c_void,
+    ptr: *const c_void,
+    desc: *const ChannelFormatDesc,
+    size: usize,
+) -> Code {
+    api(|| {
+        let desc = get(desc)?;
+        runtime::bind_texture(reference as usize, ptr as u64, size as u64, &desc)?;
+        if !offset.is_null() {
+            put(offset, 0)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaUnbindTexture(reference: *const c_void) -> Code {
+    api(|| Ok(runtime::unbind_texture(reference as usize)?))
+}

@@ -1,0 +1,74 @@
+//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, read once at first use.
+
+use std::ffi::OsStr;
+
+use thiserror::Error;
+
+/// The variable that sets how many host threads run a launch's CTAs (and the emulated
+/// device's multiprocessor count).
+pub const THREADS_VAR: &str = "CUDA_FLUX_CPU_THREADS";
+
+/// The largest accepted `CUDA_FLUX_CPU_THREADS`.
+pub const MAX_THREADS: usize = 1024;
+
+/// A setting that cannot be used. The program stops with this one line: running with another
+/// thread count than asked for would silently change what is measured.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{THREADS_VAR} must be an integer from 1 to {MAX_THREADS}, not `{0}`")]
+    BadThreads(String),
+}
+
+/// The worker count: `value` (the variable's value, if set) or `default` when unset.
+pub fn workers_from(value: Option<&OsStr>, default: usize) -> Result<usize, ConfigError> {
+    let Some(value) = value else {
+        return Ok(default.clamp(1, MAX_THREADS));
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(ConfigError::BadThreads(text.into_owned())),
+    }
+}
+
+/// The worker count of this process: `CUDA_FLUX_CPU_THREADS` or the available parallelism.
+pub fn workers_from_env() -> Result<usize, ConfigError> {
+    let default = std::thread::available_parallelism().map_or(1, |n| n.get());
+    workers_from(std::env::var_os(THREADS_VAR).as_deref(), default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_uses_the_default() {
+        assert_eq!(workers_from(None, 6), Ok(6));
+        assert_eq!(workers_from(None, 0), Ok(1));
+        assert_eq!(workers_from(None, 100_000), Ok(MAX_THREADS));
+    }
+
+    #[test]
+    fn positive_integers_are_accepted() {
+        assert_eq!(workers_from(Some(OsStr::new("1")), 8), Ok(1));
+        assert_eq!(workers_from(Some(OsStr::new(" 16 ")), 8), Ok(16));
+        assert_eq!(workers_from(Some(OsStr::new("1024")), 8), Ok(1024));
+    }
+
+    #[test]
+    fn anything_else_is_an_error_naming_the_value() {
+        for bad in [
+            "0",
+            "-2",
+            "",
+            "four",
+            "1.5",
+            "1025",
+            "99999999999999999999999",
+        ] {
+            let error = workers_from(Some(OsStr::new(bad)), 8).unwrap_err();
+            assert_eq!(error, ConfigError::BadThreads(bad.to_owned()));
+            assert!(error.to_string().contains(THREADS_VAR));
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Device memory is host memory: allocations come from the host allocator with cudaMalloc's
+//! alignment and are recorded in an address-range table, which is what kernels (through
+//! `Environment::global_accessible`) and the copy calls check device addresses against.
+
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+
+use crate::error::CudaError;
+
+/// The alignment `cudaMalloc` guarantees (and `cudaMallocHost`, `cudaMallocManaged`).
+pub const ALIGNMENT: usize = 256;
+
+/// The row alignment of `cudaMallocPitch` (the emulated device's `texturePitchAlignment`
+/// rounded up to what real devices return).
+pub const PITCH_ALIGNMENT: usize = 512;
+
+/// Identifies a loaded module (for the ranges of its variables).
+pub type ModuleId = u64;
+
+/// What a range of the table is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// `cudaMalloc`, `cudaMallocPitch`.
+    Device,
+    /// `cudaMallocManaged`.
+    Managed,
+    /// `cudaMallocHost`, `cudaHostAlloc`: pinned host memory, mapped (unified addressing).
+    Host,
+    /// `cudaHostRegister`: the program's memory, not owned here.
+    Registered,
+    /// A module variable of a loaded module (owned by ptx-sim's `Program`).
+    Symbol(ModuleId),
+}
+
+impl MemoryKind {
+    /// Whether this runtime allocated the memory (and frees it).
+    pub fn owned(self) -> bool {
+        matches!(
+            self,
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Host
+        )
+    }
+
+    /// `enum cudaMemoryType` for `cudaPointerGetAttributes`.
+    pub fn memory_type(self) -> i32 {
+        match self {
+            MemoryKind::Host | MemoryKind::Registered => 1,
+            MemoryKind::Device | MemoryKind::Symbol(_) => 2,
+            MemoryKind::Managed => 3,
+        }
+    }
+}
+
+/// One recorded range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub len: u64,
+    pub kind: MemoryKind,
+}
+
+/// Non-overlapping address ranges by start address.
+#[derive(Debug, Clone, Default)]
+pub struct AddressTable {
+    ranges: BTreeMap<u64, Range>,
+}
+
+impl AddressTable {
+    /// Records `[start, start + len)`; `false` (and nothing recorded) when it is empty or
+    /// overlaps a recorded range.
+    pub fn insert(&mut self, start: u64, len: u64, kind: MemoryKind) -> bool {
+        if len == 0 || start.checked_add(len).is_none() || self.overlaps(start, len) {
+            return false;
+        }
+        self.ranges.insert(start, Range { len, kind });
+        true
+    }
+
+    /// Removes the range that starts at `start`.
+    pub fn remove(&mut self, start: u64) -> Option<Range> {
+        self.ranges.remove(&start)
+    }
+
+    /// Removes every range `drop` selects and returns them.
+    pub fn remove_where(&mut self, mut drop: impl FnMut(&Range) -> bool) -> Vec<(u64, Range)> {
+        let starts: Vec<u64> = self
+            .ranges
+            .iter()
+            .filter(|(_, range)| drop(range))
+            .map(|(start, _)| *start)
+            .collect();
+        starts
+            .into_iter()
+            .filter_map(|start| Some((start, self.ranges.remove(&start)?)))
+            .collect()
+    }
+
+    /// The range starting at exactly `start`.
+    pub fn get(&self, start: u64) -> Option<Range> {
+        self.ranges.get(&start).copied()
+    }
+
+    /// The range holding `address`, with its start.
+    pub fn find(&self, address: u64) -> Option<(u64, Range)> {
+        let (start, range) = self.ranges.range(..=address).next_back()?;
+        (address - start < range.len).then_some((*start, *range))
+    }
+
+    /// Whether `[address, address + len)` lies inside one recorded range (an empty access
+    /// needs its address inside a range, or at its end).
+    pub fn contains(&self, address: u64, len: u64) -> bool {
+        let Some((start, range)) = self.ranges.range(..=address).next_back() else {
+            return false;
+        };
+        let end = start + range.len;
+        address.checked_add(len).is_some_and(|last| last <= end)
+    }
+
+    /// Whether any recorded range intersects `[start, start + len)`.
+    pub fn overlaps(&self, start: u64, len: u64) -> bool {
+        let end = start.saturating_add(len);
+        if let Some((before, range)) = self.ranges.range(..=start).next_back() {
+            if before + range.len > start {
+                return true;
+            }
+        }
+        self.ranges.range(start..end).next().is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+fn layout(len: usize) -> Result<Layout, CudaError> {
+    Layout::from_size_align(len, ALIGNMENT).map_err(|_| CudaError::MemoryAllocation)
+}
+
+/// Allocates `len > 0` zeroed bytes aligned to [`ALIGNMENT`]. (cudaMalloc does not promise
+/// zeros; zeroed memory makes runs reproducible.)
+pub fn allocate(len: usize) -> Result<u64, CudaError> {
+    debug_assert!(len > 0);
+    let layout = layout(len)?;
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        Err(CudaError::MemoryAllocation)
+    } else {
+        Ok(ptr as u64)
+    }
+}
+
+/// Frees what [`allocate`] returned.
+///
+/// # Safety
+/// `start` and `len` must be an allocation of [`allocate`] not yet freed.
+pub unsafe fn deallocate(start: u64, len: u64) {
+    if let Ok(layout) = layout(len as usize) {
+        // SAFETY: the caller's contract; the layout is the one it was allocated with.
+        unsafe { std::alloc::dealloc(start as *mut u8, layout) };
+    }
+}
+
+/// `cudaMallocPitch`'s pitch for rows of `width` bytes.
+pub fn pitch_for(width: usize) -> Option<usize> {
+    width.max(1).checked_next_multiple_of(PITCH_ALIGNMENT)
+}
+
+/// Host RAM: (available, total) bytes from `/proc/meminfo` (`MemAvailable`, `MemTotal`).
+pub fn host_memory() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|kb| kb.trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    };
+    let total = field("MemTotal").unwrap_or(0);
+    (field("MemAvailable").unwrap_or(total), total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_respect_range_ends() {
+        let mut table = AddressTable::default();
+        assert!(table.insert(0x1000, 0x100, MemoryKind::Device));
+        assert!(table.insert(0x1100, 0x10, MemoryKind::Host));
+        assert!(table.contains(0x1000, 0x100));
+        assert!(table.contains(0x10ff, 1));
+        assert!(!table.contains(0x10ff, 2), "spans two allocations");
+        assert!(!table.contains(0xfff, 1));
+        assert!(table.contains(0x1100, 0x10));
+        assert!(!table.contains(0x1110, 1));
+        assert!(!table.contains(u64::MAX, 2));
+        assert_eq!(table.find(0x1050).map(|(s, _)| s), Some(0x1000));
+        assert_eq!(
+            table.find(0x1100).map(|(_, r)| r.kind),
+            Some(MemoryKind::Host)
+        );
+        assert_eq!(table.find(0x1110), None);
+    }
+
+    #[test]
+    fn overlapping_and_empty_ranges_are_refused() {
+        let mut table = AddressTable::default();
+        assert!(table.insert(0x1000, 0x100, MemoryKind::Device));
+        assert!(!table.insert(0x10ff, 1, MemoryKind::Registered));
+        assert!(!table.insert(0xf00, 0x101, MemoryKind::Registered));
+        assert!(!table.insert(0x800, 0x1000, MemoryKind::Registered));
+        assert!(!table.insert(0x2000, 0, MemoryKind::Registered));
+        assert!(!table.insert(u64::MAX, 2, MemoryKind::Registered));
+        assert!(table.insert(0xf00, 0x100, MemoryKind::Registered));
+        assert!(table.insert(0x1100, 0x100, MemoryKind::Registered));
+        assert_eq!(table.len(), 3);
+    }
+
+    #[test]
+    fn remove_where_takes_a_modules_symbols() {
+        let mut table = AddressTable::default();
+        table.insert(0x1000, 8, MemoryKind::Symbol(1));
+        table.insert(0x2000, 8, MemoryKind::Symbol(2));
+        table.insert(0x3000, 8, MemoryKind::Device);
+        let removed = table.remove_where(|r| r.kind == MemoryKind::Symbol(1));
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].0, 0x1000);
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.remove(0x3000).map(|r| r.len), Some(8));
+        assert_eq!(table.remove(0x3000), None);
+    }
+
+    #[test]
+    fn allocations_are_aligned_zeroed_and_freeable() {
+        let start = allocate(1000).unwrap();
+        assert_eq!(start % ALIGNMENT as u64, 0);
+        let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, 1000) };
+        assert!(bytes.iter().all(|&b| b == 0));
+        unsafe { deallocate(start, 1000) };
+        assert_eq!(allocate(usize::MAX - 10), Err(CudaError::MemoryAllocation));
+    }
+
+    #[test]
+    fn pitch_rounds_up_to_512() {
+        assert_eq!(pitch_for(1), Some(512));
+        assert_eq!(pitch_for(512), Some(512));
+        assert_eq!(pitch_for(513), Some(1024));
+        assert_eq!(pitch_for(0), Some(512));
+        assert_eq!(pitch_for(usize::MAX), None);
+    }
+
+    #[test]
+    fn host_memory_is_read() {
+        let (free, total) = host_memory();
+        assert!(total > 0 && free <= total);
+    }
+}
