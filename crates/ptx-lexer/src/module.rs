@@ -351,6 +351,13 @@ impl Statement {
             _ => None,
         }
     }
+
+    /// Byte offset of the statement's text in [`Module::source`], for statements still printed
+    /// as written (`None` once changed or when synthesized). [`Module::line_at`] turns it into a
+    /// line number for diagnostics.
+    pub fn source_offset(&self) -> Option<u32> {
+        self.text.map(|span| span.start)
+    }
 }
 
 impl Module {
@@ -445,6 +452,37 @@ impl Module {
             ModuleDirectiveKind::Variable(v) => Some(v),
             _ => None,
         })
+    }
+
+    /// Module-scope variables in source order, each with its declaration as written (without
+    /// leading trivia), e.g. `.global .align 4 .b8 table[16] = {1, 2, ...};`: type, alignment,
+    /// array dimensions and initializer are read from it by consumers that need them.
+    pub fn variable_declarations(&self) -> impl Iterator<Item = (&Variable, &str)> {
+        self.items.iter().filter_map(move |item| match item {
+            Item::Directive(ModuleDirective {
+                text,
+                kind: ModuleDirectiveKind::Variable(variable),
+                ..
+            }) => Some((
+                variable,
+                match text {
+                    DirectiveText::Source(span) => span.text(&self.source),
+                    DirectiveText::Owned(owned) => owned.as_str(),
+                },
+            )),
+            _ => None,
+        })
+    }
+
+    /// The 1-based line of byte `offset` of [`Module::source`] (offsets past the end give the
+    /// last line). Linear in `offset`: callers with many lookups should index lines themselves.
+    pub fn line_at(&self, offset: u32) -> u32 {
+        let end = (offset as usize).min(self.source.len());
+        let newlines = self.source.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        u32::try_from(newlines).map_or(u32::MAX, |n| n.saturating_add(1))
     }
 
     /// `.file` entries: index and file name.

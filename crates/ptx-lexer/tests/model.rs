@@ -343,3 +343,38 @@ fn malformed_input_reports_line_column_and_token() {
         }
     }
 }
+
+#[test]
+fn variable_declarations_and_statement_lines() {
+    let m = module(
+        ".global .align 4 .b8 table[4] = {1, 2, 3, 4};\n.const .f32 c = 0f3F800000;\n\
+         .visible .entry k()\n{\n\t.reg .b32 %r<2>;\n\tmov.u32 %r0, 1;\n\tret;\n}\n",
+    );
+    let decls: Vec<(&str, &str)> = m
+        .variable_declarations()
+        .map(|(v, text)| (v.name.as_str(), text))
+        .collect();
+    assert_eq!(
+        decls,
+        [
+            ("table", ".global .align 4 .b8 table[4] = {1, 2, 3, 4};"),
+            ("c", ".const .f32 c = 0f3F800000;"),
+        ]
+    );
+    let k = m.function("k").unwrap();
+    let lines: Vec<u32> = k
+        .statements()
+        .iter()
+        .map(|s| {
+            m.line_at(
+                s.source_offset()
+                    .expect("parsed statements keep their text"),
+            )
+        })
+        .collect();
+    // HEADER has 3 lines, then two variables, `.visible .entry k()` and `{`.
+    assert_eq!(lines, [8, 9, 10]);
+    assert_eq!(m.line_at(0), 1);
+    assert_eq!(m.line_at(u32::MAX), m.source().lines().count() as u32 + 1);
+    assert_eq!(Statement::label("L").source_offset(), None);
+}

@@ -19,8 +19,16 @@
 //! addresses of the CTA's shared buffer and the thread's local buffer.
 
 pub mod alu;
+mod builtins;
+mod cfg;
+mod decl;
+mod decode;
+mod exec;
 pub mod image;
+mod launch;
+mod memory;
 mod program;
+mod warp;
 
 pub use program::{KernelInfo, Program};
 

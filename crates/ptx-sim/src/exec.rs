@@ -1,0 +1,1160 @@
+//! SIMT execution of one warp: fetch at the top of the current frame's reconvergence stack,
+//! evaluate the guard for the active lanes, execute warp-wide over the lanes that run.
+
+use crate::builtins;
+use crate::decode::{
+    Addr, AtomType, BarKind, CallInst, CallSlot, CallTarget, DecodedFunction, Inst, Op, ReduxOp,
+    ShflMode, Space, Special, Src, TexHandle, VoteMode, WindowSpace, EXIT_PC, FUNCTION_ADDRESS_TAG,
+    NO_REG,
+};
+use crate::launch::CtaContext;
+use crate::memory;
+use crate::warp::{Entry, Frame, PendingReduction, Warp, WarpState};
+use crate::{ChannelKind, SimError, TextureRef};
+
+/// Why a warp stopped running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Yield {
+    /// Its time slice ended; it can run again.
+    Slice,
+    /// It arrived at barrier `id`; `blocking` when it waits (`bar.sync`, `bar.red`).
+    Barrier {
+        id: u32,
+        /// Threads expected (`None`: all threads of the CTA).
+        count: Option<u32>,
+        blocking: bool,
+        kind: BarKind,
+        /// Contribution to a reduction: lanes with the predicate set, and lanes taking part.
+        votes: u32,
+        participants: u32,
+    },
+    /// All its threads exited.
+    Done,
+}
+
+/// Deepest call nesting before a launch is stopped (a runaway recursion without frames).
+const MAX_CALL_DEPTH: usize = 1 << 16;
+
+/// Lanes of `mask`, lowest first.
+#[inline(always)]
+fn next_lane(mask: &mut u32) -> Option<usize> {
+    if *mask == 0 {
+        return None;
+    }
+    let lane = mask.trailing_zeros() as usize;
+    *mask &= *mask - 1;
+    Some(lane)
+}
+
+pub(crate) struct Exec<'a, 'w> {
+    cta: &'a CtaContext<'a>,
+    warp: &'w mut Warp,
+    func: &'a DecodedFunction,
+    reg_base: usize,
+    local_base: u64,
+}
+
+/// Runs `warp` for at most `budget` warp instructions.
+pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<Yield, SimError> {
+    let program = cta.launch.program;
+    let Some(frame) = warp.frames.last() else {
+        warp.state = WarpState::Done;
+        return Ok(Yield::Done);
+    };
+    let func = &program.functions[frame.function as usize];
+    let (reg_base, local_base) = (frame.reg_base, frame.local_base);
+    let mut exec = Exec {
+        cta,
+        warp,
+        func,
+        reg_base,
+        local_base,
+    };
+    exec.run(budget)
+}
+
+impl<'a> Exec<'a, '_> {
+    #[inline(always)]
+    fn reg(&self, r: u32, lane: usize) -> u64 {
+        self.warp.regs[self.reg_base + r as usize * 32 + lane]
+    }
+
+    #[inline(always)]
+    fn set(&mut self, r: u32, lane: usize, value: u64) {
+        if r != NO_REG {
+            self.warp.regs[self.reg_base + r as usize * 32 + lane] = value;
+        }
+    }
+
+    #[inline(always)]
+    fn read(&self, src: &Src, lane: usize) -> u64 {
+        match *src {
+            Src::Reg(r) => self.reg(r, lane),
+            Src::Imm(v) => v,
+            _ => self.read_other(src, lane),
+        }
+    }
+
+    fn read_other(&self, src: &Src, lane: usize) -> u64 {
+        let cta = self.cta;
+        let launch = cta.launch;
+        match *src {
+            Src::Reg(r) => self.reg(r, lane),
+            Src::Imm(v) => v,
+            Src::NotPred(r) => (self.reg(r, lane) & 1) ^ 1,
+            Src::KernelParam(offset) => launch.params.address().wrapping_add(offset as u64),
+            Src::Shared { var, offset } => launch
+                .shared_offsets
+                .get(var as usize)
+                .copied()
+                .unwrap_or(u64::MAX)
+                .wrapping_add(offset as u64),
+            Src::Frame(offset) => self.local_base.wrapping_add(offset as u64),
+            Src::Special(special) => {
+                let lane_bit = 1u64 << lane;
+                let config = &launch.config;
+                match special {
+                    Special::Tid(d) => u64::from(self.warp.tid[lane][d as usize]),
+                    Special::Ntid(d) => u64::from(config.block[d as usize]),
+                    Special::Ctaid(d) => u64::from(cta.ctaid[d as usize]),
+                    Special::Nctaid(d) => u64::from(config.grid[d as usize]),
+                    Special::LaneId => lane as u64,
+                    Special::WarpId => u64::from(self.warp.index),
+                    Special::NWarpId => u64::from(cta.warps),
+                    Special::SmId => cta.worker as u64,
+                    Special::NSmId => config.workers.max(1) as u64,
+                    Special::GridId => 1,
+                    Special::LanemaskEq => lane_bit,
+                    Special::LanemaskLt => lane_bit - 1,
+                    Special::LanemaskLe => (lane_bit << 1).wrapping_sub(1) & 0xFFFF_FFFF,
+                    Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xFFFF_FFFF,
+                    Special::LanemaskGe => !(lane_bit - 1) & 0xFFFF_FFFF,
+                    Special::Clock => self.warp.clock & 0xFFFF_FFFF,
+                    Special::Clock64 => self.warp.clock,
+                    Special::GlobalTimer => std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
+                    Special::DynamicSmemSize => config.dynamic_shared_bytes as u64,
+                    Special::TotalSmemSize => launch.shared_bytes,
+                    Special::EnvReg => 0,
+                }
+            }
+        }
+    }
+
+    /// Lanes of `active` for which the guard holds.
+    #[inline(always)]
+    fn guard(&self, inst: &Inst, active: u32) -> u32 {
+        if inst.guard == NO_REG {
+            return active;
+        }
+        let base = self.reg_base + inst.guard as usize * 32;
+        let mut set = 0u32;
+        let mut m = active;
+        while let Some(lane) = next_lane(&mut m) {
+            set |= ((self.warp.regs[base + lane] & 1) as u32) << lane;
+        }
+        if inst.guard_negated {
+            active & !set
+        } else {
+            set
+        }
+    }
+
+    fn frame(&mut self) -> &mut Frame {
+        // The loop only runs while a frame exists.
+        let last = self.warp.frames.len() - 1;
+        &mut self.warp.frames[last]
+    }
+
+    fn run(&mut self, mut budget: u64) -> Result<Yield, SimError> {
+        loop {
+            let Some(frame) = self.warp.frames.last_mut() else {
+                self.warp.state = WarpState::Done;
+                return Ok(Yield::Done);
+            };
+            let Some(top) = frame.stack.last_mut() else {
+                if let Some(done) = self.finish_frame()? {
+                    return Ok(done);
+                }
+                continue;
+            };
+            if top.mask == 0 || top.pc == top.rpc {
+                frame.stack.pop();
+                continue;
+            }
+            if budget == 0 {
+                return Ok(Yield::Slice);
+            }
+            budget -= 1;
+            let pc = top.pc;
+            let active = top.mask;
+            let func = self.func;
+            let Some(inst) = func.code.get(pc as usize) else {
+                return Err(self.unsupported(pc, "control reached past the end of the function"));
+            };
+            let exec = self.guard(inst, active);
+            self.warp.clock += 1;
+            self.warp.thread_instructions += u64::from(exec.count_ones());
+            match &inst.op {
+                Op::Alu(alu) => {
+                    let mut m = exec;
+                    let count = alu.count as usize;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let mut sources = [0u64; 4];
+                        for (slot, src) in sources.iter_mut().zip(&alu.srcs[..count]) {
+                            *slot = self.read(src, lane);
+                        }
+                        let carry = (self.warp.carry >> lane) & 1 != 0;
+                        let out = alu.op.eval(&sources, carry);
+                        self.set(alu.dst, lane, out.value);
+                        if alu.second != NO_REG {
+                            self.set(alu.second, lane, u64::from(out.second));
+                        }
+                        if alu.writes_carry {
+                            self.warp.carry =
+                                (self.warp.carry & !(1 << lane)) | (u32::from(out.carry) << lane);
+                        }
+                    }
+                }
+                Op::Mov { dst, src, mask } => {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let v = self.read(src, lane) & mask;
+                        self.set(*dst, lane, v);
+                    }
+                }
+                Op::Pack {
+                    dst,
+                    parts,
+                    count,
+                    bits,
+                } => {
+                    let part_mask = if *bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    };
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let mut v = 0u64;
+                        for (i, part) in parts[..*count as usize].iter().enumerate() {
+                            v |= (self.read(part, lane) & part_mask)
+                                << (i as u32 * u32::from(*bits));
+                        }
+                        self.set(*dst, lane, v);
+                    }
+                }
+                Op::Unpack {
+                    dsts,
+                    count,
+                    src,
+                    bits,
+                } => {
+                    let part_mask = if *bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    };
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let v = self.read(src, lane);
+                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                            self.set(d, lane, (v >> (i as u32 * u32::from(*bits))) & part_mask);
+                        }
+                    }
+                }
+                Op::Ld {
+                    space,
+                    addr,
+                    dsts,
+                    count,
+                    ty,
+                } => {
+                    let bytes = u64::from(ty.bytes);
+                    let total = bytes * u64::from(*count);
+                    let shift = 64 - 8 * u32::from(ty.bytes);
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let address = self.address(addr, lane);
+                        let host = self.resolve(*space, address, total, lane, pc)?;
+                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                            // SAFETY: `resolve` checked the whole vector's range.
+                            let mut v = unsafe { memory::load(host + i as u64 * bytes, ty.bytes) };
+                            if ty.signed && shift > 0 {
+                                v = (((v << shift) as i64) >> shift) as u64;
+                            }
+                            self.set(d, lane, v);
+                        }
+                    }
+                }
+                Op::St {
+                    space,
+                    addr,
+                    srcs,
+                    count,
+                    ty,
+                } => {
+                    let bytes = u64::from(ty.bytes);
+                    let total = bytes * u64::from(*count);
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let address = self.address(addr, lane);
+                        let host = self.resolve(*space, address, total, lane, pc)?;
+                        for (i, src) in srcs[..*count as usize].iter().enumerate() {
+                            let v = self.read(src, lane);
+                            // SAFETY: `resolve` checked the whole vector's range.
+                            unsafe { memory::store(host + i as u64 * bytes, ty.bytes, v) };
+                        }
+                    }
+                }
+                Op::Cvta {
+                    to_generic,
+                    space,
+                    dst,
+                    src,
+                } => {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let v = self.read(src, lane);
+                        let base = self.window_base(*space, lane);
+                        let out = if *to_generic {
+                            v.wrapping_add(base)
+                        } else {
+                            v.wrapping_sub(base)
+                        };
+                        self.set(*dst, lane, out);
+                    }
+                }
+                Op::IsSpace { space, dst, src } => {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let a = self.read(src, lane);
+                        let cta = self.cta;
+                        let in_shared = a.wrapping_sub(cta.shared_base) < cta.shared_len;
+                        let local = self.thread_local_base(lane);
+                        let in_local = a.wrapping_sub(local) < cta.window;
+                        let v = match space {
+                            WindowSpace::Shared => in_shared,
+                            WindowSpace::Local => in_local,
+                            WindowSpace::Param => cta.launch.params.contains(a, 1),
+                            WindowSpace::Global => !in_shared && !in_local,
+                        };
+                        self.set(*dst, lane, u64::from(v));
+                    }
+                }
+                Op::Atom {
+                    space,
+                    addr,
+                    op,
+                    ty,
+                    dst,
+                    b,
+                    c,
+                } => {
+                    let bytes = ty.bytes();
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let address = self.address(addr, lane);
+                        let host = self.resolve(*space, address, bytes, lane, pc)?;
+                        if host % bytes != 0 {
+                            return Err(self.invalid_address(pc, address, bytes, lane));
+                        }
+                        let (bv, cv) = (self.read(b, lane), self.read(c, lane));
+                        // SAFETY: checked accessible and aligned above.
+                        let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
+                        let old = match ty {
+                            AtomType::S32 => old as u32 as i32 as i64 as u64,
+                            _ => old,
+                        };
+                        self.set(*dst, lane, old);
+                    }
+                }
+                Op::Bar {
+                    kind,
+                    id,
+                    count,
+                    dst,
+                    pred,
+                } => {
+                    self.advance();
+                    if exec == 0 {
+                        continue;
+                    }
+                    let first = exec.trailing_zeros() as usize;
+                    let id = self.read(id, first) as u32;
+                    if id >= 16 {
+                        return Err(self.unsupported(pc, "barrier id above 15"));
+                    }
+                    let count = count.as_ref().map(|c| self.read(c, first) as u32);
+                    let mut votes = 0u32;
+                    if !matches!(kind, BarKind::Sync | BarKind::Arrive) {
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            votes |= ((self.read(pred, lane) & 1) as u32) << lane;
+                        }
+                        self.warp.pending = Some(PendingReduction {
+                            dst: *dst,
+                            mask: exec,
+                            reg_base: self.reg_base,
+                        });
+                    }
+                    let blocking = *kind != BarKind::Arrive;
+                    return Ok(Yield::Barrier {
+                        id,
+                        count,
+                        blocking,
+                        kind: *kind,
+                        votes,
+                        participants: exec,
+                    });
+                }
+                Op::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+                Op::Nop => {}
+                Op::Bra { target, reconverge } => {
+                    self.branch(pc, active, exec, *target, *reconverge);
+                    continue;
+                }
+                Op::Brx {
+                    index,
+                    targets,
+                    reconverge,
+                } => {
+                    self.branch_indexed(pc, active, exec, index, targets, *reconverge)?;
+                    continue;
+                }
+                Op::Call(call) => {
+                    self.call(pc, exec, call)?;
+                    continue;
+                }
+                Op::Ret => {
+                    if self.warp.frames.len() == 1 {
+                        self.exit_lanes(exec);
+                    } else {
+                        let frame = self.frame();
+                        for entry in &mut frame.stack {
+                            entry.mask &= !exec;
+                        }
+                        frame.returned |= exec;
+                    }
+                    if exec != active {
+                        self.advance();
+                    }
+                    continue;
+                }
+                Op::Exit => {
+                    self.exit_lanes(exec);
+                    if exec != active {
+                        self.advance();
+                    }
+                    continue;
+                }
+                Op::Trap => {
+                    if exec != 0 {
+                        return Err(SimError::Trap { line: inst.line });
+                    }
+                }
+                Op::Activemask { dst } => {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        self.set(*dst, lane, u64::from(active));
+                    }
+                }
+                Op::Vote { mode, dst, pred } => {
+                    let mut set = 0u32;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        set |= ((self.read(pred, lane) & 1) as u32) << lane;
+                    }
+                    let v = match mode {
+                        VoteMode::Ballot => u64::from(set),
+                        VoteMode::All => u64::from(set == exec),
+                        VoteMode::Any => u64::from(set != 0),
+                        VoteMode::Uni => u64::from(set == exec || set == 0),
+                    };
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        self.set(*dst, lane, v);
+                    }
+                }
+                Op::Shfl {
+                    mode,
+                    dst,
+                    dst_pred,
+                    a,
+                    b,
+                    c,
+                } => self.shuffle(exec, *mode, *dst, *dst_pred, a, b, c),
+                Op::Match {
+                    all,
+                    wide,
+                    dst,
+                    dst_pred,
+                    a,
+                } => {
+                    let mut values = [0u64; 32];
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let v = self.read(a, lane);
+                        values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
+                    }
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let mut same = 0u32;
+                        let mut n = exec;
+                        while let Some(other) = next_lane(&mut n) {
+                            same |= u32::from(values[other] == values[lane]) << other;
+                        }
+                        let (v, p) = if *all {
+                            if same == exec {
+                                (exec, true)
+                            } else {
+                                (0, false)
+                            }
+                        } else {
+                            (same, true)
+                        };
+                        self.set(*dst, lane, u64::from(v));
+                        if *dst_pred != NO_REG {
+                            self.set(*dst_pred, lane, u64::from(p));
+                        }
+                    }
+                }
+                Op::Redux { op, signed, dst, a } => {
+                    let mut acc: Option<u32> = None;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let v = self.read(a, lane) as u32;
+                        acc = Some(match acc {
+                            None => v,
+                            Some(x) => match op {
+                                ReduxOp::Add => x.wrapping_add(v),
+                                ReduxOp::Min if *signed => (x as i32).min(v as i32) as u32,
+                                ReduxOp::Max if *signed => (x as i32).max(v as i32) as u32,
+                                ReduxOp::Min => x.min(v),
+                                ReduxOp::Max => x.max(v),
+                                ReduxOp::And => x & v,
+                                ReduxOp::Or => x | v,
+                                ReduxOp::Xor => x ^ v,
+                            },
+                        });
+                    }
+                    let v = u64::from(acc.unwrap_or(0));
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        self.set(*dst, lane, v);
+                    }
+                }
+                Op::Tex(tex) => self.texture(pc, exec, tex)?,
+                Op::Unsupported(what) => {
+                    return Err(SimError::Unsupported {
+                        what: what.to_string(),
+                        line: inst.line,
+                    })
+                }
+            }
+            self.advance();
+        }
+    }
+
+    #[inline(always)]
+    fn advance(&mut self) {
+        if let Some(top) = self.frame().stack.last_mut() {
+            top.pc += 1;
+        }
+    }
+
+    /// Removes `lanes` from every frame: they exited.
+    fn exit_lanes(&mut self, lanes: u32) {
+        self.warp.exited |= lanes;
+        for frame in &mut self.warp.frames {
+            for entry in &mut frame.stack {
+                entry.mask &= !lanes;
+            }
+        }
+    }
+
+    fn branch(&mut self, pc: u32, active: u32, taken: u32, target: u32, reconverge: u32) {
+        let frame = self.frame();
+        let Some(top) = frame.stack.last_mut() else {
+            return;
+        };
+        if taken == active {
+            top.pc = target;
+        } else if taken == 0 {
+            top.pc = pc + 1;
+        } else {
+            top.pc = reconverge;
+            let not_taken = active & !taken;
+            if pc + 1 != reconverge {
+                frame.stack.push(Entry {
+                    pc: pc + 1,
+                    rpc: reconverge,
+                    mask: not_taken,
+                });
+            }
+            if target != reconverge {
+                frame.stack.push(Entry {
+                    pc: target,
+                    rpc: reconverge,
+                    mask: taken,
+                });
+            }
+        }
+    }
+
+    fn branch_indexed(
+        &mut self,
+        pc: u32,
+        active: u32,
+        exec: u32,
+        index: &Src,
+        targets: &[u32],
+        reconverge: u32,
+    ) -> Result<(), SimError> {
+        // Group lanes by target (lanes whose guard is false fall through).
+        let mut groups: Vec<(u32, u32)> = Vec::new();
+        let fall = active & !exec;
+        if fall != 0 {
+            groups.push((pc + 1, fall));
+        }
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            let i = self.read(index, lane) as u32 as usize;
+            let Some(&target) = targets.get(i) else {
+                return Err(self.unsupported(pc, &format!("brx.idx index {i} outside its table")));
+            };
+            match groups.iter_mut().find(|(t, _)| *t == target) {
+                Some(g) => g.1 |= 1 << lane,
+                None => groups.push((target, 1 << lane)),
+            }
+        }
+        let frame = self.frame();
+        let Some(top) = frame.stack.last_mut() else {
+            return Ok(());
+        };
+        if let [(target, _)] = groups.as_slice() {
+            top.pc = *target;
+            return Ok(());
+        }
+        top.pc = reconverge;
+        for &(target, mask) in groups.iter().rev() {
+            if target != reconverge {
+                frame.stack.push(Entry {
+                    pc: target,
+                    rpc: reconverge,
+                    mask,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Base of the window `space` converts to generic addresses from, for `lane`.
+    fn window_base(&self, space: WindowSpace, lane: usize) -> u64 {
+        match space {
+            WindowSpace::Global => 0,
+            WindowSpace::Shared => self.cta.shared_base,
+            WindowSpace::Local => self.thread_local_base(lane),
+            WindowSpace::Param if self.func.is_entry => 0,
+            WindowSpace::Param => self.thread_local_base(lane),
+        }
+    }
+
+    #[inline(always)]
+    fn thread_local_base(&self, lane: usize) -> u64 {
+        self.cta.local_base + u64::from(self.warp.linear[lane]) * self.cta.window
+    }
+
+    #[inline(always)]
+    fn address(&self, addr: &Addr, lane: usize) -> u64 {
+        self.read(&addr.base, lane).wrapping_add(addr.offset as u64)
+    }
+
+    /// The host address of `[address, address + len)` in `space` for `lane`, checked.
+    #[inline(always)]
+    fn resolve(
+        &mut self,
+        space: Space,
+        address: u64,
+        len: u64,
+        lane: usize,
+        pc: u32,
+    ) -> Result<u64, SimError> {
+        match space {
+            Space::Host => {
+                let (lo, hi) = self.warp.accessible;
+                if address >= lo
+                    && address.wrapping_add(len) <= hi
+                    && address.wrapping_add(len) >= address
+                {
+                    return Ok(address);
+                }
+                if self.host_accessible(address, len) {
+                    Ok(address)
+                } else {
+                    Err(self.invalid_address(pc, address, len, lane))
+                }
+            }
+            Space::Shared => {
+                if address
+                    .checked_add(len)
+                    .is_some_and(|end| end <= self.cta.shared_len)
+                {
+                    Ok(self.cta.shared_base + address)
+                } else {
+                    Err(self.invalid_address(pc, address, len, lane))
+                }
+            }
+            Space::Local => {
+                if address
+                    .checked_add(len)
+                    .is_some_and(|end| end <= self.cta.window)
+                {
+                    Ok(self.thread_local_base(lane) + address)
+                } else {
+                    Err(self.invalid_address(pc, address, len, lane))
+                }
+            }
+        }
+    }
+
+    /// Whether a host range may be accessed; caches the range found in the warp.
+    fn host_accessible(&mut self, address: u64, len: u64) -> bool {
+        let Some(end) = address.checked_add(len) else {
+            return false;
+        };
+        let cta = self.cta;
+        let launch = cta.launch;
+        let windows = [
+            (cta.shared_base, cta.shared_len),
+            (cta.local_base, cta.local_len),
+            (launch.params.address(), launch.params.len() as u64),
+            launch.program.module_range(),
+        ];
+        for (base, size) in windows {
+            if address >= base && end <= base + size {
+                self.warp.accessible = (base, base + size);
+                return true;
+            }
+        }
+        if let Some(range) = launch.program.heap_range(address, len) {
+            self.warp.accessible = range;
+            return true;
+        }
+        // Cache a whole aligned block where the environment allows it, so that neighbouring
+        // accesses skip the query.
+        for block in [1u64 << 16, 1 << 12] {
+            let lo = address & !(block - 1);
+            if end <= lo + block && launch.env.global_accessible(lo, block) {
+                self.warp.accessible = (lo, lo + block);
+                return true;
+            }
+        }
+        if launch.env.global_accessible(address, len) {
+            self.warp.accessible = (address, end);
+            return true;
+        }
+        false
+    }
+
+    fn shuffle(
+        &mut self,
+        exec: u32,
+        mode: ShflMode,
+        dst: u32,
+        dst_pred: u32,
+        a: &Src,
+        b: &Src,
+        c: &Src,
+    ) {
+        let mut values = [0u64; 32];
+        for (lane, v) in values.iter_mut().enumerate() {
+            *v = self.read(a, lane);
+        }
+        let mut results = [(0u64, false); 32];
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            let bval = (self.read(b, lane) & 0x1F) as i32;
+            let cv = self.read(c, lane);
+            let cval = (cv & 0x1F) as i32;
+            let segmask = ((cv >> 8) & 0x1F) as i32;
+            let l = lane as i32;
+            let max_lane = (l & segmask) | (cval & !segmask);
+            let min_lane = l & segmask;
+            let (j, ok) = match mode {
+                ShflMode::Up => (l - bval, l - bval >= max_lane),
+                ShflMode::Down => (l + bval, l + bval <= max_lane),
+                ShflMode::Bfly => (l ^ bval, (l ^ bval) <= max_lane),
+                ShflMode::Idx => {
+                    let j = min_lane | (bval & !segmask);
+                    (j, j <= max_lane)
+                }
+            };
+            let source = if ok && (0..32).contains(&j) {
+                j as usize
+            } else {
+                lane
+            };
+            results[lane] = (values[source], ok);
+        }
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            self.set(dst, lane, results[lane].0);
+            if dst_pred != NO_REG {
+                self.set(dst_pred, lane, u64::from(results[lane].1));
+            }
+        }
+    }
+
+    fn texture(
+        &mut self,
+        pc: u32,
+        exec: u32,
+        tex: &crate::decode::TexInst,
+    ) -> Result<(), SimError> {
+        let launch = self.cta.launch;
+        let mut cached: Option<(u64, crate::Texture)> = None;
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            let (key, texture) = match tex.handle {
+                TexHandle::Reference(index) => (u64::MAX, TexHandle::Reference(index)),
+                TexHandle::Object(src) => (self.read(&src, lane), TexHandle::Object(src)),
+            };
+            let texture = match cached {
+                Some((k, t)) if k == key => t,
+                _ => {
+                    let found = match texture {
+                        TexHandle::Reference(index) => launch
+                            .program
+                            .texrefs
+                            .get(index as usize)
+                            .and_then(|name| launch.env.texture(TextureRef::Reference(name))),
+                        TexHandle::Object(_) => launch.env.texture(TextureRef::Object(key)),
+                    };
+                    let Some(t) = found else {
+                        return Err(self.unsupported(pc, "fetch from a texture that is not bound"));
+                    };
+                    cached = Some((key, t));
+                    t
+                }
+            };
+            let coord = self.read(&tex.coord, lane) as u32 as i32;
+            let channel_bytes = u64::from(texture.bits_per_channel / 8);
+            let texel_bytes = channel_bytes * u64::from(texture.channels);
+            if !matches!(channel_bytes, 1 | 2 | 4) || !matches!(texture.channels, 1 | 2 | 4) {
+                return Err(self.unsupported(pc, "texture format"));
+            }
+            let mut out = [0u64; 4];
+            let offset = i64::from(coord) * texel_bytes as i64;
+            let inside = coord >= 0 && (offset as u64) + texel_bytes <= texture.len_bytes;
+            if inside {
+                let host = texture.base + offset as u64;
+                if !self.host_accessible(host, texel_bytes) {
+                    return Err(self.invalid_address(pc, host, texel_bytes, lane));
+                }
+                for (ch, slot) in out.iter_mut().take(texture.channels as usize).enumerate() {
+                    // SAFETY: checked accessible above.
+                    let raw = unsafe {
+                        memory::load(host + ch as u64 * channel_bytes, channel_bytes as u8)
+                    };
+                    *slot = texel_value(raw, &texture, tex.result);
+                }
+            }
+            for (i, &d) in tex.dsts.iter().enumerate() {
+                self.set(d, lane, out[i]);
+            }
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, pc: u32, exec: u32, call: &CallInst) -> Result<(), SimError> {
+        let program = self.cta.launch.program;
+        if exec == 0 {
+            self.advance();
+            return Ok(());
+        }
+        let callee = match call.target {
+            CallTarget::Direct(f) => f,
+            CallTarget::Builtin(builtin) => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    builtins::call(self, pc, builtin, call, lane)?;
+                }
+                self.advance();
+                return Ok(());
+            }
+            CallTarget::Indirect(src) => {
+                let mut groups: Vec<(u64, u32)> = Vec::new();
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let t = self.read(&src, lane);
+                    match groups.iter_mut().find(|(x, _)| *x == t) {
+                        Some(g) => g.1 |= 1 << lane,
+                        None => groups.push((t, 1 << lane)),
+                    }
+                }
+                if groups.len() > 1 {
+                    // Lanes calling different functions run one group at a time, as after a
+                    // divergent branch: each group re-executes the call on its own.
+                    let frame = self.frame();
+                    if let Some(top) = frame.stack.last_mut() {
+                        top.pc = pc + 1;
+                    }
+                    // Lanes that skip the call (guard false) wait in the top entry.
+                    for &(_, mask) in groups.iter().rev() {
+                        frame.stack.push(Entry {
+                            pc,
+                            rpc: pc + 1,
+                            mask,
+                        });
+                    }
+                    return Ok(());
+                }
+                let target = groups[0].0;
+                let index = target ^ FUNCTION_ADDRESS_TAG;
+                if target & FUNCTION_ADDRESS_TAG != FUNCTION_ADDRESS_TAG
+                    || index >= program.functions.len() as u64
+                {
+                    return Err(self.unsupported(
+                        pc,
+                        &format!("indirect call to {target:#x}, which is not a function"),
+                    ));
+                }
+                index as u32
+            }
+        };
+        let target = &program.functions[callee as usize];
+        if target.is_entry {
+            return Err(self.unsupported(pc, "call of a kernel"));
+        }
+        let new_base = (self.local_base + u64::from(self.func.frame_bytes)).next_multiple_of(16);
+        if new_base + u64::from(target.frame_bytes) > self.cta.window
+            || self.warp.frames.len() >= MAX_CALL_DEPTH
+        {
+            return Err(self.unsupported(
+                pc,
+                &format!(
+                    "call stack of `{}` exceeds the {} bytes of local memory per thread",
+                    target.name, self.cta.window
+                ),
+            ));
+        }
+        // Arguments: from the caller's `.param` variables (or values) into the callee's
+        // parameter slots, per lane.
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            let thread = self.thread_local_base(lane);
+            for (arg, slot) in call.args.iter().zip(&target.params) {
+                let to = thread + new_base + u64::from(slot.offset);
+                match *arg {
+                    CallSlot::Frame { offset, bytes } => {
+                        let from = thread + self.local_base + u64::from(offset);
+                        // SAFETY: both ranges lie in this thread's local window: frames are
+                        // checked against the window size above and at decode.
+                        unsafe { memory::copy(from, to, u64::from(bytes.min(slot.bytes))) };
+                    }
+                    CallSlot::Value(_) | CallSlot::Register(_) if slot.bytes <= 8 => {
+                        let v = self.argument(arg, lane);
+                        let bytes = slot.bytes.clamp(1, 8).next_power_of_two().min(8) as u8;
+                        // SAFETY: inside this thread's local window, as above.
+                        unsafe { memory::store(to, bytes, v) };
+                    }
+                    _ => return Err(self.unsupported(pc, "argument wider than 8 bytes")),
+                }
+            }
+        }
+        self.advance();
+        let reg_base = self.warp.regs.len();
+        self.warp
+            .regs
+            .resize(reg_base + target.registers as usize * 32, 0);
+        self.warp.frames.push(Frame {
+            function: callee,
+            stack: vec![Entry {
+                pc: 0,
+                rpc: EXIT_PC,
+                mask: exec,
+            }],
+            reg_base,
+            local_base: new_base,
+            call_pc: pc,
+            returned: 0,
+        });
+        self.func = target;
+        self.reg_base = reg_base;
+        self.local_base = new_base;
+        Ok(())
+    }
+
+    /// The current frame's stack is empty: return to the caller (copying results) or finish.
+    fn finish_frame(&mut self) -> Result<Option<Yield>, SimError> {
+        let program = self.cta.launch.program;
+        let Some(done) = self.warp.frames.pop() else {
+            return Ok(Some(Yield::Done));
+        };
+        let Some(caller) = self.warp.frames.last() else {
+            self.warp.state = WarpState::Done;
+            return Ok(Some(Yield::Done));
+        };
+        let callee_func = self.func;
+        self.func = &program.functions[caller.function as usize];
+        self.reg_base = caller.reg_base;
+        self.local_base = caller.local_base;
+        let lanes = done.returned & !self.warp.exited;
+        if let Some(Inst {
+            op: Op::Call(call), ..
+        }) = self.func.code.get(done.call_pc as usize)
+        {
+            let mut m = lanes;
+            while let Some(lane) = next_lane(&mut m) {
+                let thread = self.thread_local_base(lane);
+                for (ret, slot) in call.rets.iter().zip(&callee_func.rets) {
+                    let from = thread + done.local_base + u64::from(slot.offset);
+                    match *ret {
+                        CallSlot::Frame { offset, bytes } => {
+                            let to = thread + self.local_base + u64::from(offset);
+                            // SAFETY: both in this thread's local window (checked at call).
+                            unsafe { memory::copy(from, to, u64::from(bytes.min(slot.bytes))) };
+                        }
+                        CallSlot::Register(r) => {
+                            let bytes = slot.bytes.clamp(1, 8).next_power_of_two().min(8) as u8;
+                            // SAFETY: in this thread's local window (checked at call).
+                            let v = unsafe { memory::load(from, bytes) };
+                            self.set(r, lane, v);
+                        }
+                        CallSlot::Value(_) => {}
+                    }
+                }
+            }
+        }
+        self.warp.regs.truncate(done.reg_base);
+        Ok(None)
+    }
+
+    // ---- errors and builtin support --------------------------------------------------
+
+    fn instruction_text(&self, pc: u32) -> String {
+        let program = self.cta.launch.program;
+        self.func
+            .code
+            .get(pc as usize)
+            .and_then(|inst| program.instruction(self.func, inst.statement))
+            .map_or_else(|| "ret".to_string(), |i| i.to_string())
+    }
+
+    fn space_name(&self, pc: u32) -> &'static str {
+        let program = self.cta.launch.program;
+        let space = self
+            .func
+            .code
+            .get(pc as usize)
+            .and_then(|inst| program.instruction(self.func, inst.statement))
+            .and_then(|i| i.facts.state_space);
+        match space {
+            Some(ptx_lexer::StateSpace::Global) => "global",
+            Some(ptx_lexer::StateSpace::Shared) => "shared",
+            Some(ptx_lexer::StateSpace::Local) => "local",
+            Some(ptx_lexer::StateSpace::Const) => "const",
+            Some(ptx_lexer::StateSpace::Param) => "param",
+            Some(ptx_lexer::StateSpace::Texture) => "texture",
+            _ => "generic",
+        }
+    }
+
+    pub(crate) fn invalid_address(&self, pc: u32, address: u64, len: u64, lane: usize) -> SimError {
+        SimError::InvalidAddress {
+            space: self.space_name(pc),
+            address,
+            len,
+            instruction: self.instruction_text(pc),
+            line: self.line(pc),
+            cta: self.cta.ctaid,
+            thread: self.warp.tid[lane],
+        }
+    }
+
+    pub(crate) fn unsupported(&self, pc: u32, what: &str) -> SimError {
+        SimError::Unsupported {
+            what: format!("{what} (in `{}`)", self.instruction_text(pc)),
+            line: self.line(pc),
+        }
+    }
+
+    pub(crate) fn line(&self, pc: u32) -> u32 {
+        self.func
+            .code
+            .get(pc as usize)
+            .map_or(self.func.line, |i| i.line)
+    }
+
+    pub(crate) fn cta(&self) -> &'a CtaContext<'a> {
+        self.cta
+    }
+
+    pub(crate) fn thread(&self, lane: usize) -> [u32; 3] {
+        self.warp.tid[lane]
+    }
+
+    /// Reads a call argument as a 64-bit value for lane `lane`.
+    pub(crate) fn argument(&self, slot: &CallSlot, lane: usize) -> u64 {
+        match *slot {
+            CallSlot::Frame { offset, bytes } => {
+                let address = self.thread_local_base(lane) + self.local_base + u64::from(offset);
+                let width = bytes.clamp(1, 8).next_power_of_two().min(8) as u8;
+                // SAFETY: the variable lies in this thread's frame, inside its local window.
+                unsafe { memory::load(address, width) }
+            }
+            CallSlot::Value(src) => self.read(&src, lane),
+            CallSlot::Register(r) => self.reg(r, lane),
+        }
+    }
+
+    /// Writes a builtin's result for lane `lane`.
+    pub(crate) fn set_result(&mut self, slot: &CallSlot, lane: usize, value: u64) {
+        match *slot {
+            CallSlot::Frame { offset, bytes } => {
+                let address = self.thread_local_base(lane) + self.local_base + u64::from(offset);
+                let width = bytes.clamp(1, 8).next_power_of_two().min(8) as u8;
+                // SAFETY: as in `argument`.
+                unsafe { memory::store(address, width, value) };
+            }
+            CallSlot::Register(r) => self.set(r, lane, value),
+            CallSlot::Value(_) => {}
+        }
+    }
+
+    /// Whether a generic host range is accessible (for builtins reading strings).
+    pub(crate) fn accessible(&mut self, address: u64, len: u64) -> bool {
+        let (lo, hi) = self.warp.accessible;
+        (address >= lo && address.checked_add(len).is_some_and(|e| e <= hi))
+            || self.host_accessible(address, len)
+    }
+}
+
+/// Converts one raw channel to the instruction's result type.
+fn texel_value(raw: u64, texture: &crate::Texture, result: ChannelKind) -> u64 {
+    let bits = u32::from(texture.bits_per_channel);
+    let signed_value = || {
+        let shift = 64 - bits;
+        ((raw << shift) as i64) >> shift
+    };
+    match (texture.kind, result) {
+        (ChannelKind::Float, ChannelKind::Float) if bits == 32 => raw,
+        (ChannelKind::Float, ChannelKind::Float) if bits == 16 => {
+            u64::from(crate::builtins::f16_to_f32(raw as u16).to_bits())
+        }
+        (ChannelKind::Signed, ChannelKind::Float) if texture.normalized_float => {
+            let max = ((1u64 << (bits - 1)) - 1) as f32;
+            u64::from(((signed_value() as f32) / max).max(-1.0).to_bits())
+        }
+        (ChannelKind::Unsigned, ChannelKind::Float) if texture.normalized_float => {
+            let max = ((1u64 << bits) - 1) as f32;
+            u64::from(((raw as f32) / max).to_bits())
+        }
+        (ChannelKind::Signed, ChannelKind::Float) => u64::from((signed_value() as f32).to_bits()),
+        (ChannelKind::Unsigned, ChannelKind::Float) => u64::from((raw as f32).to_bits()),
+        (ChannelKind::Signed, _) => signed_value() as u64 & 0xFFFF_FFFF,
+        _ => raw,
+    }
+}

@@ -1,0 +1,273 @@
+//! Host memory the interpreter owns or touches: the module's variables, raw loads, stores and
+//! atomics on host addresses.
+//!
+//! Kernels of different CTAs run on different host threads and may race on global memory, as
+//! they may on a GPU. Every access therefore goes through relaxed atomics of the access width
+//! (plain moves on x86-64), so racing kernels give GPU-like results instead of undefined
+//! behaviour in the interpreter.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use crate::decode::{AtomOp, AtomType};
+
+/// A zeroed, aligned host allocation whose contents kernels read and write through raw
+/// pointers (module variables, shared windows, local windows).
+pub(crate) struct HostBuffer {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the buffer is plain bytes; all access after construction goes through raw pointers
+// with atomic operations (see the module documentation), never through references.
+unsafe impl Send for HostBuffer {}
+// SAFETY: as above; shared use only hands out the base address.
+unsafe impl Sync for HostBuffer {}
+
+/// Alignment of every buffer: enough for any PTX type and for vector accesses.
+pub(crate) const BUFFER_ALIGN: usize = 256;
+
+impl HostBuffer {
+    /// A zeroed buffer of `len` bytes (at least one byte, so that every buffer has a distinct
+    /// address). `None` when the allocation fails or the size is absurd.
+    pub fn zeroed(len: usize) -> Option<HostBuffer> {
+        let layout = Layout::from_size_align(len.max(1), BUFFER_ALIGN).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        NonNull::new(ptr).map(|ptr| HostBuffer { ptr, layout })
+    }
+
+    pub fn address(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Whether `[address, address + len)` lies inside the buffer.
+    pub fn contains(&self, address: u64, len: u64) -> bool {
+        let base = self.address();
+        address >= base
+            && address
+                .checked_add(len)
+                .is_some_and(|end| end <= base + self.len() as u64)
+    }
+
+    /// Writes `bytes` at `offset` (construction time: initializers, parameter buffers).
+    pub fn write(&mut self, offset: usize, bytes: &[u8]) -> bool {
+        if offset
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > self.len())
+        {
+            return false;
+        }
+        // SAFETY: the range was checked against the allocation, and `&mut self` excludes
+        // concurrent access.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.ptr.as_ptr().add(offset),
+                bytes.len(),
+            )
+        };
+        true
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// Loads `bytes` (1, 2, 4 or 8) from host address `address`, zero-extended.
+///
+/// # Safety
+/// `[address, address + bytes)` must be valid host memory.
+#[inline]
+pub(crate) unsafe fn load(address: u64, bytes: u8) -> u64 {
+    let p = address as *mut u8;
+    if address % u64::from(bytes) != 0 {
+        return load_bytes(address, bytes);
+    }
+    // SAFETY: valid per the caller, aligned per the check above.
+    unsafe {
+        match bytes {
+            1 => u64::from(AtomicU8::from_ptr(p).load(Ordering::Relaxed)),
+            2 => u64::from(AtomicU16::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            4 => u64::from(AtomicU32::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            _ => AtomicU64::from_ptr(p.cast()).load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cold]
+unsafe fn load_bytes(address: u64, bytes: u8) -> u64 {
+    let mut value = 0u64;
+    for i in 0..u64::from(bytes.min(8)) {
+        // SAFETY: valid per the caller of `load`; bytes are always aligned.
+        let b = unsafe { AtomicU8::from_ptr((address + i) as *mut u8).load(Ordering::Relaxed) };
+        value |= u64::from(b) << (8 * i);
+    }
+    value
+}
+
+/// Stores the low `bytes` of `value` at host address `address`.
+///
+/// # Safety
+/// `[address, address + bytes)` must be valid, writable host memory.
+#[inline]
+pub(crate) unsafe fn store(address: u64, bytes: u8, value: u64) {
+    let p = address as *mut u8;
+    if address % u64::from(bytes) != 0 {
+        for i in 0..u64::from(bytes.min(8)) {
+            // SAFETY: valid per the caller; bytes are always aligned.
+            unsafe {
+                AtomicU8::from_ptr((address + i) as *mut u8)
+                    .store((value >> (8 * i)) as u8, Ordering::Relaxed)
+            };
+        }
+        return;
+    }
+    // SAFETY: valid per the caller, aligned per the check above.
+    unsafe {
+        match bytes {
+            1 => AtomicU8::from_ptr(p).store(value as u8, Ordering::Relaxed),
+            2 => AtomicU16::from_ptr(p.cast()).store(value as u16, Ordering::Relaxed),
+            4 => AtomicU32::from_ptr(p.cast()).store(value as u32, Ordering::Relaxed),
+            _ => AtomicU64::from_ptr(p.cast()).store(value, Ordering::Relaxed),
+        }
+    }
+}
+
+/// Copies `len` bytes between host addresses (call parameters in local windows).
+///
+/// # Safety
+/// Both ranges must be valid host memory.
+pub(crate) unsafe fn copy(from: u64, to: u64, len: u64) {
+    for i in 0..len {
+        // SAFETY: per the caller.
+        unsafe { store(to + i, 1, load(from + i, 1)) };
+    }
+}
+
+/// Performs an atomic read-modify-write and returns the old value.
+///
+/// # Safety
+/// `address` must be valid host memory of `ty.bytes()` bytes, aligned to that size.
+pub(crate) unsafe fn atomic(address: u64, op: AtomOp, ty: AtomType, b: u64, c: u64) -> u64 {
+    let order = Ordering::SeqCst;
+    if ty.bytes() == 4 {
+        // SAFETY: valid and aligned per the caller.
+        let a = unsafe { AtomicU32::from_ptr(address as *mut u32) };
+        let b32 = b as u32;
+        let old = match (op, ty) {
+            (AtomOp::Add, AtomType::F32) => {
+                update32(a, |v| (f32::from_bits(v) + f32::from_bits(b32)).to_bits())
+            }
+            (AtomOp::Add, _) => a.fetch_add(b32, order),
+            (AtomOp::Min, AtomType::S32) => update32(a, |v| (v as i32).min(b32 as i32) as u32),
+            (AtomOp::Max, AtomType::S32) => update32(a, |v| (v as i32).max(b32 as i32) as u32),
+            (AtomOp::Min, _) => a.fetch_min(b32, order),
+            (AtomOp::Max, _) => a.fetch_max(b32, order),
+            (AtomOp::Inc, _) => update32(a, |v| if v >= b32 { 0 } else { v + 1 }),
+            (AtomOp::Dec, _) => update32(a, |v| if v == 0 || v > b32 { b32 } else { v - 1 }),
+            (AtomOp::And, _) => a.fetch_and(b32, order),
+            (AtomOp::Or, _) => a.fetch_or(b32, order),
+            (AtomOp::Xor, _) => a.fetch_xor(b32, order),
+            (AtomOp::Exch, _) => a.swap(b32, order),
+            (AtomOp::Cas, _) => match a.compare_exchange(b32, c as u32, order, order) {
+                Ok(v) | Err(v) => v,
+            },
+        };
+        u64::from(old)
+    } else {
+        // SAFETY: valid and aligned per the caller.
+        let a = unsafe { AtomicU64::from_ptr(address as *mut u64) };
+        match (op, ty) {
+            (AtomOp::Add, AtomType::F64) => {
+                update64(a, |v| (f64::from_bits(v) + f64::from_bits(b)).to_bits())
+            }
+            (AtomOp::Add, _) => a.fetch_add(b, order),
+            (AtomOp::Min, AtomType::S64) => update64(a, |v| (v as i64).min(b as i64) as u64),
+            (AtomOp::Max, AtomType::S64) => update64(a, |v| (v as i64).max(b as i64) as u64),
+            (AtomOp::Min, _) => a.fetch_min(b, order),
+            (AtomOp::Max, _) => a.fetch_max(b, order),
+            (AtomOp::Inc, _) => update64(a, |v| if v >= b { 0 } else { v + 1 }),
+            (AtomOp::Dec, _) => update64(a, |v| if v == 0 || v > b { b } else { v - 1 }),
+            (AtomOp::And, _) => a.fetch_and(b, order),
+            (AtomOp::Or, _) => a.fetch_or(b, order),
+            (AtomOp::Xor, _) => a.fetch_xor(b, order),
+            (AtomOp::Exch, _) => a.swap(b, order),
+            (AtomOp::Cas, _) => match a.compare_exchange(b, c, order, order) {
+                Ok(v) | Err(v) => v,
+            },
+        }
+    }
+}
+
+/// A compare-and-swap loop for operations without a native atomic (float add, signed
+/// min/max, wrapping inc/dec).
+fn update32(a: &AtomicU32, f: impl Fn(u32) -> u32) -> u32 {
+    match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
+        Ok(v) | Err(v) => v,
+    }
+}
+
+fn update64(a: &AtomicU64, f: impl Fn(u64) -> u64) -> u64 {
+    match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
+        Ok(v) | Err(v) => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_stores_and_atomics() {
+        let mut buffer = HostBuffer::zeroed(64).unwrap();
+        assert!(buffer.write(0, &[1, 2, 3, 4]));
+        assert!(!buffer.write(62, &[0; 4]));
+        let base = buffer.address();
+        // SAFETY: all addresses are inside the 64-byte buffer.
+        unsafe {
+            assert_eq!(load(base, 4), 0x0403_0201);
+            assert_eq!(load(base + 1, 2), 0x0302, "unaligned loads go bytewise");
+            store(base + 8, 8, u64::MAX);
+            assert_eq!(load(base + 8, 1), 0xFF);
+            assert_eq!(
+                atomic(
+                    base + 16,
+                    AtomOp::Add,
+                    AtomType::F32,
+                    1.5f32.to_bits().into(),
+                    0
+                ),
+                0
+            );
+            assert_eq!(load(base + 16, 4), u64::from(1.5f32.to_bits()));
+            assert_eq!(atomic(base + 24, AtomOp::Inc, AtomType::U32, 1, 0), 0);
+            assert_eq!(atomic(base + 24, AtomOp::Inc, AtomType::U32, 1, 0), 1);
+            assert_eq!(load(base + 24, 4), 0, "inc wraps at the bound");
+            assert_eq!(atomic(base + 32, AtomOp::Cas, AtomType::U64, 0, 7), 0);
+            assert_eq!(atomic(base + 32, AtomOp::Cas, AtomType::U64, 0, 9), 7);
+            assert_eq!(
+                atomic(
+                    base + 40,
+                    AtomOp::Min,
+                    AtomType::S32,
+                    (-3i32) as u32 as u64,
+                    0
+                ),
+                0
+            );
+            assert_eq!(load(base + 40, 4), u64::from((-3i32) as u32));
+        }
+        assert!(buffer.contains(base + 60, 4));
+        assert!(!buffer.contains(base + 61, 4));
+    }
+}

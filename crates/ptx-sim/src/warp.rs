@@ -1,0 +1,138 @@
+//! The state of one warp: lanes, register file, call frames with their SIMT reconvergence
+//! stacks.
+//!
+//! Reconvergence follows the immediate-post-dominator stack model: a divergent branch turns
+//! the top entry into the reconvergence entry (pc = the branch's IPDOM, all lanes) and pushes
+//! one entry per path; an entry is popped when its pc reaches its reconvergence pc or when its
+//! lanes have all returned or exited.
+
+/// One entry of a SIMT stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub pc: u32,
+    /// Where this entry's lanes meet the lanes of the other path (`EXIT_PC`: never).
+    pub rpc: u32,
+    pub mask: u32,
+}
+
+/// One activation of a function.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    pub function: u32,
+    pub stack: Vec<Entry>,
+    /// Index of register 0 of this frame in the warp's register file.
+    pub reg_base: usize,
+    /// Offset of the frame in each thread's local window.
+    pub local_base: u64,
+    /// The caller's `call` instruction (`u32::MAX` for the kernel's frame).
+    pub call_pc: u32,
+    /// Lanes that executed `ret` in this frame.
+    pub returned: u32,
+}
+
+/// What a warp waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WarpState {
+    Ready,
+    /// Waiting at barrier `id`.
+    Blocked(u32),
+    Done,
+}
+
+/// A pending `bar.red` result, written when the barrier completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PendingReduction {
+    pub dst: u32,
+    pub mask: u32,
+    pub reg_base: usize,
+}
+
+/// One warp of a CTA.
+pub(crate) struct Warp {
+    /// Warp index in the CTA.
+    pub index: u32,
+    /// Lanes that hold a thread (the last warp of a CTA may be partial).
+    pub lanes: u32,
+    pub exited: u32,
+    /// `%tid` of each lane.
+    pub tid: [[u32; 3]; 32],
+    /// Linear thread index in the CTA of each lane (selects the local window).
+    pub linear: [u32; 32],
+    /// Register file, register-major: `regs[frame.reg_base + reg * 32 + lane]`.
+    pub regs: Vec<u64>,
+    pub frames: Vec<Frame>,
+    /// Carry flag of each lane (`.cc`).
+    pub carry: u32,
+    pub state: WarpState,
+    pub pending: Option<PendingReduction>,
+    /// Warp instructions executed (`%clock`).
+    pub clock: u64,
+    /// Thread instructions executed.
+    pub thread_instructions: u64,
+    /// The last host range found accessible: `[lo, hi)`.
+    pub accessible: (u64, u64),
+}
+
+impl Warp {
+    pub fn new() -> Warp {
+        Warp {
+            index: 0,
+            lanes: 0,
+            exited: 0,
+            tid: [[0; 3]; 32],
+            linear: [0; 32],
+            regs: Vec::new(),
+            frames: Vec::new(),
+            carry: 0,
+            state: WarpState::Done,
+            pending: None,
+            clock: 0,
+            thread_instructions: 0,
+            accessible: (0, 0),
+        }
+    }
+
+    /// Resets the warp to start `function` (the kernel) with threads `first..first + count`
+    /// (linear ids) of a CTA of shape `block`.
+    pub fn start(&mut self, index: u32, first: u32, count: u32, block: [u32; 3], registers: u32) {
+        self.index = index;
+        self.lanes = if count >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << count) - 1
+        };
+        self.exited = 0;
+        for lane in 0..32u32 {
+            let linear = first + lane;
+            self.linear[lane as usize] = linear;
+            let x = linear % block[0];
+            let y = (linear / block[0]) % block[1];
+            let z = linear / (block[0] * block[1]);
+            self.tid[lane as usize] = [x, y, z];
+        }
+        self.regs.clear();
+        self.regs.resize(registers as usize * 32, 0);
+        self.frames.clear();
+        self.frames.push(Frame {
+            function: 0,
+            stack: vec![Entry {
+                pc: 0,
+                rpc: crate::decode::EXIT_PC,
+                mask: self.lanes,
+            }],
+            reg_base: 0,
+            local_base: 0,
+            call_pc: u32::MAX,
+            returned: 0,
+        });
+        self.carry = 0;
+        self.state = if self.lanes == 0 {
+            WarpState::Done
+        } else {
+            WarpState::Ready
+        };
+        self.pending = None;
+        self.clock = 0;
+        self.accessible = (0, 0);
+    }
+}
