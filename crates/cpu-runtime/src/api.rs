@@ -1279,7 +1279,7 @@ pub unsafe extern "C" fn cudaCreateTextureObject(
             return Err(CudaError::InvalidValue.into());
         }
         // cudaResourceTypeLinear; arrays, mipmaps and pitched 2-D memory are not supported.
-        if resource.resType != 1 {
+        if resource.resType != 2 {
             runtime::note(
                 "cudaCreateTextureObject: only linear-memory textures are supported on the CPU target",
             );

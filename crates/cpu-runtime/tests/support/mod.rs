@@ -1,0 +1,97 @@
+//! Building and running small C++ host programs against the real CUDA 11.8 headers, linked
+//! with this test run's `libcpu_runtime.a` and nothing else of CUDA.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The static library cargo built for this test run: `libcpu_runtime-<hash>.a` beside this
+/// test executable (the newest, should several configurations have left one).
+pub fn staticlib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("test executable directory");
+    let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(deps)
+        .expect("deps directory")
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libcpu_runtime-") && n.ends_with(".a"))
+        })
+        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
+        .collect();
+    candidates.sort();
+    candidates
+        .pop()
+        .map(|(_, path)| path)
+        .unwrap_or_else(|| panic!("no libcpu_runtime-*.a in {}", deps.display()))
+}
+
+/// Compiles `source` (C++ including `<cuda_runtime_api.h>`) into `dir/name`; links the
+/// runtime unless `link` is false. Panics with the compiler's output on failure.
+pub fn build(dir: &Path, name: &str, source: &str, link: bool) -> PathBuf {
+    let src = dir.join(format!("{name}.cpp"));
+    std::fs::write(&src, source).expect("write source");
+    let exe = dir.join(name);
+    let mut command = Command::new("clang++-16");
+    command
+        .args([
+            "-std=c++17",
+            "-O0",
+            "-g",
+            "-Wall",
+            "-Wno-deprecated-declarations",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe);
+    if link {
+        command.arg(staticlib()).args(["-ldl", "-lpthread", "-lm"]);
+    }
+    let output = command.output().expect("clang++-16 runs");
+    assert!(
+        output.status.success(),
+        "compiling {name} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    exe
+}
+
+/// Runs `exe` with `args` and environment `env`.
+pub fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(exe);
+    command.args(args).env_remove("CUDA_FLUX_CPU_THREADS");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("test program runs")
+}
+
+/// Asserts a successful run and returns its stdout.
+pub fn expect_success(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "status {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The prelude of every test program: a `CHECK(expr == expected)` that reports and exits 2.
+pub const PRELUDE: &str = r#"
+#include <cuda_runtime_api.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+
+static int failures = 0;
+#define EXPECT(cond) do { if (!(cond)) { std::printf("FAIL line %d: %s\n", __LINE__, #cond); failures++; } } while (0)
+#define EXPECT_CODE(call, code) do { cudaError_t e_ = (call); if (e_ != (code)) { \
+    std::printf("FAIL line %d: %s returned %d (%s), expected %d\n", __LINE__, #call, (int)e_, cudaGetErrorName(e_), (int)(code)); failures++; } } while (0)
+#define OK(call) EXPECT_CODE(call, cudaSuccess)
+"#;
