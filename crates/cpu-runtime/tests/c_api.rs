@@ -132,12 +132,7 @@ fn header_error_names() -> Vec<String> {
     let body = &body[..body.find("};").expect("end of enum")];
     body.lines()
         .map(str::trim_start)
-        .filter_map(|line| {
-            line.trim_start_matches(',')
-                .trim_start()
-                .split_whitespace()
-                .next()
-        })
+        .filter_map(|line| line.trim_start_matches(',').split_whitespace().next())
         .filter(|word| word.starts_with("cudaError") || *word == "cudaSuccess")
         .filter(|word| word.chars().all(|c| c.is_ascii_alphanumeric()))
         .filter(|word| *word != "cudaError")
