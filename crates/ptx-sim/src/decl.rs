@@ -159,11 +159,13 @@ pub(crate) fn parse_declaration(text: &str) -> Result<VarDecl, String> {
         return Err(format!("unexpected `{rest}` after the dimensions"));
     }
     let init = init_text.map(parse_initializer).transpose()?;
-    if open_ended {
+    let count = match (open_ended, &init) {
         // `name[] = {..}` takes its length from the initializer.
-        count = init.as_ref().map(|i| i.len() as u64);
-    }
-    let count = count.ok_or("array size overflows")?;
+        (true, Some(init)) => Some(init.len() as u64),
+        // `extern .shared x[]`: sized at launch.
+        (true, None) => None,
+        (false, _) => Some(count.ok_or("array size overflows")?),
+    };
     Ok(VarDecl {
         space,
         name,
@@ -171,11 +173,7 @@ pub(crate) fn parse_declaration(text: &str) -> Result<VarDecl, String> {
         element_bytes,
         scalar_bytes: type_bytes,
         element_kind,
-        count: if open_ended && init.is_none() {
-            None
-        } else {
-            Some(count)
-        },
+        count,
         external,
         init,
     })
@@ -205,6 +203,10 @@ fn parse_element(item: &str) -> Result<InitElement, String> {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$');
     if !starts_like_symbol || item.starts_with("0f") || item.starts_with("0d") {
+        if item.contains('(') {
+            // `0xFF(generic(sym))`: byte masks of an address, not supported.
+            return Err(format!("initializer `{item}`"));
+        }
         return Ok(InitElement::Literal(item.to_string()));
     }
     let (symbol_part, offset) = match item.rfind('+') {

@@ -1,0 +1,369 @@
+//! Real CUDA device code compiled by clang-16 (`tests/cuda/kernels.cu`), run through
+//! `Program::launch` and compared with Rust reference computations. One test also runs the
+//! kernel instrumented by `device-runtime` and checks the counters it produces.
+
+#[path = "../../ptx-lexer/tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use common::{config, launch, Arg, TestEnv};
+use ptx_sim::{LaunchConfig, Program, SimError};
+
+/// PTX of `tests/cuda/kernels.cu`, compiled once per test binary.
+fn kernels_ptx() -> &'static str {
+    static PTX: OnceLock<String> = OnceLock::new();
+    PTX.get_or_init(|| {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cuda/kernels.cu");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let out = dir.path().join("kernels.ptx");
+        support::compile(&source, support::Compiler::Clang, "sm_70", &out)
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::read_to_string(&out).expect("PTX written by clang")
+    })
+}
+
+fn program() -> &'static Program {
+    static PROGRAM: OnceLock<Program> = OnceLock::new();
+    PROGRAM.get_or_init(|| Program::load(kernels_ptx()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn loop_work(v: i32) -> i32 {
+    let mut acc = 0i32;
+    let trips = v % 23;
+    let mut j = 0;
+    while j < trips {
+        if (j ^ v) % 3 == 0 {
+            j += 1;
+            continue;
+        }
+        if acc > 400 + v % 100 {
+            break;
+        }
+        for k in 0..=j % 5 {
+            acc += ((j * k) ^ v) & 15;
+            if acc % 97 == 96 {
+                break;
+            }
+        }
+        j += 1;
+    }
+    let mut x = (v as u32).wrapping_add(1);
+    let mut steps = 0;
+    while x != 1 && steps < 150 {
+        x = if x & 1 == 1 {
+            x.wrapping_mul(3).wrapping_add(1)
+        } else {
+            x / 2
+        };
+        steps += 1;
+    }
+    let mut digits = 0;
+    let mut y = v;
+    loop {
+        digits += y % 10;
+        y /= 10;
+        if y == 0 {
+            break;
+        }
+    }
+    acc * 1000 + steps * 10 + digits % 10
+}
+
+fn loop_inputs(n: usize) -> Vec<i32> {
+    (0..n as i32).map(|i| (i * 7919 + 13) % 10007).collect()
+}
+
+#[test]
+fn loop_kernel_matches_reference() {
+    let n = 2000;
+    let env = TestEnv::default();
+    let mut input = loop_inputs(n);
+    let mut out = vec![0i32; n];
+    let (a, b) = (env.register(&mut input), env.register(&mut out));
+    launch(
+        program(),
+        "loops",
+        &config([(n as u32).div_ceil(64), 1, 1], [64, 1, 1], 2),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
+        &env,
+    )
+    .unwrap();
+    for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
+        assert_eq!(got, loop_work(v), "element {i} (input {v})");
+    }
+}
+
+#[test]
+fn shared_memory_tree_reduction() {
+    let n = 10_000usize;
+    let env = TestEnv::default();
+    let mut input: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 1001 - 500).collect();
+    let mut out = vec![0u64; 1];
+    let (a, b) = (env.register(&mut input), env.register(&mut out));
+    launch(
+        program(),
+        "block_reduce",
+        &config([(n as u32).div_ceil(256), 1, 1], [256, 1, 1], 2),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
+        &env,
+    )
+    .unwrap();
+    let expected: i64 = input.iter().map(|&v| i64::from(v)).sum();
+    assert_eq!(out[0] as i64, expected);
+}
+
+#[test]
+fn warp_shuffle_reduction_with_float_atomics() {
+    let n = 4096usize;
+    let env = TestEnv::default();
+    // Small integers: every partial sum is exact in f32, so order does not matter.
+    let mut input: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
+    let mut out = vec![0f32; 1];
+    let (a, b) = (env.register(&mut input), env.register(&mut out));
+    launch(
+        program(),
+        "warp_sum",
+        &config([(n as u32).div_ceil(128), 1, 1], [128, 1, 1], 2),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
+        &env,
+    )
+    .unwrap();
+    assert_eq!(out[0], input.iter().sum::<f32>());
+}
+
+#[test]
+fn switch_heavy_kernel() {
+    let n = 3000usize;
+    let env = TestEnv::default();
+    let mut input: Vec<i32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761) as i32 >> 7).collect();
+    let mut out = vec![0i32; n];
+    let (a, b) = (env.register(&mut input), env.register(&mut out));
+    launch(
+        program(),
+        "switchy",
+        &config([(n as u32).div_ceil(96), 1, 1], [96, 1, 1], 1),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
+        &env,
+    )
+    .unwrap();
+    for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
+        let want = match v & 15 {
+            0 => v.wrapping_mul(3),
+            1 => v ^ 0x55,
+            2 => v >> 2,
+            3 => v.wrapping_sub(7),
+            4 => v.wrapping_mul(v),
+            5 => !v,
+            6 => v / 3,
+            7 => v % 5,
+            8 => v.wrapping_add(100),
+            9 => v << 3,
+            10 => v.wrapping_neg(),
+            11 => v & 0xF0,
+            _ => 1,
+        };
+        assert_eq!(got, want, "element {i} (input {v})");
+    }
+}
+
+#[test]
+fn shared_memory_transpose_with_2d_blocks() {
+    let (w, h) = (70usize, 45usize);
+    let env = TestEnv::default();
+    let mut input: Vec<f32> = (0..w * h).map(|i| i as f32).collect();
+    let mut out = vec![-1f32; w * h];
+    let (a, b) = (env.register(&mut input), env.register(&mut out));
+    launch(
+        program(),
+        "transpose",
+        &config([(w as u32).div_ceil(32), (h as u32).div_ceil(32), 1], [32, 8, 1], 2),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(w as u32), Arg::U32(h as u32)],
+        &env,
+    )
+    .unwrap();
+    for y in 0..h {
+        for x in 0..w {
+            assert_eq!(out[x * h + y], input[y * w + x], "({x}, {y})");
+        }
+    }
+}
+
+#[test]
+fn recursive_device_function() {
+    let env = TestEnv::default();
+    let mut out = vec![0i32; 64];
+    let a = env.register(&mut out);
+    launch(program(), "fibs", &config([1, 1, 1], [64, 1, 1], 1), &[Arg::U64(a)], &env).unwrap();
+    let fib = |n: i32| {
+        let (mut a, mut b) = (0, 1);
+        for _ in 0..n {
+            (a, b) = (b, a + b);
+        }
+        a
+    };
+    for (i, &v) in out.iter().enumerate() {
+        assert_eq!(v, fib(i as i32 % 12), "thread {i}");
+    }
+}
+
+#[test]
+fn device_assert_reports_file_line_and_thread() {
+    let env = TestEnv::default();
+    let mut data = vec![1i32; 32];
+    data[5] = -1;
+    let a = env.register(&mut data);
+    let err = launch(program(), "checks", &config([1, 1, 1], [32, 1, 1], 1), &[Arg::U64(a)], &env)
+        .unwrap_err();
+    match err {
+        SimError::Assertion(message) => {
+            assert!(message.contains("kernels.cu"), "{message}");
+            assert!(message.contains("thread: [5,0,0]"), "{message}");
+            assert!(message.contains("data[threadIdx.x] >= 0"), "{message}");
+        }
+        other => panic!("expected an assertion, got {other}"),
+    }
+    data[5] = 3;
+    launch(program(), "checks", &config([1, 1, 1], [32, 1, 1], 1), &[Arg::U64(a)], &env).unwrap();
+}
+
+#[test]
+fn matrix_multiply() {
+    let n = 24usize;
+    let env = TestEnv::default();
+    let mut a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut b: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 * 0.5).collect();
+    let mut c = vec![0f32; n * n];
+    let (pa, pb, pc) = (env.register(&mut a), env.register(&mut b), env.register(&mut c));
+    launch(
+        program(),
+        "matmul",
+        &config([2, 2, 1], [16, 16, 1], 2),
+        &[Arg::U64(pa), Arg::U64(pb), Arg::U64(pc), Arg::U32(n as u32)],
+        &env,
+    )
+    .unwrap();
+    for row in 0..n {
+        for col in 0..n {
+            // Same summation order as the kernel, with fused multiply-add as clang emits.
+            let mut acc = 0f32;
+            for k in 0..n {
+                acc = a[row * n + k].mul_add(b[k * n + col], acc);
+            }
+            assert_eq!(c[row * n + col], acc, "({row}, {col})");
+        }
+    }
+}
+
+#[test]
+fn dynamic_shared_memory() {
+    let env = TestEnv::default();
+    let mut out = vec![0i32; 100];
+    let a = env.register(&mut out);
+    let mut cfg = config([1, 1, 1], [100, 1, 1], 1);
+    cfg.dynamic_shared_bytes = 400;
+    launch(program(), "dyn_shared", &cfg, &[Arg::U64(a)], &env).unwrap();
+    for (i, &v) in out.iter().enumerate() {
+        assert_eq!(v, 2 * (99 - i as i32));
+    }
+    // Too little dynamic shared memory for 100 ints: the access leaves the window.
+    cfg.dynamic_shared_bytes = 200;
+    let err = launch(program(), "dyn_shared", &cfg, &[Arg::U64(a)], &env).unwrap_err();
+    assert!(matches!(err, SimError::InvalidAddress { space: "shared", .. }), "{err}");
+}
+
+#[test]
+fn double_precision_with_a_double_parameter() {
+    let n = 300usize;
+    let env = TestEnv::default();
+    let mut x: Vec<f64> = (0..n).map(|i| i as f64 * 0.25).collect();
+    let mut y: Vec<f64> = (0..n).map(|i| 1.0 / (i + 1) as f64).collect();
+    let expected: Vec<f64> = x.iter().zip(&y).map(|(x, y)| 1.5f64.mul_add(*x, *y)).collect();
+    let (px, py) = (env.register(&mut x), env.register(&mut y));
+    launch(
+        program(),
+        "saxpy_d",
+        &config([3, 1, 1], [128, 1, 1], 1),
+        &[
+            Arg::U64(px),
+            Arg::U64(py),
+            Arg::Bytes(1.5f64.to_le_bytes().to_vec()),
+            Arg::U32(n as u32),
+        ],
+        &env,
+    )
+    .unwrap();
+    assert_eq!(y, expected);
+}
+
+#[test]
+fn unregistered_memory_is_rejected() {
+    let env = TestEnv::default();
+    let mut input = loop_inputs(64);
+    let mut out = vec![0i32; 64];
+    let a = env.register(&mut input);
+    let b = out.as_mut_ptr() as u64; // not registered
+    let err = launch(
+        program(),
+        "loops",
+        &config([1, 1, 1], [64, 1, 1], 1),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(64)],
+        &env,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, SimError::InvalidAddress { space: "global", address, .. } if address == b),
+        "{err}"
+    );
+    assert!(out.iter().all(|&v| v == 0));
+}
+
+/// The instrumented kernel (what cuda-flux runs): results unchanged, and the counters of the
+/// entry block count every thread and warp once.
+#[test]
+fn instrumented_kernel_counts_threads_and_warps() {
+    let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
+    let results = device_runtime::instrument_module(&mut module);
+    let loops = results.iter().find(|r| r.kernel == "loops").unwrap();
+    let clone = loops.clone.clone().expect("loops is instrumented");
+    let blocks = loops.blocks.len();
+    let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
+    let n = 1000usize;
+    let threads_per_cta = 64u32;
+    let ctas = (n as u32).div_ceil(threads_per_cta);
+    let env = TestEnv::default();
+    let mut input = loop_inputs(n);
+    let mut out = vec![0i32; n];
+    let mut counters = vec![0u64; blocks * 2];
+    let (a, b, c) = (
+        env.register(&mut input),
+        env.register(&mut out),
+        env.register(&mut counters),
+    );
+    let cfg = LaunchConfig {
+        grid: [ctas, 1, 1],
+        block: [threads_per_cta, 1, 1],
+        dynamic_shared_bytes: 0,
+        workers: 2,
+    };
+    launch(
+        &program,
+        &clone,
+        &cfg,
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32), Arg::U64(c), Arg::U32(1)],
+        &env,
+    )
+    .unwrap();
+    for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
+        assert_eq!(got, loop_work(v), "element {i}");
+    }
+    let launched = u64::from(ctas * threads_per_cta);
+    assert_eq!(counters[0], launched, "entry block threads");
+    assert_eq!(counters[1], u64::from(ctas * 2), "entry block warps");
+    // The block after `if (i < n)` runs for exactly n threads.
+    assert_eq!(counters[2], n as u64, "in-range block threads");
+    assert!(counters.chunks(2).all(|c| c[1] <= c[0]), "warps never exceed threads");
+}
