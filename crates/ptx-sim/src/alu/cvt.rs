@@ -163,7 +163,7 @@ impl CvtOp {
                 if let Some(r) = self.irnd {
                     x = integral(x, r);
                 }
-                self.float_out(fd, fd.from_f64(x, self.frnd))
+                self.float_out(fd, fd.round_f64(x, self.frnd))
             }
         }
     }
@@ -193,7 +193,7 @@ impl CvtOp {
         if self.sat {
             let x = f.to_f64(bits);
             bits = if x > 1.0 {
-                f.from_f64(1.0, Rnd::Rn)
+                f.round_f64(1.0, Rnd::Rn)
             } else if x > 0.0 {
                 bits
             } else {
@@ -229,7 +229,7 @@ pub(crate) fn pack(bf16: bool, rnd: Rnd, relu: bool, a: u64, b: u64) -> u64 {
     let fmt = if bf16 { BFLOAT } else { HALF };
     let conv = |v: u64| {
         let x = f32::from_bits(v as u32) as f64;
-        let bits = fmt.from_f64(x, rnd);
+        let bits = fmt.round_f64(x, rnd);
         if fmt.is_nan(bits) {
             fmt.canonical_nan()
         } else if relu && bits & fmt.sign_bit() != 0 {

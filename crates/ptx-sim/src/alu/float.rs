@@ -87,17 +87,17 @@ impl FCmp {
         let unordered = x.is_nan() || y.is_nan();
         match self {
             FCmp::Eq => x == y,
-            FCmp::Ne => x < y || x > y,
+            FCmp::Ne => !unordered && x != y,
             FCmp::Lt => x < y,
             FCmp::Le => x <= y,
             FCmp::Gt => x > y,
             FCmp::Ge => x >= y,
             FCmp::Equ => unordered || x == y,
             FCmp::Neu => x != y,
-            FCmp::Ltu => !(x >= y),
-            FCmp::Leu => !(x > y),
-            FCmp::Gtu => !(x <= y),
-            FCmp::Geu => !(x < y),
+            FCmp::Ltu => unordered || x < y,
+            FCmp::Leu => unordered || x <= y,
+            FCmp::Gtu => unordered || x > y,
+            FCmp::Geu => unordered || x >= y,
             FCmp::Num => !unordered,
             FCmp::Nan => unordered,
         }
@@ -374,7 +374,7 @@ fn half_arith(op: HalfOp, a: u16, b: u16, c: u16, ftz: bool, sat: bool) -> u16 {
             HalfOp::Mul => x * y,
             HalfOp::Fma => x.mul_add(y, z),
         };
-        HALF.from_f64(r, Rnd::Rn) as u16
+        HALF.round_f64(r, Rnd::Rn) as u16
     } else {
         let (fa, fb) = (half_fixed(a), half_fixed(b));
         let (sum, exp) = match op {
@@ -410,7 +410,7 @@ fn half_arith(op: HalfOp, a: u16, b: u16, c: u16, ftz: bool, sat: bool) -> u16 {
             HALF.canonical_nan() as u16
         }
     } else if sat {
-        HALF.from_f64(saturate(HALF.to_f64(bits as u64)), Rnd::Rn) as u16
+        HALF.round_f64(saturate(HALF.to_f64(bits as u64)), Rnd::Rn) as u16
     } else {
         bits
     };
@@ -422,7 +422,7 @@ mod tests {
     use super::*;
 
     fn h(x: f32) -> u16 {
-        HALF.from_f64(x as f64, Rnd::Rn) as u16
+        HALF.round_f64(x as f64, Rnd::Rn) as u16
     }
 
     #[test]

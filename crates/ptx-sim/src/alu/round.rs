@@ -126,7 +126,7 @@ impl Format {
     }
 
     /// Rounds an f64 into this format (f64 NaN → canonical NaN).
-    pub fn from_f64(self, x: f64, rnd: Rnd) -> u64 {
+    pub fn round_f64(self, x: f64, rnd: Rnd) -> u64 {
         if x.is_nan() {
             return self.canonical_nan();
         }
@@ -477,7 +477,7 @@ mod tests {
         ];
         for x in samples {
             assert_eq!(
-                SINGLE.from_f64(x, Rnd::Rn) as u32,
+                SINGLE.round_f64(x, Rnd::Rn) as u32,
                 (x as f32).to_bits(),
                 "{x:e}"
             );
@@ -487,32 +487,32 @@ mod tests {
     #[test]
     fn round_exact_directed_brackets() {
         let x = 0.1f64; // not representable in f32
-        let rn = f32::from_bits(SINGLE.from_f64(x, Rnd::Rn) as u32);
-        let rz = f32::from_bits(SINGLE.from_f64(x, Rnd::Rz) as u32);
-        let rm = f32::from_bits(SINGLE.from_f64(x, Rnd::Rm) as u32);
-        let rp = f32::from_bits(SINGLE.from_f64(x, Rnd::Rp) as u32);
+        let rn = f32::from_bits(SINGLE.round_f64(x, Rnd::Rn) as u32);
+        let rz = f32::from_bits(SINGLE.round_f64(x, Rnd::Rz) as u32);
+        let rm = f32::from_bits(SINGLE.round_f64(x, Rnd::Rm) as u32);
+        let rp = f32::from_bits(SINGLE.round_f64(x, Rnd::Rp) as u32);
         assert!((rm as f64) < x && x < rp as f64);
         assert_eq!(rz, rm);
         assert_eq!(rp.to_bits() - rm.to_bits(), 1);
         assert!(rn == rm || rn == rp);
         // Overflow: toward zero gives MAX, away gives infinity.
-        assert_eq!(SINGLE.from_f64(1e39, Rnd::Rz) as u32, f32::MAX.to_bits());
+        assert_eq!(SINGLE.round_f64(1e39, Rnd::Rz) as u32, f32::MAX.to_bits());
         assert_eq!(
-            SINGLE.from_f64(1e39, Rnd::Rp) as u32,
+            SINGLE.round_f64(1e39, Rnd::Rp) as u32,
             f32::INFINITY.to_bits()
         );
         assert_eq!(
-            SINGLE.from_f64(-1e39, Rnd::Rp) as u32,
+            SINGLE.round_f64(-1e39, Rnd::Rp) as u32,
             (-f32::MAX).to_bits()
         );
         assert_eq!(
-            SINGLE.from_f64(-1e39, Rnd::Rm) as u32,
+            SINGLE.round_f64(-1e39, Rnd::Rm) as u32,
             f32::NEG_INFINITY.to_bits()
         );
         // Underflow: a tiny positive value rounds up to the least subnormal under .rp.
-        assert_eq!(SINGLE.from_f64(1e-300, Rnd::Rp), 1);
-        assert_eq!(SINGLE.from_f64(1e-300, Rnd::Rz), 0);
-        assert_eq!(SINGLE.from_f64(-1e-300, Rnd::Rm), 0x8000_0001);
+        assert_eq!(SINGLE.round_f64(1e-300, Rnd::Rp), 1);
+        assert_eq!(SINGLE.round_f64(1e-300, Rnd::Rz), 0);
+        assert_eq!(SINGLE.round_f64(-1e-300, Rnd::Rm), 0x8000_0001);
     }
 
     #[test]
