@@ -21,23 +21,60 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Builds `project` with `make NVCC=nvcc_command` in a fresh copy; returns the copy's path.
 fn make(project: &str, nvcc_command: &str, dir: &Path) -> std::path::PathBuf {
+    make_with(project, &format!("NVCC={nvcc_command}"), dir, &[]).0
+}
+
+/// Builds `project` with `make assignment` (e.g. `CUDA_DIR=...`) and `env` in a fresh copy;
+/// returns the copy's path and make's stderr.
+fn make_with(
+    project: &str,
+    assignment: &str,
+    dir: &Path,
+    env: &[(&str, &Path)],
+) -> (std::path::PathBuf, String) {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/nvcc-projects")
         .join(project);
     let copy = dir.join(project);
     copy_dir(&source, &copy);
     let output = Command::new("make")
-        .arg(format!("NVCC={nvcc_command}"))
+        .arg(assignment)
+        .envs(env.iter().copied())
         .current_dir(&copy)
         .output()
         .expect("make runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "{project} with {nvcc_command}:\n{}{}",
+        "{project} with {assignment}:\n{}{stderr}",
         String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
     );
-    copy
+    (copy, stderr)
+}
+
+/// Whether `binary` carries a counting clone (`<kernel>__cf`) in its SASS.
+fn has_counting_clone(binary: &Path) -> bool {
+    let sass = Command::new("cuobjdump")
+        .arg("-sass")
+        .arg(binary)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sass.stdout).contains("__cf\n")
+}
+
+/// The line a project prints as its verdict: `result: ...`, or the CUDA error without a GPU.
+fn verdict(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with("result:") || l.starts_with("CUDA error"))
+        .map(String::from)
+}
+
+/// Call sites (`call`/`invoke`) of `function` in textual IR.
+fn call_sites(ir: &str, function: &str) -> usize {
+    let callee = format!("@{function}(");
+    ir.lines()
+        .filter(|l| l.contains(&callee) && (l.contains(" call ") || l.contains(" invoke ")))
+        .count()
 }
 
 fn run(app: &Path) -> (Option<i32>, String) {
@@ -52,33 +89,177 @@ fn run(app: &Path) -> (Option<i32>, String) {
 #[test]
 fn makefile_projects_build_unmodified() {
     let nvcc_driver = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
-    for project in ["shims", "gencode"] {
+    for project in ["shims", "gencode", "chevrons"] {
         let dir = tempfile::tempdir().unwrap();
         let reference = make(project, "nvcc", &dir.path().join("nvcc"));
-        let instrumented = make(project, nvcc_driver, &dir.path().join("cuda-flux"));
-        let sass = Command::new("cuobjdump")
-            .arg("-sass")
-            .arg(instrumented.join("app"))
-            .output()
-            .unwrap();
-        let sass = String::from_utf8_lossy(&sass.stdout);
+        let (instrumented, stderr) = make_with(
+            project,
+            &format!("NVCC={nvcc_driver}"),
+            &dir.path().join("cuda-flux"),
+            &[],
+        );
         assert!(
-            sass.contains("__cf\n"),
+            has_counting_clone(&instrumented.join("app")),
             "{project}: no counting clone in the binary"
         );
+        // shims builds three objects and links for sm_35: one note for the whole build.
+        if project == "shims" {
+            assert_eq!(
+                stderr.matches("not supported by this toolchain").count(),
+                1,
+                "{project}: the note is printed once per build:\n{stderr}"
+            );
+        }
         let (reference_status, reference_text) = run(&reference.join("app"));
         let (status, text) = run(&instrumented.join("app"));
-        let result = |t: &str| {
-            t.lines()
-                .find(|l| l.starts_with("result:") || l.starts_with("CUDA error"))
-                .map(String::from)
-        };
         assert_eq!(
-            (status, result(&text)),
-            (reference_status, result(&reference_text)),
+            (status, verdict(&text)),
+            (reference_status, verdict(&reference_text)),
             "{project}: the instrumented build behaves unlike the nvcc build"
         );
     }
+}
+
+/// Spaced chevrons (`<< <`, `>> >`) build as launches, in the source and in a file it includes;
+/// strings, comments, `operator<< <T>` and `>> >` closing templates are untouched; `__FILE__`,
+/// `__LINE__` and the dependency file name the original source.
+#[test]
+fn spaced_launch_chevrons_are_instrumented_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("keep");
+    let reference = make("chevrons", "nvcc", &dir.path().join("nvcc"));
+    let (instrumented, _) = make_with(
+        "chevrons",
+        &format!("NVCC={}", env!("CARGO_BIN_EXE_cuda-flux-nvcc")),
+        &dir.path().join("cuda-flux"),
+        &[("CUDA_FLUX_KEEP", &keep)],
+    );
+    assert!(has_counting_clone(&instrumented.join("app")));
+    // Three launch expressions (two in main.cu, one in launch.cuh), each routed to the runtime.
+    let original = Command::new("llvm-dis-16")
+        .arg(keep.join("0-main.host.bc"))
+        .args(["-o", "-"])
+        .output()
+        .expect("llvm-dis-16 runs (scripts/setup.sh installs it)");
+    let original = String::from_utf8_lossy(&original.stdout);
+    let routed = std::fs::read_to_string(keep.join("0-main.host.instrumented.ll")).unwrap();
+    assert_eq!(call_sites(&original, "__cudaPushCallConfiguration"), 3);
+    let launches = call_sites(&original, "cudaLaunchKernel");
+    assert!(launches > 0);
+    assert_eq!(call_sites(&routed, "cudaLaunchKernel"), 0);
+    assert_eq!(call_sites(&routed, "__cuda_flux_launch_kernel"), launches);
+    // What the program prints before any CUDA call is the same as nvcc's build prints.
+    let (_, reference_text) = run(&reference.join("app"));
+    let (_, text) = run(&instrumented.join("app"));
+    let before_cuda = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.starts_with("text:") || l.starts_with("file:") || l.starts_with("box:"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(before_cuda(&text), before_cuda(&reference_text));
+    assert!(text.contains("text: scale<< <1, 1>> >(d)"), "{text}");
+    assert!(text.contains("file: main.cu line: 29"), "{text}");
+    let deps = std::fs::read_to_string(instrumented.join("main.d")).unwrap();
+    assert!(deps.starts_with("main.o: main.cu"), "{deps}");
+    assert!(!deps.contains("cuda-flux-"), "{deps}");
+}
+
+/// A Makefile that takes the toolkit's directory (`CUDA_DIR`), runs `nvcc -cuda`, and links
+/// with gcc and `-lcudart`: pointed at `cuda-flux-nvcc --cuda-flux-prefix`, it builds the
+/// program instrumented.
+#[test]
+fn cuda_dir_prefix_builds_gcc_linked_programs() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    // Reference: a toolkit directory whose bin/nvcc is the real one (cudart from the default
+    // library path).
+    let nvcc_dir = dir.path().join("nvcc-toolkit");
+    std::fs::create_dir_all(nvcc_dir.join("bin")).unwrap();
+    let nvcc = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("nvcc"))
+        .find(|p| p.is_file())
+        .expect("nvcc in PATH");
+    symlink(&nvcc, nvcc_dir.join("bin/nvcc")).unwrap();
+    let (reference, _) = make_with(
+        "cudadir",
+        &format!("CUDA_DIR={}", nvcc_dir.display()),
+        &dir.path().join("nvcc"),
+        &[],
+    );
+    let prefix = dir.path().join("cuda-flux-toolkit");
+    let status = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+        .arg(format!("--cuda-flux-prefix={}", prefix.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (instrumented, stderr) = make_with(
+        "cudadir",
+        &format!("CUDA_DIR={}", prefix.display()),
+        &dir.path().join("cuda-flux"),
+        &[],
+    );
+    assert!(
+        instrumented.join("kernel.cu.cpp.ii").exists(),
+        "-cuda writes the preprocessed host side"
+    );
+    assert!(has_counting_clone(&instrumented.join("app")), "{stderr}");
+    let symbols = Command::new("nm")
+        .arg(instrumented.join("app"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&symbols.stdout).contains("__cuda_flux_launch_kernel"),
+        "gcc's -lcudart linked the cuda-flux runtime"
+    );
+    let (reference_status, reference_text) = run(&reference.join("app"));
+    let (status, text) = run(&instrumented.join("app"));
+    assert_eq!(
+        (status, verdict(&text)),
+        (reference_status, verdict(&reference_text))
+    );
+}
+
+/// `-dryrun` lists the build's commands and in-process steps and runs none of them.
+#[test]
+fn dryrun_prints_commands_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("k.cu");
+    std::fs::write(
+        &source,
+        "__global__ void k(int *p) { *p = 1; }\nint main() { k<< <1, 1>> >(nullptr); }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+        .args(["-dryrun", "-O2", "-arch=sm_80", "k.cu", "-o", "app"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let commands: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('#')).collect();
+    // Device compile, ptxas, fatbinary, host compile, link.
+    assert_eq!(commands.len(), 5, "{stdout}");
+    assert!(commands[0].contains("--cuda-device-only") && commands[0].contains("sm_80"));
+    assert!(commands[1].starts_with("ptxas") || commands[1].contains("/ptxas "));
+    assert!(commands[2].contains("fatbinary"));
+    assert!(commands[3].contains("--cuda-host-only"));
+    assert!(commands[4].ends_with("-o app"), "{stdout}");
+    // The chevron rewrite, the instrumentation and the host pass are in-process steps.
+    for step in ["spaced chevrons", "instrument", "host pass"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("# ") && l.contains(step)),
+            "{step}: {stdout}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["k.cu"], "nothing written next to the source");
 }
 
 #[test]

@@ -3,13 +3,13 @@
 
 use std::process::ExitCode;
 
-use wrapper::driver::nvcc::{parse_nvcc, NvccInvocation};
+use wrapper::driver::nvcc::{once_per_build, parse_nvcc, write_prefix, NvccInvocation};
 use wrapper::driver::{Driver, StepFailed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let extra_archs = std::env::var("CUDA_FLUX_ARCH").ok();
-    let (args, notes) = match parse_nvcc(&args, extra_archs.as_deref()) {
+    let (args, notes, dry_run) = match parse_nvcc(&args, extra_archs.as_deref()) {
         Ok(NvccInvocation::Version) => {
             // Makefiles read nvcc's version from its last lines: say what the pipeline is.
             println!(
@@ -19,16 +19,43 @@ fn main() -> ExitCode {
             );
             return ExitCode::SUCCESS;
         }
-        Ok(NvccInvocation::Build { args, notes }) => (args, notes),
+        Ok(NvccInvocation::Prefix(dir)) => {
+            return match write_prefix(&dir) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("cuda-flux-nvcc: error: {error:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(NvccInvocation::Preprocess { args, output }) => {
+            let result = Driver::new(*args)
+                .and_then(Driver::rewrite_spaced_chevrons)
+                .and_then(|driver| driver.preprocess(&output));
+            return finish(result);
+        }
+        Ok(NvccInvocation::Build {
+            args,
+            notes,
+            dry_run,
+        }) => (args, notes, dry_run),
         Err(error) => {
             eprintln!("cuda-flux-nvcc: error: {error}");
             return ExitCode::from(2);
         }
     };
-    for note in notes {
+    for note in once_per_build(notes) {
         eprintln!("cuda-flux-nvcc: note: {note}");
     }
-    match Driver::new(*args).and_then(|driver| driver.build()) {
+    let driver = Driver::new(*args)
+        .map(|driver| if dry_run { driver.dry_run() } else { driver })
+        .and_then(Driver::rewrite_spaced_chevrons);
+    finish(driver.and_then(|driver| driver.build()))
+}
+
+/// The exit status of a build: a failed step's own status (its output said why), or one line.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(StepFailed(code)) = error.downcast_ref::<StepFailed>() {

@@ -11,6 +11,7 @@
 //! code and is reported (one warning at build time, `"instrumented": false` in the profile).
 
 pub mod args;
+pub mod chevrons;
 pub mod nvcc;
 
 use std::path::{Path, PathBuf};
@@ -123,6 +124,11 @@ pub struct Driver {
     prelude: Option<PathBuf>,
     /// Where the program's kernels will run.
     target: Target,
+    /// A clang VFS overlay serving rewritten sources under their own paths (cuda-flux-nvcc's
+    /// spaced-chevron shim, `chevrons.rs`).
+    overlay: Option<PathBuf>,
+    /// Print the commands instead of running them (cuda-flux-nvcc's `-dryrun`).
+    dry_run: bool,
 }
 
 fn quote(arg: &str) -> String {
@@ -196,30 +202,48 @@ impl Driver {
             work,
             prelude,
             target,
+            overlay: None,
+            dry_run: false,
         })
     }
 
+    /// Prints every command (one per line, shell-quoted, on stdout) and every in-process step
+    /// (`# ...`, a shell comment) instead of running them: the output reads as a script.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
     fn verbose(&self, message: impl std::fmt::Display) {
-        if self.args.verbose {
+        if self.dry_run {
+            println!("# {message}");
+        } else if self.args.verbose {
             eprintln!("cuda-flux: {message}");
         }
     }
 
     /// With `-v`, prints `command` as a shell would take it.
     fn show(&self, command: &Command) {
-        if self.args.verbose {
+        if self.args.verbose || self.dry_run {
             let mut line = quote(&command.get_program().to_string_lossy());
             for arg in command.get_args() {
                 line.push(' ');
                 line.push_str(&quote(&arg.to_string_lossy()));
             }
-            eprintln!("cuda-flux: {line}");
+            if self.dry_run {
+                println!("{line}");
+            } else {
+                eprintln!("cuda-flux: {line}");
+            }
         }
     }
 
     /// Runs an external command; a failure ends the build with its status.
     fn run(&self, command: &mut Command) -> Result<()> {
         self.show(command);
+        if self.dry_run {
+            return Ok(());
+        }
         let status = command
             .status()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
@@ -233,6 +257,9 @@ impl Driver {
     /// Runs a command whose failure the driver handles itself; returns its stderr on failure.
     fn try_run(&self, command: &mut Command) -> Result<std::result::Result<(), String>> {
         self.show(command);
+        if self.dry_run {
+            return Ok(Ok(()));
+        }
         let output = command
             .output()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
@@ -257,6 +284,9 @@ impl Driver {
         command.args(&self.args.flags);
         if let Some(prelude) = &self.prelude {
             command.arg("-include").arg(prelude);
+        }
+        if let Some(overlay) = &self.overlay {
+            command.arg("-ivfsoverlay").arg(overlay);
         }
         command
     }
@@ -358,6 +388,9 @@ impl Driver {
             registrations.len(),
             object.display()
         ));
+        if self.dry_run {
+            return Ok(());
+        }
         let context = Context::create();
         let outcome = cuda_flux_pass::read_module(&context, &host_ir)
             .map_err(anyhow::Error::from)
@@ -418,6 +451,10 @@ impl Driver {
     /// architecture, which the CPU runtime hands to the PTX interpreter.
     fn cpu_image(&self, stem: &str, builds: &[ArchBuild]) -> Result<PathBuf> {
         let path = self.work.path().join(format!("{stem}.cpuimage"));
+        if self.dry_run {
+            self.verbose(format!("[in process] CPU image -> {}", path.display()));
+            return Ok(path);
+        }
         let images = builds
             .iter()
             .map(|build| {
@@ -500,10 +537,28 @@ impl Driver {
         }
         command.arg(source).arg("-o").arg(&original);
         self.run(&mut command)?;
+        let cubin = dir.join(format!("{stem}.{arch}.cubin"));
+        if self.dry_run {
+            // Nothing to read: show the steps that the PTX would go through.
+            let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
+            self.verbose(format!(
+                "[in process] instrument {} -> {}",
+                original.display(),
+                instrumented.display()
+            ));
+            if self.target == Target::Gpu {
+                self.run(&mut self.ptxas(arch, &instrumented, &cubin))?;
+            }
+            return Ok(ArchBuild {
+                arch: arch.to_string(),
+                cubin,
+                ptx: instrumented,
+                kernels: Vec::new(),
+            });
+        }
 
         let text = std::fs::read_to_string(&original)
             .with_context(|| format!("cannot read {}", original.display()))?;
-        let cubin = dir.join(format!("{stem}.{arch}.cubin"));
         let mut module = match ptx_lexer::parse(text) {
             Ok(module) => module,
             Err(error) => {

@@ -7,13 +7,17 @@
 //!   `-Wno-reserved-user-defined-literal` (`"text"MACRO` reads as a literal then a macro, as with
 //!   nvcc, instead of an error);
 //! - device code optimised at `-O3` unless `-O`/`-G` says otherwise, as nvcc does;
-//! - architectures the toolchain no longer supports map to the oldest supported one, with one note.
+//! - architectures the toolchain no longer supports map to the oldest supported one, with one note
+//!   per build (`once_per_build`);
+//! - launch chevrons written with spaces (`<< <`, `>> >`) are joined (`chevrons.rs`).
 
-use std::path::PathBuf;
+use std::hash::Hasher as _;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
 use super::args::{is_cudart, DriverArgs, Input, InputKind, OptLevel, Target};
+use super::Driver;
 
 /// The compatibility prelude force-included before every CUDA source.
 pub const PRELUDE: &str = include_str!("../../include/cuda_flux_nvcc.h");
@@ -24,13 +28,33 @@ pub const OLDEST_ARCH: u32 = 50;
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NvccInvocation {
-    /// Build (compile and/or link) with the driver; `notes` go to stderr once.
+    /// Build (compile and/or link) with the driver; `notes` go to stderr once per build.
     Build {
         args: Box<DriverArgs>,
         notes: Vec<String>,
+        /// `-dryrun`: print the commands, run nothing.
+        dry_run: bool,
     },
     /// `--version`.
     Version,
+    /// `-E` (to `output`, or stdout) and `-cuda` (to `<source>.cpp.ii`): the host side of each
+    /// CUDA source, preprocessed by clang (what nvcc's front end would compile).
+    Preprocess {
+        args: Box<DriverArgs>,
+        output: PreprocessOutput,
+    },
+    /// `--cuda-flux-prefix=DIR`: write a CUDA-like directory for Makefiles that take the whole
+    /// toolkit's location (`CUDA_DIR=DIR`), see `write_prefix`.
+    Prefix(PathBuf),
+}
+
+/// Where `Preprocess` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreprocessOutput {
+    /// `-E`: `-o` or stdout.
+    Stdout,
+    /// `-cuda`: `<source file name>.cpp.ii` in the current directory, or `-o`.
+    CppIi,
 }
 
 /// A command line cuda-flux-nvcc cannot honour: one line naming the problem.
@@ -124,6 +148,8 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
     let mut notes = Vec::new();
     let mut language: Option<InputKind> = None;
     let mut optimisation_given = false;
+    let mut dry_run = false;
+    let mut preprocess = None;
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].clone();
@@ -311,6 +337,10 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 })?);
             }
             "-v" | "--verbose" => parsed.verbose = true,
+            "-dryrun" | "--dryrun" => dry_run = true,
+            "-E" | "--preprocess" => preprocess = Some(PreprocessOutput::Stdout),
+            "-cuda" | "--cuda" => preprocess = Some(PreprocessOutput::CppIi),
+            "--cuda-flux-prefix" => return Ok(NvccInvocation::Prefix(PathBuf::from(value()?))),
             "-keep" | "--keep" => parsed.keep = Some(PathBuf::from(".")),
             "-keep-dir" | "--keep-dir" => parsed.keep = Some(PathBuf::from(value()?)),
             "--version" | "-V" => return Ok(NvccInvocation::Version),
@@ -318,8 +348,7 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 return Err(NvccError::Unsupported(arg, "only 64-bit code is built"))
             }
             "--machine" => {}
-            "-cuda" | "--cuda" | "-ptx" | "--ptx" | "-cubin" | "--cubin" | "-fatbin"
-            | "--fatbin" | "-E" | "--preprocess" | "-dryrun" | "--dryrun" | "-lib" | "--lib"
+            "-ptx" | "--ptx" | "-cubin" | "--cubin" | "-fatbin" | "--fatbin" | "-lib" | "--lib"
             | "-dlink" | "--device-link" => {
                 return Err(NvccError::Unsupported(
                     arg,
@@ -376,6 +405,7 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         ));
     }
     parsed.archs = archs.list;
+    name_dependency_output(&mut parsed);
     if !optimisation_given {
         // nvcc optimises device code by default.
         parsed.device_opt_level = Some(OptLevel::O3);
@@ -384,10 +414,311 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         .flags
         .extend(["-Wno-c++11-narrowing", "-Wno-reserved-user-defined-literal"].map(String::from));
     parsed.prelude = Some(PRELUDE);
+    if let Some(output) = preprocess {
+        return Ok(NvccInvocation::Preprocess {
+            args: Box::new(parsed),
+            output,
+        });
+    }
     Ok(NvccInvocation::Build {
         args: Box::new(parsed),
         notes,
+        dry_run,
     })
+}
+
+impl Driver {
+    /// nvcc's `-E` and `-cuda`: the host side of each CUDA source preprocessed (spaced chevrons
+    /// joined, prelude included, as the build would compile it). Host sources are preprocessed
+    /// as C++. Nothing is instrumented: this output is for reading, or for a compiler check.
+    pub fn preprocess(&self, output: &PreprocessOutput) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        for input in self
+            .args
+            .inputs
+            .iter()
+            .filter(|i| i.kind != InputKind::Link)
+        {
+            let mut command = if input.kind == InputKind::Cuda {
+                let mut command = self.clang_cuda();
+                command.arg("--cuda-host-only");
+                for arch in &self.args.archs {
+                    command.arg(format!("--cuda-gpu-arch={arch}"));
+                }
+                command
+            } else {
+                let mut command = std::process::Command::new(&self.tools.clang);
+                command.arg("-Qunused-arguments").args(&self.args.flags);
+                command
+            };
+            command
+                .arg("-E")
+                .args(&self.args.host_flags)
+                .arg(&input.path);
+            let target = match (output, &self.args.output) {
+                (_, Some(path)) => Some(path.clone()),
+                (PreprocessOutput::Stdout, None) => None,
+                (PreprocessOutput::CppIi, None) => {
+                    let name = input.path.file_name().unwrap_or_default().to_string_lossy();
+                    Some(PathBuf::from(format!("{name}.cpp.ii")))
+                }
+            };
+            if let Some(target) = target {
+                command.arg("-o").arg(target);
+            }
+            self.run(&mut command)
+                .with_context(|| format!("preprocessing {}", input.path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `dir` as a stand-in for a CUDA toolkit directory, for Makefiles that take the
+/// toolkit's location rather than the compiler (`CUDA_DIR=dir`, `CUDA_PATH=dir`) and that link
+/// with gcc/g++ and `-L$(CUDA_DIR)/lib64 -lcudart` instead of nvcc:
+/// - `bin/nvcc` is cuda-flux-nvcc; `bin/ptxas`, `bin/fatbinary` the toolkit's;
+/// - `include`, `nvvm` are the toolkit's;
+/// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts naming the
+///   cuda-flux host runtime and the real static cudart, so that a gcc link of instrumented
+///   objects gets the runtime they call; the toolkit's other libraries (`libcu*`, `libnv*`)
+///   are linked in as they are; `lib` is `lib64`.
+///
+/// Idempotent: existing entries are replaced.
+pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
+    use anyhow::{bail, Context as _};
+    use std::os::unix::fs::symlink;
+    let tools = super::Toolchain::discover(None)?;
+    let exe = std::env::current_exe().context("cannot locate cuda-flux-nvcc")?;
+    let link = |target: &Path, at: PathBuf| -> anyhow::Result<()> {
+        if at.symlink_metadata().is_ok() {
+            std::fs::remove_file(&at)
+                .with_context(|| format!("cannot replace {}", at.display()))?;
+        }
+        symlink(target, &at).with_context(|| format!("cannot create {}", at.display()))
+    };
+    // A tool given by name is looked up in PATH, as the driver would run it.
+    let find = |tool: &Path| -> Option<PathBuf> {
+        if tool.components().count() > 1 {
+            return Some(tool.to_path_buf());
+        }
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    };
+    for sub in ["bin", "lib64"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    link(&exe, dir.join("bin/nvcc"))?;
+    for (name, tool) in [("ptxas", &tools.ptxas), ("fatbinary", &tools.fatbinary)] {
+        match find(tool) {
+            Some(path) => link(&path, dir.join("bin").join(name))?,
+            None => bail!("cannot find {name} (set CUDA_PATH to the CUDA toolkit)"),
+        }
+    }
+    let cuda = tools.cuda_path.clone();
+    let include = [
+        cuda.as_ref().map(|c| c.join("include")),
+        Some(PathBuf::from("/usr/include")),
+        Some(PathBuf::from("/usr/local/cuda/include")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|d| d.join("cuda_runtime.h").exists())
+    .context("cannot find the CUDA headers (cuda_runtime.h)")?;
+    link(&include, dir.join("include"))?;
+    if let Some(nvvm) = cuda.map(|c| c.join("nvvm")).filter(|n| n.exists()) {
+        link(&nvvm, dir.join("nvvm"))?;
+    }
+    let cudart_dir = tools
+        .cudart_dir
+        .context("cannot find libcudart_static.a (set CUDA_PATH to the CUDA toolkit)")?;
+    let script = format!(
+        "/* cuda-flux: objects built by cuda-flux-nvcc call its host runtime; link it with the \
+         static cudart wherever -lcudart is asked for. */\nGROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
+        tools.runtime_lib.display(),
+        cudart_dir.join("libcudart_static.a").display()
+    );
+    for name in ["libcudart.so", "libcudart.a", "libcudart_static.a"] {
+        let path = dir.join("lib64").join(name);
+        if path.symlink_metadata().is_ok() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot replace {}", path.display()))?;
+        }
+        std::fs::write(&path, &script)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let entries = std::fs::read_dir(&cudart_dir)
+        .with_context(|| format!("cannot read {}", cudart_dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if (name.starts_with("libcu") || name.starts_with("libnv"))
+            && !name.starts_with("libcudart")
+        {
+            link(&entry.path(), dir.join("lib64").join(&*name))?;
+        }
+    }
+    link(Path::new("lib64"), dir.join("lib"))
+}
+
+/// Build tools whose process stands for one build: every compiler invocation under the same
+/// outermost one belongs to the same build.
+const BUILD_TOOLS: &[&str] = &["make", "gmake", "gnumake", "bmake", "ninja"];
+
+/// `(command name, parent pid, start time)` of a process, from `/proc/<pid>/stat`.
+fn process_stat(pid: u32) -> Option<(String, u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split at the last ')'.
+    let (head, tail) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let fields: Vec<&str> = tail.split_whitespace().collect();
+    // After the comm: state is field 3 of stat(5), ppid 4, starttime 22.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((comm, ppid, start))
+}
+
+/// The build this invocation belongs to: the outermost `make` (or ninja) among its ancestors,
+/// as `pid-starttime` (the start time tells a reused pid apart). Recursive makes share the
+/// top-level one; `make -j` jobs too. `None` outside a build tool: the invocation is the build.
+fn build_key() -> Option<String> {
+    let (_, mut pid, _) = process_stat(std::process::id())?;
+    let mut outermost = None;
+    // Bounded: a process tree is shallow, and a malformed /proc must not loop.
+    for _ in 0..64 {
+        if pid <= 1 {
+            break;
+        }
+        let Some((comm, ppid, start)) = process_stat(pid) else {
+            break;
+        };
+        if BUILD_TOOLS.contains(&comm.as_str()) {
+            outermost = Some(format!("{pid}-{start}"));
+        }
+        pid = ppid;
+    }
+    outermost
+}
+
+/// FNV-1a: a stable name for a note's marker file (std's hasher is not promised stable).
+fn fnv(text: &str) -> u64 {
+    let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// The notes this invocation should print: each distinct note once per build. A Makefile build
+/// runs cuda-flux-nvcc once per source; the same note (e.g. `sm_35` built as `sm_50`) on every
+/// line would bury the build's output. Which build: `build_key`. The first invocation of a build
+/// to print a note leaves a marker file (created atomically, so parallel jobs print it once) in
+/// `$TMPDIR/cuda-flux-nvcc-notes-<uid>/`; markers of builds that have ended are removed then.
+/// Whenever that cannot be decided (no /proc, an unwritable directory), the note is printed.
+pub fn once_per_build(notes: Vec<String>) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if notes.is_empty() {
+        return notes;
+    }
+    let (Some(build), Ok(me)) = (build_key(), std::fs::metadata("/proc/self")) else {
+        return notes;
+    };
+    let dir = std::env::temp_dir().join(format!("cuda-flux-nvcc-notes-{}", me.uid()));
+    once_per_build_in(&dir, &build, me.uid(), notes)
+}
+
+fn once_per_build_in(dir: &Path, build: &str, uid: u32, notes: Vec<String>) -> Vec<String> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    // Another user's directory of that name could hide our notes: trust only our own.
+    if !std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid) {
+        return notes;
+    }
+    let mut marked = false;
+    let kept = notes
+        .into_iter()
+        .filter(|note| {
+            let marker = dir.join(format!("{build}-{:016x}", fnv(note)));
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(marker)
+            {
+                Ok(_) => {
+                    marked = true;
+                    true
+                }
+                Err(e) => e.kind() != std::io::ErrorKind::AlreadyExists,
+            }
+        })
+        .collect();
+    if marked {
+        remove_ended_builds(dir);
+    }
+    kept
+}
+
+/// Removes the markers of builds whose process has ended (or whose pid now names another one).
+fn remove_ended_builds(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let mut parts = name.to_str().unwrap_or("").splitn(3, '-');
+        let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let alive = pid
+            .parse()
+            .ok()
+            .and_then(process_stat)
+            .is_some_and(|(_, _, s)| s.to_string() == start);
+        if !alive {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `-MD`/`-MMD` with one source compiled to an object: the dependency file and its target as
+/// nvcc names them (`obj/x.o` -> `obj/x.d`, target `obj/x.o`). clang would name both after the
+/// output of each of its steps, which are the driver's intermediates (`.ptx`, `.bc` in a
+/// temporary directory): the file would be lost and its target wrong.
+fn name_dependency_output(parsed: &mut DriverArgs) {
+    let has = |flags: &[String], names: &[&str]| flags.iter().any(|f| names.contains(&f.as_str()));
+    let compiled: Vec<&Input> = parsed
+        .inputs
+        .iter()
+        .filter(|i| i.kind != InputKind::Link)
+        .collect();
+    if !has(&parsed.flags, &["-MD", "-MMD"]) || !parsed.compile_only || compiled.len() != 1 {
+        return;
+    }
+    let object = parsed.output.clone().unwrap_or_else(|| {
+        PathBuf::from(compiled[0].path.file_stem().unwrap_or_default()).with_extension("o")
+    });
+    if !has(&parsed.flags, &["-MF"]) {
+        parsed.flags.push("-MF".into());
+        parsed
+            .flags
+            .push(object.with_extension("d").to_string_lossy().into_owned());
+    }
+    if !has(&parsed.flags, &["-MT", "-MQ"]) {
+        parsed.flags.push("-MT".into());
+        parsed.flags.push(object.to_string_lossy().into_owned());
+    }
 }
 
 fn set_opt(parsed: &mut DriverArgs, option: &str, level: &str) -> Result<(), NvccError> {
@@ -433,8 +764,8 @@ mod tests {
     fn build(line: &str, extra: Option<&str>) -> (DriverArgs, Vec<String>) {
         let args: Vec<String> = line.split_whitespace().map(String::from).collect();
         match parse_nvcc(&args, extra).unwrap() {
-            NvccInvocation::Build { args, notes } => (*args, notes),
-            NvccInvocation::Version => panic!("not a build"),
+            NvccInvocation::Build { args, notes, .. } => (*args, notes),
+            other => panic!("not a build: {other:?}"),
         }
     }
 
@@ -520,6 +851,96 @@ mod tests {
         );
         let (a, _) = build("-rdc=true a.cu", None);
         assert!(a.rdc);
+    }
+
+    #[test]
+    fn dependency_files_are_named_as_nvcc_names_them() {
+        let flag_pairs = |a: &DriverArgs| {
+            let f = &a.flags;
+            let after = |name: &str| f.iter().position(|x| x == name).map(|i| f[i + 1].clone());
+            (after("-MF"), after("-MT"))
+        };
+        let (a, _) = build("-MD -c k.cu -o obj/k.o", None);
+        assert_eq!(
+            flag_pairs(&a),
+            (Some("obj/k.d".into()), Some("obj/k.o".into()))
+        );
+        let (a, _) = build("-MMD -c src/k.cu", None);
+        assert_eq!(flag_pairs(&a), (Some("k.d".into()), Some("k.o".into())));
+        let (a, _) = build("-MD -MF deps/k.dep -MT tgt -c k.cu -o k.o", None);
+        assert_eq!(
+            flag_pairs(&a),
+            (Some("deps/k.dep".into()), Some("tgt".into()))
+        );
+    }
+
+    #[test]
+    fn preprocessing_and_prefix() {
+        let parse = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+            parse_nvcc(&args, None).unwrap()
+        };
+        assert!(matches!(
+            parse("-cuda k.cu"),
+            NvccInvocation::Preprocess {
+                output: PreprocessOutput::CppIi,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse("-E -DX k.cu"),
+            NvccInvocation::Preprocess {
+                output: PreprocessOutput::Stdout,
+                ..
+            }
+        ));
+        assert_eq!(
+            parse("--cuda-flux-prefix=/opt/cf"),
+            NvccInvocation::Prefix(PathBuf::from("/opt/cf"))
+        );
+    }
+
+    #[test]
+    fn dryrun_is_a_build_that_runs_nothing() {
+        let args: Vec<String> = ["-dryrun", "-c", "k.cu"].map(String::from).to_vec();
+        assert!(matches!(
+            parse_nvcc(&args, None),
+            Ok(NvccInvocation::Build { dry_run: true, .. })
+        ));
+        let args: Vec<String> = ["--dryrun", "k.cu"].map(String::from).to_vec();
+        assert!(matches!(
+            parse_nvcc(&args, None),
+            Ok(NvccInvocation::Build { dry_run: true, .. })
+        ));
+    }
+
+    #[test]
+    fn notes_once_per_build() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let markers = dir.path().join("notes");
+        let uid = std::fs::metadata("/proc/self").unwrap().uid();
+        // This test process stands for a live build; pid 1's start time is not 12345.
+        let (_, _, start) = process_stat(std::process::id()).unwrap();
+        let build = format!("{}-{start}", std::process::id());
+        let notes = || vec!["a".to_string(), "b".to_string()];
+        assert_eq!(once_per_build_in(&markers, &build, uid, notes()), notes());
+        assert!(once_per_build_in(&markers, &build, uid, notes()).is_empty());
+        assert_eq!(
+            once_per_build_in(&markers, &build, uid, vec!["c".into(), "a".into()]),
+            ["c"]
+        );
+        // Another build sees them again; the first build's markers stay while it runs, an
+        // ended build's go.
+        std::fs::write(markers.join("1-12345-0000000000000000"), "").unwrap();
+        assert_eq!(once_per_build_in(&markers, "1-1", uid, notes()), notes());
+        assert!(!markers.join("1-12345-0000000000000000").exists());
+        assert!(once_per_build_in(&markers, &build, uid, notes()).is_empty());
+        // A directory that is not ours: every note is printed.
+        assert_eq!(
+            once_per_build_in(&markers, &build, uid + 1, notes()),
+            notes()
+        );
     }
 
     #[test]
