@@ -65,7 +65,11 @@ fn extra_ptx() -> Vec<PathBuf> {
             ))
         }
     });
-    assert!(errors.is_empty(), "compilation failed:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "compilation failed:\n{}",
+        errors.join("\n")
+    );
     jobs.iter().map(out).collect()
 }
 
