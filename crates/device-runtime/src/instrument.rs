@@ -94,19 +94,82 @@ fn direct_callee(instruction: &Instruction) -> Option<&str> {
     if instruction.opcode.base() != "call" {
         return None;
     }
-    instruction.operands.iter().find_map(|op| match op {
+    // `call (ret), callee, (args)[, prototype]`: the callee follows the optional return list;
+    // for an indirect call it is a register (and the trailing symbol is the prototype).
+    match callee_operand(instruction)? {
         Operand::Symbol(s) => Some(s.as_str()),
         _ => None,
-    })
+    }
+}
+
+/// The operand naming what a `call` calls: a function symbol or, indirectly, a register.
+fn callee_operand(instruction: &Instruction) -> Option<&Operand> {
+    instruction
+        .operands
+        .iter()
+        .find(|op| !matches!(op, Operand::List(_)))
 }
 
 fn is_indirect_call(instruction: &Instruction) -> bool {
-    instruction.opcode.base() == "call" && direct_callee(instruction).is_none()
+    instruction.opcode.base() == "call"
+        && matches!(callee_operand(instruction), Some(Operand::Register(_)))
+}
+
+/// Defined device functions whose address is taken: named in a module variable's initializer
+/// (a table of function pointers) or used as an operand other than a call's callee. Without
+/// separate compilation (`-fgpu-rdc` is not instrumented), these are the only functions an
+/// indirect call in the module can reach.
+fn address_taken_functions(module: &Module) -> Vec<String> {
+    let defined: Vec<&str> = module
+        .functions()
+        .filter(|f| f.kind() == FunctionKind::Func && f.is_definition())
+        .map(|f| f.name())
+        .collect();
+    let mut taken: Vec<String> = Vec::new();
+    let mut take = |name: &str| {
+        if defined.contains(&name) && !taken.iter().any(|t| t == name) {
+            taken.push(name.to_string());
+        }
+    };
+    for (_, declaration) in module.variable_declarations() {
+        if let Some((_, initializer)) = declaration.split_once('=') {
+            let is_identifier = |c: char| c.is_ascii_alphanumeric() || "_$.%".contains(c);
+            initializer
+                .split(|c: char| !is_identifier(c))
+                .filter(|token| !token.is_empty())
+                .for_each(&mut take);
+        }
+    }
+    fn symbols<'a>(operand: &'a Operand, out: &mut Vec<&'a str>) {
+        match operand {
+            Operand::Symbol(s) => out.push(s),
+            Operand::Offset { base, .. } => symbols(base, out),
+            Operand::Vector(items) | Operand::Address(items) | Operand::List(items) => {
+                items.iter().for_each(|i| symbols(i, out))
+            }
+            _ => {}
+        }
+    }
+    for function in module.functions() {
+        for instruction in function.instructions() {
+            if instruction.opcode.base() == "call" {
+                continue;
+            }
+            let mut names = Vec::new();
+            instruction
+                .operands
+                .iter()
+                .for_each(|o| symbols(o, &mut names));
+            names.into_iter().for_each(&mut take);
+        }
+    }
+    taken
 }
 
 /// Device functions reachable from `kernel` through direct calls (definitions only), in
-/// depth-first, call order of first reach.
-fn reachable_functions(module: &Module, kernel: &str) -> Vec<String> {
+/// depth-first, call order of first reach; where an indirect call is among them, also every
+/// address-taken function (`targets`) and what it reaches.
+fn reachable_functions(module: &Module, kernel: &str, targets: &[String]) -> Vec<String> {
     fn visit(module: &Module, name: &str, seen: &mut Vec<String>) {
         let Some(function) = module.function(name) else {
             return;
@@ -121,6 +184,21 @@ fn reachable_functions(module: &Module, kernel: &str) -> Vec<String> {
     }
     let mut seen = vec![kernel.to_string()];
     visit(module, kernel, &mut seen);
+    let calls_indirectly = |seen: &[String]| {
+        seen.iter().any(|name| {
+            module
+                .function(name)
+                .is_some_and(|f| f.instructions().any(is_indirect_call))
+        })
+    };
+    if calls_indirectly(&seen) {
+        for target in targets {
+            if !seen.contains(target) {
+                seen.push(target.clone());
+                visit(module, target, &mut seen);
+            }
+        }
+    }
     seen.remove(0);
     seen
 }
@@ -130,18 +208,25 @@ fn instrument_kernel_in(
     kernel: &str,
     kernel_index: usize,
 ) -> Result<KernelInstrumentation, RewriteError> {
-    let functions = reachable_functions(module, kernel);
+    let targets = address_taken_functions(module);
+    let functions = reachable_functions(module, kernel, &targets);
     let mut blocks = Vec::new();
     let mut offsets: Vec<u64> = Vec::new();
-    let mut indirect = false;
     for name in std::iter::once(kernel).chain(functions.iter().map(String::as_str)) {
         let function = module
             .function(name)
             .ok_or_else(|| RewriteError::NoSuchFunction(name.to_string()))?;
         offsets.push(blocks.len() as u64);
-        indirect |= function.instructions().any(is_indirect_call);
         blocks.extend(snapshot_blocks(function));
     }
+    // Each indirect call picks, among the address-taken functions, this kernel's clone of
+    // its target; calls it cannot redirect (no call prototype) reach uncounted code.
+    let indirect_targets: Vec<(String, String)> = targets
+        .iter()
+        .filter(|t| functions.contains(t))
+        .map(|t| (t.clone(), format!("{t}__cf{kernel_index}")))
+        .collect();
+    let mut unredirected = 0;
     let total_blocks = blocks.len() as u64;
     let params = module.function(kernel).map_or(0, |f| f.params().len());
 
@@ -161,6 +246,7 @@ fn instrument_kernel_in(
     let regs = declare_registers(kernel_fn)?;
     count_blocks(kernel_fn, &regs, offsets[0])?;
     redirect_calls(kernel_fn, &regs, &clones)?;
+    unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
     let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks);
     insert_prologue(kernel_fn, prologue)?;
 
@@ -174,6 +260,7 @@ fn instrument_kernel_in(
         let regs = declare_registers(function)?;
         count_blocks(function, &regs, offset)?;
         redirect_calls(function, &regs, &clones)?;
+        unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
         insert_prologue(function, load_base)?;
         declarations.push(function.declaration());
@@ -186,10 +273,11 @@ fn instrument_kernel_in(
     Ok(KernelInstrumentation {
         kernel: kernel.to_string(),
         clone: Some(kernel_clone),
-        note: indirect.then(|| {
-            "indirect calls (function pointers) run the uninstrumented target; its blocks are \
-             not counted"
-                .to_string()
+        note: (unredirected > 0).then(|| {
+            format!(
+                "{unredirected} indirect call(s) without a call prototype run the uninstrumented \
+                 target; its blocks are not counted"
+            )
         }),
         params,
         blocks,
@@ -287,4 +375,154 @@ fn redirect_calls(
         function.insert_statements(*index, pass_base)?;
     }
     Ok(())
+}
+
+/// Redirects every indirect call (`call (r), %target, (args), prototype;`) to this kernel's
+/// clone of its target: the target register is compared with the address of each candidate
+/// (`targets`: original and clone names) and replaced by the matching clone's address; the
+/// counter base is passed as an extra `.param .b64` argument, under a copy of the call
+/// prototype that declares it. No branch is added, so the block structure is unchanged.
+/// Returns how many indirect calls could not be redirected (no prototype found).
+fn redirect_indirect_calls(
+    function: &mut ptx_lexer::Function,
+    regs: &CounterRegisters,
+    targets: &[(String, String)],
+) -> Result<usize, RewriteError> {
+    let calls: Vec<usize> = function
+        .statements()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.as_instruction().is_some_and(is_indirect_call))
+        .map(|(i, _)| i)
+        .collect();
+    let mut skipped = 0;
+    // From the last call backwards, so that earlier indices stay valid.
+    for (n, &index) in calls.iter().enumerate().rev() {
+        let Some(StatementKind::Instruction(call)) =
+            function.statements().get(index).map(|s| s.kind())
+        else {
+            continue;
+        };
+        let target = call.operands.iter().find_map(|o| match o {
+            Operand::Register(r) => Some(r.clone()),
+            _ => None,
+        });
+        let prototype = match call.operands.last() {
+            Some(Operand::Symbol(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let prototype_text = prototype.as_ref().and_then(|p| {
+            function.statements().iter().find_map(|s| match s.kind() {
+                StatementKind::Directive(Directive::Other {
+                    label: Some(label),
+                    name,
+                    text,
+                }) if label == p && name == "callprototype" => Some(text.clone()),
+                _ => None,
+            })
+        });
+        let (Some(target), Some(prototype), Some(prototype_text)) =
+            (target, prototype, prototype_text)
+        else {
+            skipped += 1;
+            continue;
+        };
+        let Some(close) = prototype_text.rfind(')') else {
+            skipped += 1;
+            continue;
+        };
+        let open = prototype_text[..close].rfind('(').unwrap_or(close);
+        let separator = if prototype_text[open + 1..close].trim().is_empty() {
+            ""
+        } else {
+            ", "
+        };
+        let counted_prototype = format!("{prototype}__cf");
+        let counted_text = format!(
+            "{}{separator}.param .b64 _{}",
+            &prototype_text[..close],
+            &prototype_text[close..]
+        );
+        let argument = format!("__cf_iarg{n}");
+        let chosen = regs.r64(1);
+        let scratch = regs.r64(2);
+        let matches = regs.p(2);
+        let mut code = vec![
+            Statement::directive(Directive::Other {
+                label: None,
+                name: "param".into(),
+                text: format!(".param .b64 {argument};"),
+            }),
+            Statement::instruction(Instruction::simple(
+                "st.param.b64",
+                vec![
+                    Operand::Address(vec![Operand::Offset {
+                        base: Box::new(Operand::sym(argument.clone())),
+                        offset: "0".into(),
+                    }]),
+                    regs.r64(0),
+                ],
+            )),
+            Statement::directive(Directive::Other {
+                label: Some(counted_prototype.clone().into()),
+                name: "callprototype".into(),
+                text: counted_text,
+            }),
+            Statement::instruction(Instruction::simple(
+                "mov.u64",
+                vec![chosen.clone(), Operand::reg(target.clone())],
+            )),
+        ];
+        for (original, clone) in targets {
+            code.push(Statement::instruction(Instruction::simple(
+                "mov.u64",
+                vec![scratch.clone(), Operand::sym(original.clone())],
+            )));
+            code.push(Statement::instruction(Instruction::simple(
+                "setp.eq.u64",
+                vec![
+                    matches.clone(),
+                    Operand::reg(target.clone()),
+                    scratch.clone(),
+                ],
+            )));
+            code.push(Statement::instruction(Instruction::new(
+                Some(ptx_lexer::Guard {
+                    negated: false,
+                    predicate: format!("{}2", regs.pred).into(),
+                }),
+                Opcode::new("mov.u64"),
+                vec![chosen.clone(), Operand::sym(clone.clone())],
+            )));
+        }
+        let statements = function.statements_mut();
+        if let StatementKind::Instruction(call) = statements[index].kind_mut() {
+            let mut target_replaced = false;
+            let mut appended = false;
+            for operand in call.operands.iter_mut() {
+                match operand {
+                    Operand::Register(_) if !target_replaced => {
+                        *operand = chosen.clone();
+                        target_replaced = true;
+                    }
+                    Operand::List(arguments) if target_replaced && !appended => {
+                        arguments.push(Operand::sym(argument.clone()));
+                        appended = true;
+                    }
+                    _ => {}
+                }
+            }
+            let last = call.operands.len() - 1;
+            if !appended {
+                // `call %r, prototype;` (no arguments): the list goes before the prototype.
+                call.operands
+                    .insert(last, Operand::List(vec![Operand::sym(argument.clone())]));
+            }
+            if let Some(Operand::Symbol(p)) = call.operands.last_mut() {
+                *p = counted_prototype.as_str().into();
+            }
+        }
+        function.insert_statements(index, code)?;
+    }
+    Ok(skipped)
 }

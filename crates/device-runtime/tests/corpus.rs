@@ -9,8 +9,11 @@ mod support;
 use ptx_lexer::{parse, FunctionKind, Instruction, Operand};
 
 /// The clone's instructions that came from the original, with redirected calls mapped back:
-/// callee `f__cf<k>` becomes `f` again and the extra counter-base argument is dropped.
+/// callee `f__cf<k>` becomes `f` again and the extra counter-base argument is dropped; an
+/// indirect call gets back the register its target was selected from (the unguarded
+/// `mov.u64 %__cf…rd1, %target` before it) and its original prototype.
 fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
+    let mut selected_from: Option<Operand> = None;
     f.statements()
         .iter()
         .filter_map(|s| {
@@ -19,10 +22,18 @@ fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
                 return Some(i.clone());
             }
             if i.opcode.base() != "call" {
+                if i.opcode.as_str() == "mov.u64" && i.guard.is_none() {
+                    if let [Operand::Register(to), from @ Operand::Register(_)] = &i.operands[..] {
+                        if to.starts_with("%__cf") {
+                            selected_from = Some(from.clone());
+                        }
+                    }
+                }
                 return None; // counter code
             }
             let mut call = i.clone();
             let mut callee_done = false;
+            let mut args_done = false;
             for op in call.operands.iter_mut() {
                 match op {
                     Operand::Symbol(name) if !callee_done => {
@@ -30,8 +41,20 @@ fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
                         *name = base.into();
                         callee_done = true;
                     }
-                    Operand::List(args) if callee_done => {
+                    Operand::Register(_) if !callee_done => {
+                        if let Some(target) = selected_from.take() {
+                            *op = target;
+                        }
+                        callee_done = true;
+                    }
+                    Operand::List(args) if callee_done && !args_done => {
                         args.pop();
+                        args_done = true;
+                    }
+                    Operand::Symbol(prototype) if callee_done => {
+                        if let Some(base) = prototype.strip_suffix("__cf") {
+                            *prototype = base.into();
+                        }
                     }
                     _ => {}
                 }
@@ -189,6 +212,85 @@ fn device_functions_are_counted_in_the_kernels_layout() {
             .function(&format!("{name}__cf{kernel_index}"))
             .unwrap_or_else(|| panic!("no copy of {name}"));
         assert_eq!(copy.params().last().unwrap().declaration, ".param .b64");
+    }
+}
+
+#[test]
+fn indirect_calls_reach_the_kernels_own_copies_of_every_address_taken_function() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-indirect");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptx = dir.join("device_calls.ptx");
+    support::compile(
+        &support::repo_root().join("corpus/device_calls.cu"),
+        support::Compiler::Clang,
+        "sm_70",
+        &ptx,
+    )
+    .unwrap();
+    let mut module = parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
+    let results = device_runtime::instrument_module(&mut module);
+    // The function-pointer table: op_table = {op_add, op_xor, op_mix}.
+    let table = ["_Z6op_addii", "_Z6op_xorii", "_Z6op_mixii"];
+    for result in &results {
+        let clone_name = result.clone.as_ref().expect("instrumented");
+        assert_eq!(result.note, None, "{}: {:?}", result.kernel, result.note);
+        let clone = module.function(clone_name).unwrap();
+        let indirect: Vec<&Instruction> = clone
+            .instructions()
+            .filter(|i| {
+                i.opcode.base() == "call"
+                    && i.operands
+                        .iter()
+                        .find(|o| !matches!(o, ptx_lexer::Operand::List(_)))
+                        .is_some_and(|o| matches!(o, ptx_lexer::Operand::Register(_)))
+            })
+            .collect();
+        if indirect.is_empty() {
+            continue;
+        }
+        // Every table entry is in this kernel's layout, and each indirect call uses the
+        // prototype that passes the counter base.
+        let functions: Vec<&str> = result.blocks.iter().map(|b| b.function.as_str()).collect();
+        for name in table {
+            assert!(
+                functions.contains(&name),
+                "{name} not counted: {functions:?}"
+            );
+        }
+        for call in indirect {
+            let text = call.to_string();
+            assert!(
+                text.contains("__cf_iarg") && text.ends_with("__cf;"),
+                "{text}"
+            );
+        }
+        // The selection code moves the address of each copy, never of an original, into the
+        // register the call uses.
+        let kernel_index = results
+            .iter()
+            .position(|r| r.kernel == result.kernel)
+            .unwrap();
+        for name in table {
+            let copy = format!("{name}__cf{kernel_index}");
+            assert!(
+                clone.instructions().any(|i| i.opcode.as_str() == "mov.u64"
+                    && i.guard.is_some()
+                    && i.operands
+                        .iter()
+                        .any(|o| matches!(o, ptx_lexer::Operand::Symbol(s) if s == &copy))),
+                "no selection of {copy}"
+            );
+        }
+    }
+    assert!(
+        results.iter().any(|r| r.kernel.contains("calls_kernel")),
+        "the kernel with the indirect call"
+    );
+    // ptxas accepts the result.
+    let out = dir.join("device_calls.instrumented.ptx");
+    std::fs::write(&out, module.to_ptx()).unwrap();
+    for arch in ["sm_70", "sm_90"] {
+        support::ptxas(&out, arch).unwrap();
     }
 }
 
