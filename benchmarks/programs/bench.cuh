@@ -9,10 +9,9 @@
 //     result: FAIL <n> mismatches (<what>)   (exit status 1)
 //
 // Kernels are launched with LAUNCH(kernel, grid, block)(args...), which is kernel<<<grid,
-// block>>>(args...) here; the same sources then also build against a CPU emulation of CUDA
-// (benchmarks/tests/emulate.sh, BENCH_EMULATE) to test kernels and checks without a GPU.
-// BENCH_SIZE(full, small) picks the problem size: `small` only for those emulated tests
-// (BENCH_SMALL). BENCH_REPS_SCALE=<factor> in the environment scales the repetition counts
+// block>>>(args...). BENCH_SIZE(full, small) picks the problem size: `small` only for the
+// tests that run the programs on cuda-flux's CPU target (benchmarks/tests/cpu_target.sh,
+// BENCH_SMALL). BENCH_REPS_SCALE=<factor> in the environment scales the repetition counts
 // the programs pass through bench_reps() (for tuning run times on a new GPU without rebuilding).
 #ifndef CUDA_FLUX_BENCH_CUH
 #define CUDA_FLUX_BENCH_CUH
@@ -23,12 +22,8 @@
 #include <cstdlib>
 #include <vector>
 
-#ifdef BENCH_EMULATE
-#include "../tests/emu/cuda_emu.h"
-#else
 #include <cuda_runtime.h>
 #define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
-#endif
 
 #ifdef BENCH_SMALL
 #define BENCH_SIZE(full, small) (small)
