@@ -1,7 +1,7 @@
 //! `#[repr(C)]` mirrors of the CUDA 11.8 structs the API reads or fills, field for field as in
-//! `driver_types.h` / `texture_types.h` / `vector_types.h`. Field names are the header's (`a__b` for the member `a.b`), so
-//! that `tests/c_api.rs` can compare every field offset and every struct size with a C program
-//! compiled against the real headers ([`LAYOUTS`]).
+//! `driver_types.h` / `texture_types.h` / `vector_types.h`. Field names are the header's
+//! (`a__b` for the member `a.b`), so that `tests/c_api.rs` can compare every field offset and
+//! every struct size with a C program compiled against the real headers ([`LAYOUTS`]).
 
 #![allow(non_snake_case, non_camel_case_types)]
 
