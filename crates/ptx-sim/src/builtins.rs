@@ -445,8 +445,8 @@ mod tests {
             precision,
             ..Spec::default()
         };
-        assert_eq!(format_float(3.14159, b'f', &spec(None)), "3.141590");
-        assert_eq!(format_float(3.14159, b'f', &spec(Some(2))), "3.14");
+        assert_eq!(format_float(1.23456, b'f', &spec(None)), "1.234560");
+        assert_eq!(format_float(1.23456, b'f', &spec(Some(2))), "1.23");
         assert_eq!(format_float(1234.5, b'e', &spec(None)), "1.234500e+03");
         assert_eq!(format_float(0.0001, b'g', &spec(None)), "0.0001");
         assert_eq!(format_float(0.00001, b'g', &spec(None)), "1e-05");

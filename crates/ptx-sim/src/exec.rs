@@ -52,6 +52,8 @@ pub(crate) struct Exec<'a, 'w> {
     func: &'a DecodedFunction,
     reg_base: usize,
     local_base: u64,
+    /// Scratch: one ALU source operand per row, one lane per column.
+    columns: [[u64; 32]; 4],
 }
 
 /// Runs `warp` for at most `budget` warp instructions.
@@ -69,6 +71,7 @@ pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<
         func,
         reg_base,
         local_base,
+        columns: [[0; 32]; 4],
     };
     exec.run(budget)
 }
@@ -96,50 +99,14 @@ impl<'a> Exec<'a, '_> {
     }
 
     fn read_other(&self, src: &Src, lane: usize) -> u64 {
-        let cta = self.cta;
-        let launch = cta.launch;
-        match *src {
-            Src::Reg(r) => self.reg(r, lane),
-            Src::Imm(v) => v,
-            Src::NotPred(r) => (self.reg(r, lane) & 1) ^ 1,
-            Src::KernelParam(offset) => launch.params.address().wrapping_add(offset as u64),
-            Src::Shared { var, offset } => launch
-                .shared_offsets
-                .get(var as usize)
-                .copied()
-                .unwrap_or(u64::MAX)
-                .wrapping_add(offset as u64),
-            Src::Frame(offset) => self.local_base.wrapping_add(offset as u64),
-            Src::Special(special) => {
-                let lane_bit = 1u64 << lane;
-                let config = &launch.config;
-                match special {
-                    Special::Tid(d) => u64::from(self.warp.tid[lane][d as usize]),
-                    Special::Ntid(d) => u64::from(config.block[d as usize]),
-                    Special::Ctaid(d) => u64::from(cta.ctaid[d as usize]),
-                    Special::Nctaid(d) => u64::from(config.grid[d as usize]),
-                    Special::LaneId => lane as u64,
-                    Special::WarpId => u64::from(self.warp.index),
-                    Special::NWarpId => u64::from(cta.warps),
-                    Special::SmId => cta.worker as u64,
-                    Special::NSmId => config.workers.max(1) as u64,
-                    Special::GridId => 1,
-                    Special::LanemaskEq => lane_bit,
-                    Special::LanemaskLt => lane_bit - 1,
-                    Special::LanemaskLe => (lane_bit << 1).wrapping_sub(1) & 0xFFFF_FFFF,
-                    Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xFFFF_FFFF,
-                    Special::LanemaskGe => !(lane_bit - 1) & 0xFFFF_FFFF,
-                    Special::Clock => self.warp.clock & 0xFFFF_FFFF,
-                    Special::Clock64 => self.warp.clock,
-                    Special::GlobalTimer => std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_nanos() as u64),
-                    Special::DynamicSmemSize => config.dynamic_shared_bytes as u64,
-                    Special::TotalSmemSize => launch.shared_bytes,
-                    Special::EnvReg => 0,
-                }
-            }
-        }
+        read_other(
+            self.cta,
+            self.warp,
+            self.reg_base,
+            self.local_base,
+            src,
+            lane,
+        )
     }
 
     /// Lanes of `active` for which the guard holds.
@@ -198,24 +165,46 @@ impl<'a> Exec<'a, '_> {
             self.warp.thread_instructions += u64::from(exec.count_ones());
             match &inst.op {
                 Op::Alu(alu) => {
-                    let mut m = exec;
+                    // Operands column by column (contiguous lanes of a register), then the
+                    // per-lane evaluation on local arrays.
                     let count = alu.count as usize;
+                    for (column, src) in self.columns.iter_mut().zip(&alu.srcs[..count]) {
+                        gather(column, src, exec, &self.warp.regs, self.reg_base, |lane| {
+                            read_other(
+                                self.cta,
+                                &*self.warp,
+                                self.reg_base,
+                                self.local_base,
+                                src,
+                                lane,
+                            )
+                        });
+                    }
+                    let columns = &self.columns;
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    let dst = alu.dst as usize * 32;
+                    let second = alu.second as usize * 32;
+                    let mut carry = self.warp.carry;
+                    let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
-                        let mut sources = [0u64; 4];
-                        for (slot, src) in sources.iter_mut().zip(&alu.srcs[..count]) {
-                            *slot = self.read(src, lane);
+                        let sources = [
+                            columns[0][lane],
+                            columns[1][lane],
+                            columns[2][lane],
+                            columns[3][lane],
+                        ];
+                        let out = alu.op.eval(&sources, (carry >> lane) & 1 != 0);
+                        if alu.dst != NO_REG {
+                            regs[dst + lane] = out.value;
                         }
-                        let carry = (self.warp.carry >> lane) & 1 != 0;
-                        let out = alu.op.eval(&sources, carry);
-                        self.set(alu.dst, lane, out.value);
                         if alu.second != NO_REG {
-                            self.set(alu.second, lane, u64::from(out.second));
+                            regs[second + lane] = u64::from(out.second);
                         }
                         if alu.writes_carry {
-                            self.warp.carry =
-                                (self.warp.carry & !(1 << lane)) | (u32::from(out.carry) << lane);
+                            carry = (carry & !(1 << lane)) | (u32::from(out.carry) << lane);
                         }
                     }
+                    self.warp.carry = carry;
                 }
                 Op::Mov { dst, src, mask } => {
                     let mut m = exec;
@@ -484,7 +473,7 @@ impl<'a> Exec<'a, '_> {
                     a,
                     b,
                     c,
-                } => self.shuffle(exec, *mode, *dst, *dst_pred, a, b, c),
+                } => self.shuffle(exec, *mode, (*dst, *dst_pred), [a, b, c]),
                 Op::Match {
                     all,
                     wide,
@@ -758,16 +747,11 @@ impl<'a> Exec<'a, '_> {
         false
     }
 
-    fn shuffle(
-        &mut self,
-        exec: u32,
-        mode: ShflMode,
-        dst: u32,
-        dst_pred: u32,
-        a: &Src,
-        b: &Src,
-        c: &Src,
-    ) {
+    /// `shfl.sync`: `dsts` is the value and the optional predicate destination, `sources`
+    /// the value, lane/offset and clamp/segment operands.
+    fn shuffle(&mut self, exec: u32, mode: ShflMode, dsts: (u32, u32), sources: [&Src; 3]) {
+        let (dst, dst_pred) = dsts;
+        let [a, b, c] = sources;
         let mut values = [0u64; 32];
         for (lane, v) in values.iter_mut().enumerate() {
             *v = self.read(a, lane);
@@ -1156,5 +1140,89 @@ fn texel_value(raw: u64, texture: &crate::Texture, result: ChannelKind) -> u64 {
         (ChannelKind::Unsigned, ChannelKind::Float) => u64::from((raw as f32).to_bits()),
         (ChannelKind::Signed, _) => signed_value() as u64 & 0xFFFF_FFFF,
         _ => raw,
+    }
+}
+
+/// Reads an operand that is not a plain register or immediate (special registers, symbol
+/// addresses, negated predicates).
+fn read_other(
+    cta: &CtaContext<'_>,
+    warp: &Warp,
+    reg_base: usize,
+    local_base: u64,
+    src: &Src,
+    lane: usize,
+) -> u64 {
+    {
+        let launch = cta.launch;
+        let reg = |r: u32| warp.regs[reg_base + r as usize * 32 + lane];
+        match *src {
+            Src::Reg(r) => reg(r),
+            Src::Imm(v) => v,
+            Src::NotPred(r) => (reg(r) & 1) ^ 1,
+            Src::KernelParam(offset) => launch.params.address().wrapping_add(offset as u64),
+            Src::Shared { var, offset } => launch
+                .shared_offsets
+                .get(var as usize)
+                .copied()
+                .unwrap_or(u64::MAX)
+                .wrapping_add(offset as u64),
+            Src::Frame(offset) => local_base.wrapping_add(offset as u64),
+            Src::Special(special) => {
+                let lane_bit = 1u64 << lane;
+                let config = &launch.config;
+                match special {
+                    Special::Tid(d) => u64::from(warp.tid[lane][d as usize]),
+                    Special::Ntid(d) => u64::from(config.block[d as usize]),
+                    Special::Ctaid(d) => u64::from(cta.ctaid[d as usize]),
+                    Special::Nctaid(d) => u64::from(config.grid[d as usize]),
+                    Special::LaneId => lane as u64,
+                    Special::WarpId => u64::from(warp.index),
+                    Special::NWarpId => u64::from(cta.warps),
+                    Special::SmId => cta.worker as u64,
+                    Special::NSmId => config.workers.max(1) as u64,
+                    Special::GridId => 1,
+                    Special::LanemaskEq => lane_bit,
+                    Special::LanemaskLt => lane_bit - 1,
+                    Special::LanemaskLe => (lane_bit << 1).wrapping_sub(1) & 0xFFFF_FFFF,
+                    Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xFFFF_FFFF,
+                    Special::LanemaskGe => !(lane_bit - 1) & 0xFFFF_FFFF,
+                    Special::Clock => warp.clock & 0xFFFF_FFFF,
+                    Special::Clock64 => warp.clock,
+                    Special::GlobalTimer => std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
+                    Special::DynamicSmemSize => config.dynamic_shared_bytes as u64,
+                    Special::TotalSmemSize => launch.shared_bytes,
+                    Special::EnvReg => 0,
+                }
+            }
+        }
+    }
+}
+
+/// Fills `column` with operand `src` for the lanes of `exec` (registers: all 32 lanes at once,
+/// a contiguous copy).
+#[inline(always)]
+fn gather(
+    column: &mut [u64; 32],
+    src: &Src,
+    exec: u32,
+    regs: &[u64],
+    reg_base: usize,
+    other: impl Fn(usize) -> u64,
+) {
+    match *src {
+        Src::Reg(r) => {
+            let start = reg_base + r as usize * 32;
+            column.copy_from_slice(&regs[start..start + 32]);
+        }
+        Src::Imm(v) => *column = [v; 32],
+        _ => {
+            let mut m = exec;
+            while let Some(lane) = next_lane(&mut m) {
+                column[lane] = other(lane);
+            }
+        }
     }
 }

@@ -173,8 +173,8 @@ fn run_cta(cta: &CtaContext<'_>, warps: &mut [Warp]) -> Result<(), SimError> {
                 Yield::Done => {
                     warps[i].state = WarpState::Done;
                     // Barriers waiting for all live warps now wait for one fewer.
-                    for id in 0..barriers.len() {
-                        try_release(&mut barriers[id], warps);
+                    for barrier in &mut barriers {
+                        try_release(barrier, warps);
                     }
                 }
                 Yield::Barrier {

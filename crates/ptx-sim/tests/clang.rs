@@ -139,7 +139,9 @@ fn warp_shuffle_reduction_with_float_atomics() {
 fn switch_heavy_kernel() {
     let n = 3000usize;
     let env = TestEnv::default();
-    let mut input: Vec<i32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761) as i32 >> 7).collect();
+    let mut input: Vec<i32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) as i32 >> 7)
+        .collect();
     let mut out = vec![0i32; n];
     let (a, b) = (env.register(&mut input), env.register(&mut out));
     launch(
@@ -180,8 +182,17 @@ fn shared_memory_transpose_with_2d_blocks() {
     launch(
         program(),
         "transpose",
-        &config([(w as u32).div_ceil(32), (h as u32).div_ceil(32), 1], [32, 8, 1], 2),
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(w as u32), Arg::U32(h as u32)],
+        &config(
+            [(w as u32).div_ceil(32), (h as u32).div_ceil(32), 1],
+            [32, 8, 1],
+            2,
+        ),
+        &[
+            Arg::U64(a),
+            Arg::U64(b),
+            Arg::U32(w as u32),
+            Arg::U32(h as u32),
+        ],
         &env,
     )
     .unwrap();
@@ -197,7 +208,14 @@ fn recursive_device_function() {
     let env = TestEnv::default();
     let mut out = vec![0i32; 64];
     let a = env.register(&mut out);
-    launch(program(), "fibs", &config([1, 1, 1], [64, 1, 1], 1), &[Arg::U64(a)], &env).unwrap();
+    launch(
+        program(),
+        "fibs",
+        &config([1, 1, 1], [64, 1, 1], 1),
+        &[Arg::U64(a)],
+        &env,
+    )
+    .unwrap();
     let fib = |n: i32| {
         let (mut a, mut b) = (0, 1);
         for _ in 0..n {
@@ -216,8 +234,14 @@ fn device_assert_reports_file_line_and_thread() {
     let mut data = vec![1i32; 32];
     data[5] = -1;
     let a = env.register(&mut data);
-    let err = launch(program(), "checks", &config([1, 1, 1], [32, 1, 1], 1), &[Arg::U64(a)], &env)
-        .unwrap_err();
+    let err = launch(
+        program(),
+        "checks",
+        &config([1, 1, 1], [32, 1, 1], 1),
+        &[Arg::U64(a)],
+        &env,
+    )
+    .unwrap_err();
     match err {
         SimError::Assertion(message) => {
             assert!(message.contains("kernels.cu"), "{message}");
@@ -227,7 +251,14 @@ fn device_assert_reports_file_line_and_thread() {
         other => panic!("expected an assertion, got {other}"),
     }
     data[5] = 3;
-    launch(program(), "checks", &config([1, 1, 1], [32, 1, 1], 1), &[Arg::U64(a)], &env).unwrap();
+    launch(
+        program(),
+        "checks",
+        &config([1, 1, 1], [32, 1, 1], 1),
+        &[Arg::U64(a)],
+        &env,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -237,7 +268,11 @@ fn matrix_multiply() {
     let mut a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 - 3.0).collect();
     let mut b: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 * 0.5).collect();
     let mut c = vec![0f32; n * n];
-    let (pa, pb, pc) = (env.register(&mut a), env.register(&mut b), env.register(&mut c));
+    let (pa, pb, pc) = (
+        env.register(&mut a),
+        env.register(&mut b),
+        env.register(&mut c),
+    );
     launch(
         program(),
         "matmul",
@@ -272,7 +307,16 @@ fn dynamic_shared_memory() {
     // Too little dynamic shared memory for 100 ints: the access leaves the window.
     cfg.dynamic_shared_bytes = 200;
     let err = launch(program(), "dyn_shared", &cfg, &[Arg::U64(a)], &env).unwrap_err();
-    assert!(matches!(err, SimError::InvalidAddress { space: "shared", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SimError::InvalidAddress {
+                space: "shared",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -281,7 +325,11 @@ fn double_precision_with_a_double_parameter() {
     let env = TestEnv::default();
     let mut x: Vec<f64> = (0..n).map(|i| i as f64 * 0.25).collect();
     let mut y: Vec<f64> = (0..n).map(|i| 1.0 / (i + 1) as f64).collect();
-    let expected: Vec<f64> = x.iter().zip(&y).map(|(x, y)| 1.5f64.mul_add(*x, *y)).collect();
+    let expected: Vec<f64> = x
+        .iter()
+        .zip(&y)
+        .map(|(x, y)| 1.5f64.mul_add(*x, *y))
+        .collect();
     let (px, py) = (env.register(&mut x), env.register(&mut y));
     launch(
         program(),
@@ -353,7 +401,13 @@ fn instrumented_kernel_counts_threads_and_warps() {
         &program,
         &clone,
         &cfg,
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32), Arg::U64(c), Arg::U32(1)],
+        &[
+            Arg::U64(a),
+            Arg::U64(b),
+            Arg::U32(n as u32),
+            Arg::U64(c),
+            Arg::U32(1),
+        ],
         &env,
     )
     .unwrap();
@@ -365,5 +419,8 @@ fn instrumented_kernel_counts_threads_and_warps() {
     assert_eq!(counters[1], u64::from(ctas * 2), "entry block warps");
     // The block after `if (i < n)` runs for exactly n threads.
     assert_eq!(counters[2], n as u64, "in-range block threads");
-    assert!(counters.chunks(2).all(|c| c[1] <= c[0]), "warps never exceed threads");
+    assert!(
+        counters.chunks(2).all(|c| c[1] <= c[0]),
+        "warps never exceed threads"
+    );
 }
