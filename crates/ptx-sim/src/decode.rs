@@ -18,6 +18,12 @@ pub(crate) const EXIT_PC: u32 = u32::MAX;
 /// Tag of function addresses (`mov.u64 %rd, f`): a non-canonical x86-64 address, so that it
 /// can never alias host memory.
 pub(crate) const FUNCTION_ADDRESS_TAG: u64 = 0xF0C0_0000_0000_0000;
+/// What `mov.u64 %rd, texref` puts in a register: the `.texref`'s index under this tag (clang
+/// moves a legacy texture reference into a register and fetches through the register). Like
+/// function addresses, no host address or texture-object handle has these high bits.
+pub(crate) const TEXREF_HANDLE_TAG: u64 = 0xF7E0_0000_0000_0000;
+/// The bits that tell a tagged value's kind.
+pub(crate) const HANDLE_TAG_MASK: u64 = 0xFFF0_0000_0000_0000;
 
 /// A special register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -782,6 +788,9 @@ impl Decoder<'_> {
         if let Some(&f) = self.names.functions.get(name) {
             self.callees.push(f);
             return Ok(Src::Imm(FUNCTION_ADDRESS_TAG | u64::from(f)));
+        }
+        if let Some(&index) = self.names.texrefs.get(name) {
+            return Ok(Src::Imm(TEXREF_HANDLE_TAG | u64::from(index)));
         }
         Err(format!("unknown symbol `{name}`"))
     }

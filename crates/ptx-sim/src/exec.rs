@@ -5,7 +5,7 @@ use crate::builtins;
 use crate::decode::{
     Addr, AtomType, BarKind, CallInst, CallSlot, CallTarget, DecodedFunction, Inst, Op, ReduxOp,
     ShflMode, Space, Special, Src, TexHandle, VoteMode, WindowSpace, EXIT_PC, FUNCTION_ADDRESS_TAG,
-    NO_REG,
+    HANDLE_TAG_MASK, NO_REG, TEXREF_HANDLE_TAG,
 };
 use crate::launch::CtaContext;
 use crate::memory;
@@ -803,7 +803,18 @@ impl<'a> Exec<'a, '_> {
         while let Some(lane) = next_lane(&mut m) {
             let (key, texture) = match tex.handle {
                 TexHandle::Reference(index) => (u64::MAX, TexHandle::Reference(index)),
-                TexHandle::Object(src) => (self.read(&src, lane), TexHandle::Object(src)),
+                TexHandle::Object(src) => {
+                    let value = self.read(&src, lane);
+                    // A `.texref` moved into a register (`mov.u64 %rd, texref`).
+                    if value & HANDLE_TAG_MASK == TEXREF_HANDLE_TAG {
+                        (
+                            value,
+                            TexHandle::Reference((value & !HANDLE_TAG_MASK) as u32),
+                        )
+                    } else {
+                        (value, TexHandle::Object(src))
+                    }
+                }
             };
             let texture = match cached {
                 Some((k, t)) if k == key => t,

@@ -764,6 +764,62 @@ fn texture_object_fetches_and_vector_moves() {
 }
 
 #[test]
+fn texture_reference_fetches_directly_and_through_a_register() {
+    // clang moves a legacy `.texref` into a register (`mov.u64 %rd, tex_ref`) and fetches
+    // through the register; written PTX may also name it in the fetch.
+    let program = load(
+        r#"
+.visible .global .texref tex_ref;
+.visible .entry fetch(.param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .f32 %f<9>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u64 %rd2, tex_ref;
+    mov.b64 %rd3, %rd2;
+    tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd3, {%r1}];
+    tex.1d.v4.f32.s32 {%f5, %f6, %f7, %f8}, [tex_ref, {%r1}];
+    add.f32 %f1, %f1, %f5;
+    mul.wide.u32 %rd4, %r1, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    st.global.f32 [%rd5], %f1;
+    ret;
+}
+"#,
+    );
+    let mut env = TestEnv::default();
+    let mut texels: Vec<f32> = (0..6).map(|i| i as f32 + 0.25).collect();
+    let base = env.register(&mut texels);
+    env.texrefs.insert(
+        "tex_ref".to_string(),
+        Texture {
+            base,
+            len_bytes: 24,
+            kind: ChannelKind::Float,
+            channels: 1,
+            bits_per_channel: 32,
+            normalized_float: false,
+        },
+    );
+    let mut out = vec![0f32; 8];
+    let address = env.register(&mut out);
+    launch(
+        &program,
+        "fetch",
+        &config([1, 1, 1], [8, 1, 1], 1),
+        &[Arg::U64(address)],
+        &env,
+    )
+    .unwrap();
+    for (i, value) in out.iter().enumerate() {
+        let texel = if i < 6 { i as f32 + 0.25 } else { 0.0 };
+        assert_eq!(*value, 2.0 * texel, "thread {i}");
+    }
+}
+
+#[test]
 fn local_memory_and_generic_conversions() {
     let program = load(
         r#"
