@@ -1,0 +1,284 @@
+//! The CPU target end to end, the oracle being the programs themselves: every corpus program,
+//! built with `--cuda-flux-target=cpu`, runs its instrumented kernels in the PTX interpreter,
+//! passes its own check against its host-side reference, and the profile it writes agrees
+//! exactly with the program's witness counters (see corpus/README.md):
+//!   `atom.global.add.u32`: threads == witness threads, warps == witness warps
+//!   `atom.global.add.u64`: threads == warps == witness warps
+
+#[path = "../../ptx-lexer/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn driver() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
+}
+
+/// Builds `sources` into `program` for the CPU target (sm_70 and sm_90 PTX, as on the GPU).
+fn build_cpu(sources: &[PathBuf], program: &Path, extra: &[&str]) -> Result<(), String> {
+    let output = driver()
+        .args([
+            "-O2",
+            "--cuda-gpu-arch=sm_70",
+            "--cuda-gpu-arch=sm_90",
+            "--cuda-flux-target=cpu",
+        ])
+        .args(extra)
+        .args(sources)
+        .arg("-o")
+        .arg(program)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!(
+            "{}: CPU-target build failed:\n{}",
+            program.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let warnings = String::from_utf8_lossy(&output.stderr);
+    if warnings.contains("not instrumented") || warnings.contains("uninstrumented") {
+        return Err(format!("{}: fell back:\n{warnings}", program.display()));
+    }
+    Ok(())
+}
+
+/// Runs `program` in a fresh directory with the profile going to `profile.json` there.
+fn run(program: &Path, env: &[(&str, &str)]) -> Result<(Output, Option<Value>), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let profile = dir.path().join("profile.json");
+    let mut command = Command::new(program);
+    command
+        .current_dir(dir.path())
+        .env("CUDA_FLUX_OUTPUT", &profile)
+        .env_remove("CUDA_FLUX_MODE")
+        .env_remove("CUDA_FLUX_KERNELS");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().map_err(|e| e.to_string())?;
+    let json = match std::fs::read_to_string(&profile) {
+        Ok(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{}: profile is not complete JSON: {e}", program.display()))?,
+        ),
+        Err(_) => None,
+    };
+    Ok((output, json))
+}
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+/// `witness: threads=N warps=M` as the program printed it.
+fn witness(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("witness:"))?;
+    let field = |name: &str| -> Option<u64> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+    };
+    Some((field("threads=")?, field("warps=")?))
+}
+
+/// Thread and warp totals per opcode, summed over every kernel of a profile.
+fn opcode_totals(profile: &Value) -> BTreeMap<String, (u64, u64)> {
+    let mut totals = BTreeMap::new();
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        for (opcode, counts) in kernel["totals"].as_object().into_iter().flatten() {
+            let entry = totals.entry(opcode.clone()).or_insert((0, 0));
+            entry.0 += counts["threads"].as_u64().unwrap_or(0);
+            entry.1 += counts["warps"].as_u64().unwrap_or(0);
+        }
+    }
+    totals
+}
+
+/// The witness check for one run: PASS, every launched kernel instrumented, counts equal.
+fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result<(), String> {
+    let text = text(output);
+    if output.status.code() != Some(0) || !text.contains("result: PASS") {
+        return Err(format!(
+            "{name}: did not pass on the CPU target ({:?}):\n{text}",
+            output.status.code()
+        ));
+    }
+    let (threads, warps) = witness(&text).ok_or_else(|| format!("{name}: no witness line"))?;
+    let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        let launched = kernel["launches"].as_array().is_some_and(|l| !l.is_empty());
+        if launched && kernel["instrumented"] != Value::Bool(true) {
+            return Err(format!(
+                "{name}: kernel {} ran uninstrumented: {}",
+                kernel["name"], kernel["reason"]
+            ));
+        }
+    }
+    let totals = opcode_totals(profile);
+    let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
+    let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
+    if (u32, u64) != ((threads, warps), (warps, warps)) {
+        return Err(format!(
+            "{name}: witness threads={threads} warps={warps}, but the profile says \
+             atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
+        ));
+    }
+    Ok(())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
+    let dir = scratch("cpu-target-corpus");
+    let mut programs: Vec<(String, Vec<PathBuf>)> = support::corpus_sources()
+        .into_iter()
+        .map(|source| {
+            let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, vec![source])
+        })
+        .collect();
+    let multi_tu = support::repo_root().join("corpus/multi_tu");
+    programs.push((
+        "multi_tu".into(),
+        vec![multi_tu.join("kernels.cu"), multi_tu.join("main.cu")],
+    ));
+    assert!(programs.len() >= 17, "the corpus shrank: {programs:?}");
+    let errors = support::parallel(&programs, |(name, sources)| {
+        let program = dir.join(name);
+        build_cpu(sources, &program, &[])?;
+        let (output, profile) = run(&program, &[])?;
+        check_witness(name, &output, profile.as_ref())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+#[test]
+fn counts_do_not_depend_on_how_many_host_threads_run_the_ctas() {
+    // Deterministic kernels (no atomics that decide control flow): every block's counts must
+    // be the same whether CTAs run on one host thread or several.
+    let dir = scratch("cpu-target-workers");
+    let root = support::repo_root().join("corpus");
+    for name in ["saxpy", "switch_dense", "loops", "dynamic_shared_3d"] {
+        let program = dir.join(name);
+        build_cpu(&[root.join(format!("{name}.cu"))], &program, &[]).unwrap();
+        let (one, one_profile) = run(&program, &[("CUDA_FLUX_CPU_THREADS", "1")]).unwrap();
+        let (four, four_profile) = run(&program, &[("CUDA_FLUX_CPU_THREADS", "4")]).unwrap();
+        check_witness(name, &one, one_profile.as_ref()).unwrap();
+        check_witness(name, &four, four_profile.as_ref()).unwrap();
+        let blocks = |profile: &Option<Value>| -> Vec<Value> {
+            profile.as_ref().unwrap()["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|k| k["launches"].as_array().unwrap().iter())
+                .map(|launch| launch["block_counts"].clone())
+                .collect()
+        };
+        let (a, b) = (blocks(&one_profile), blocks(&four_profile));
+        assert!(!a.is_empty(), "{name}: no launches recorded");
+        assert_eq!(
+            a, b,
+            "{name}: block counts differ between 1 and 4 host threads"
+        );
+    }
+}
+
+#[test]
+fn a_kernel_fault_is_one_line_naming_the_ptx_line_and_no_profile() {
+    let dir = scratch("cpu-target-fault");
+    let source = dir.join("oob.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__global__ void oob(float* out) { out[threadIdx.x + (1 << 28)] = 1.0f; }
+int main() {
+    float* d = nullptr;
+    cudaMalloc(&d, 64 * sizeof(float));
+    oob<<<1, 64>>>(d);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("status %d\n", (int)e);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("oob");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(lines.len(), 1, "one line expected:\n{stderr}");
+    assert!(
+        lines[0].starts_with("cuda-flux cpu: ")
+            && lines[0].contains("address")
+            && lines[0].contains("PTX line"),
+        "{stderr}"
+    );
+    assert!(profile.is_none(), "a failed run must not leave a profile");
+}
+
+#[test]
+fn an_api_call_the_cpu_target_lacks_is_named_at_link_time() {
+    let dir = scratch("cpu-target-missing-api");
+    let source = dir.join("graph.cu");
+    std::fs::write(
+        &source,
+        r#"__global__ void k() {}
+int main() {
+    cudaGraph_t graph;
+    cudaGraphCreate(&graph, 0);
+    k<<<1, 1>>>();
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let output = driver()
+        .args(["--cuda-flux-target=cpu", "-O2"])
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.join("graph"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.contains("CPU target does not implement cudaGraphCreate"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_target_value_is_one_line() {
+    let output = driver()
+        .args(["--cuda-flux-target=tpu", "k.cu"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "cuda-flux-clang: error: 'tpu' is not a cuda-flux target (expected gpu or cpu)"
+    );
+    let output = driver()
+        .env("CUDA_FLUX_TARGET", "fpga")
+        .arg("k.cu")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("CUDA_FLUX_TARGET: 'fpga' is not a cuda-flux target"));
+}
