@@ -117,7 +117,8 @@ pub fn by_line(listing: &Listing<'_>) -> BTreeMap<(String, u32), LineCounts> {
     let mut lines: BTreeMap<(String, u32), LineCounts> = BTreeMap::new();
     for (block, counts) in listing.blocks.iter().zip(&listing.counts) {
         for &[file, line, n] in &block.lines {
-            if file == 0 {
+            // File 0: before any `.loc`; line 0: code the compiler attributes to no line.
+            if file == 0 || line == 0 {
                 continue;
             }
             let name = listing

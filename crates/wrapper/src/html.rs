@@ -143,12 +143,12 @@ pub fn mix_chart(mix: &[(String, u64)]) -> String {
         } else {
             "#44aa77"
         };
-        let _ = write!(
+        let _ = writeln!(
             svg,
             "<text x=\"0\" y=\"{:.0}\">{}</text>\
              <rect class=\"bar\" x=\"{label_w}\" y=\"{y:.0}\" width=\"{w:.1}\" height=\"{:.0}\" fill=\"{colour}\">\
              <title>{}: {n}</title></rect>\
-             <text x=\"{:.1}\" y=\"{:.0}\">{n} ({share:.1}%)</text>\n",
+             <text x=\"{:.1}\" y=\"{:.0}\">{n} ({share:.1}%)</text>",
             y + 15.0,
             escape(name),
             row_h - 6.0,

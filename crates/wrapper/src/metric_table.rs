@@ -184,7 +184,7 @@ pub fn write_per_launch(paths: &[PathBuf], format: Format, out: &mut dyn Write) 
             // The kernel object, left open for its launches.
             let open = head.strip_suffix('}').unwrap_or(&head);
             let comma = if slot > 0 { ",\n" } else { "" };
-            write!(out, "{comma}    {open},\"per_launch\": [\n")?;
+            writeln!(out, "{comma}    {open},\"per_launch\": [")?;
         } else {
             write!(out, "\n    ]}}")?;
         }

@@ -508,3 +508,109 @@ fn compare_rejects_unknown_layouts_with_one_line() {
     let output = cuda_flux(args(&["compare".as_ref(), a.as_os_str()]));
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// A one-launch profile (rank 1's first kernel alone), and its text cut inside the launch record.
+fn one_record_stream() -> (String, String) {
+    let [_, b] = ranks();
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    let kernels = value["kernels"].as_array_mut().unwrap();
+    kernels.truncate(1);
+    assert_eq!(kernels[0]["launches"].as_array().unwrap().len(), 1);
+    let whole = serde_json::to_string(&value).unwrap();
+    let cut = whole[..whole.find("\"block_counts\"").unwrap() + 20].to_string();
+    (whole, cut)
+}
+
+#[test]
+fn a_truncated_one_record_stream_is_one_line_with_its_position_for_every_command() {
+    let (whole, cut) = one_record_stream();
+    let good = scratch("one-record.json");
+    std::fs::write(&good, &whole).unwrap();
+    let bad = scratch("one-record-truncated.json");
+    std::fs::write(&bad, &cut).unwrap();
+    // The whole stream reads.
+    let out = ok(&cuda_flux(&["report".as_ref(), good.as_os_str()]));
+    assert!(out.contains("launches: 1 (1 counted)"), "{out}");
+    let column = format!("line 1 column {}", cut.len());
+    let commands: [&[&str]; 5] = [
+        &["report"],
+        &["metrics"],
+        &["metrics", "--per-launch", "--format", "csv"],
+        &["features"],
+        &["html"],
+    ];
+    for command in commands {
+        let mut args: Vec<&std::ffi::OsStr> = command.iter().map(|a| a.as_ref()).collect();
+        args.push(bad.as_os_str());
+        let err = fails(&cuda_flux(&args));
+        assert!(
+            err.contains("one-record-truncated.json: truncated profile") && err.contains(&column),
+            "{command:?}: {err}"
+        );
+    }
+    // With -o, nothing is written, and an earlier output is left as it was.
+    let out = scratch("one-record-features.csv");
+    let _ = std::fs::remove_file(&out);
+    fails(&cuda_flux(&[
+        "features".as_ref(),
+        good.as_os_str(),
+        bad.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]));
+    assert!(!out.exists());
+    ok(&cuda_flux(&[
+        "features".as_ref(),
+        good.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]));
+    let before = std::fs::read(&out).unwrap();
+    assert_eq!(before.iter().filter(|&&b| b == b'\n').count(), 2);
+    fails(&cuda_flux(&[
+        "features".as_ref(),
+        bad.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+}
+
+#[test]
+fn per_launch_json_keeps_the_merged_order_and_no_progress_bar_off_a_terminal() {
+    let [a, b] = ranks();
+    let output = cuda_flux(&[
+        "metrics".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--per-launch".as_ref(),
+    ]);
+    // stderr is a pipe here: no progress bar, nothing at all.
+    assert!(output.stderr.is_empty(), "{output:?}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&output)).unwrap();
+    let kernels = json["kernels"].as_array().unwrap();
+    let launches: Vec<(String, usize)> = kernels
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_string(),
+                k["per_launch"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        launches,
+        [
+            ("_Z4axpyifPKfPf".to_string(), 3),
+            ("_Z6reducePKdPdi".to_string(), 1),
+            ("_Z4idlev".to_string(), 0)
+        ]
+    );
+    let axpy = kernels[0]["per_launch"].as_array().unwrap();
+    assert_eq!(axpy[2]["file"], b.display().to_string());
+    assert_eq!(axpy[2]["launch"], 2);
+    assert_eq!(axpy[2]["metrics"]["inst_executed"], 304);
+    assert!(axpy[1]["metrics"].is_null());
+    assert_eq!(kernels[0]["launches"], 3);
+}
