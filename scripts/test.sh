@@ -18,5 +18,6 @@ OUT_DIR="$(mktemp -d)" corpus/verify.sh
 echo "test: benchmark programs pass their checks on the CPU target, every kernel counted; report arithmetic"
 bash benchmarks/tests/cpu_target.sh
 python3 benchmarks/tests/test_report.py
+python3 benchmarks/tests/test_compare_cpu.py
 echo "test: cargo test"
 cargo test --workspace

@@ -279,3 +279,79 @@ fn unknown_flags_are_one_line_and_exit_2() {
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("release 11.8"));
 }
+
+/// `--help` (and `-h`) is nvcc's layout, exit 0, and names as `compute_NN` exactly the
+/// architectures the pipeline builds: SHOC's configure turns each `compute_NN` it greps there
+/// into a `-gencode`, so an unsupported one would become a build of every source for it.
+#[test]
+fn help_lists_options_and_supported_architectures() {
+    for option in ["--help", "-h"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+            .arg(option)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{option}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        for expected in [
+            "Usage  : cuda-flux-nvcc [options] <inputfile>",
+            "--output-file <file>",
+            "--gpu-architecture <arch>",
+            "(-gencode)",
+            "Allowed values for this option:",
+        ] {
+            assert!(text.contains(expected), "{option}: {expected}\n{text}");
+        }
+        // `grep -o "compute_[0-9][0-9]" | sort | uniq`, as SHOC's configure.ac has it.
+        let mut archs: Vec<&str> = text
+            .match_indices("compute_")
+            .filter_map(|(at, _)| text.get(at..at + 10))
+            .filter(|a| a[8..].bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        archs.sort_unstable();
+        archs.dedup();
+        let supported = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+        assert_eq!(archs, supported.map(|n| format!("compute_{n}")), "{option}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+        .arg("--list-gpu-code")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("sm_50\nsm_52\n"));
+}
+
+/// A deprecated runtime call warns once, as with nvcc, not once per architecture plus once for
+/// the host (clang parses the source again for each); nvcc's `-Wno-deprecated-declarations`
+/// silences it. `register` in a kernel warns with neither.
+#[test]
+fn deprecation_warnings_once_as_with_nvcc() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("k.cu"),
+        "__global__ void k(int *p) { register int x = 1; *p = x; }\n\
+         int main() { k<<<1, 1>>>(nullptr); cudaThreadSynchronize(); return 0; }\n",
+    )
+    .unwrap();
+    let warnings = |compiler: &str, extra: &[&str]| -> usize {
+        let output = Command::new(compiler)
+            .args([
+                "-gencode=arch=compute_70,code=sm_70",
+                "-gencode=arch=compute_80,code=sm_80",
+            ])
+            .args(extra)
+            .args(["-c", "k.cu", "-o", "k.o"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{compiler}: {stderr}");
+        // `register` in a kernel: nvcc says nothing (clang: `-Wdeprecated-register`).
+        assert!(!stderr.contains("register"), "{compiler}: {stderr}");
+        stderr.matches("is deprecated").count()
+    };
+    let driver = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
+    assert_eq!(warnings(driver, &[]), 1);
+    assert_eq!(warnings(driver, &[]), warnings("nvcc", &[]));
+    assert_eq!(warnings(driver, &["-Wno-deprecated-declarations"]), 0);
+    assert_eq!(warnings("nvcc", &["-Wno-deprecated-declarations"]), 0);
+}

@@ -3,7 +3,9 @@
 
 use std::process::ExitCode;
 
-use wrapper::driver::nvcc::{once_per_build, parse_nvcc, write_prefix, NvccInvocation};
+use wrapper::driver::nvcc::{
+    help_text, once_per_build, parse_nvcc, write_prefix, NvccInvocation, SUPPORTED_ARCHS,
+};
 use wrapper::driver::{Driver, StepFailed};
 
 fn main() -> ExitCode {
@@ -17,6 +19,17 @@ fn main() -> ExitCode {
                  Cuda compilation tools, release 11.8, V11.8.89 (compiling with clang 16)",
                 env!("CARGO_PKG_VERSION")
             );
+            return ExitCode::SUCCESS;
+        }
+        Ok(NvccInvocation::Help) => {
+            print!("{}", help_text());
+            return ExitCode::SUCCESS;
+        }
+        Ok(NvccInvocation::ListArchs { virtual_archs }) => {
+            let prefix = if virtual_archs { "compute" } else { "sm" };
+            for arch in SUPPORTED_ARCHS {
+                println!("{prefix}_{arch}");
+            }
             return ExitCode::SUCCESS;
         }
         Ok(NvccInvocation::Prefix(dir)) => {

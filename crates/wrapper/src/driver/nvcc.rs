@@ -9,7 +9,10 @@
 //! - device code optimised at `-O3` unless `-O`/`-G` says otherwise, as nvcc does;
 //! - architectures the toolchain no longer supports map to the oldest supported one, with one note
 //!   per build (`once_per_build`);
-//! - launch chevrons written with spaces (`<< <`, `>> >`) are joined (`chevrons.rs`).
+//! - launch chevrons written with spaces (`<< <`, `>> >`) are joined (`chevrons.rs`);
+//! - deprecation warnings come from the host compilation only (`-Xarch_device
+//!   -Wno-deprecated-declarations`), once per source as with nvcc, not once per architecture;
+//!   `register` is accepted silently (`-Wno-deprecated-register`), as nvcc does in kernels.
 
 use std::hash::Hasher as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +28,13 @@ pub const PRELUDE: &str = include_str!("../../include/cuda_flux_nvcc.h");
 /// The oldest architecture clang-16 with CUDA 11.8 supports without deprecation warnings.
 pub const OLDEST_ARCH: u32 = 50;
 
+/// The architectures the pipeline builds (clang-16 and ptxas 11.8 both accept each; checked
+/// one by one), as `--help` and `--list-gpu-code` name them. Older ones are accepted and built
+/// as `OLDEST_ARCH`, but not listed: configure scripts (SHOC's) derive a `-gencode` for every
+/// `compute_NN` in `nvcc --help`, and each listed one is a device compilation per source.
+/// `sm_90a` is missing: clang-16 rejects it.
+pub const SUPPORTED_ARCHS: &[u32] = &[50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NvccInvocation {
@@ -37,6 +47,11 @@ pub enum NvccInvocation {
     },
     /// `--version`.
     Version,
+    /// `--help`, `-h`: the text of `help_text`.
+    Help,
+    /// `--list-gpu-arch` (`compute_XX`, `virtual: true`) or `--list-gpu-code` (`sm_XX`): one
+    /// supported architecture per line, as nvcc prints them.
+    ListArchs { virtual_archs: bool },
     /// `-E` (to `output`, or stdout) and `-cuda` (to `<source>.cpp.ii`): the host side of each
     /// CUDA source, preprocessed by clang (what nvcc's front end would compile).
     Preprocess {
@@ -77,8 +92,6 @@ const IGNORED: &[&str] = &[
     "-m64",
     "-Wno-deprecated-gpu-targets",
     "--Wno-deprecated-gpu-targets",
-    "-Wno-deprecated-declarations",
-    "--Wno-deprecated-declarations",
     "-nvlink-options",
     "-res-usage",
     "--resource-usage",
@@ -329,6 +342,9 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 }
             }
             "-w" | "--disable-warnings" => parsed.flags.push("-w".into()),
+            "-Wno-deprecated-declarations" | "--Wno-deprecated-declarations" => {
+                parsed.flags.push("-Wno-deprecated-declarations".into())
+            }
             "--cuda-flux-target" => {
                 let target = value()?;
                 parsed.target = Some(Target::parse(&target).map_err(|_| NvccError::BadValue {
@@ -344,6 +360,17 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
             "-keep" | "--keep" => parsed.keep = Some(PathBuf::from(".")),
             "-keep-dir" | "--keep-dir" => parsed.keep = Some(PathBuf::from(value()?)),
             "--version" | "-V" => return Ok(NvccInvocation::Version),
+            "--help" | "-h" => return Ok(NvccInvocation::Help),
+            "--list-gpu-arch" | "-arch-ls" => {
+                return Ok(NvccInvocation::ListArchs {
+                    virtual_archs: true,
+                })
+            }
+            "--list-gpu-code" | "-code-ls" => {
+                return Ok(NvccInvocation::ListArchs {
+                    virtual_archs: false,
+                })
+            }
             "-m32" | "--machine" if name == "-m32" || inline.as_deref() == Some("32") => {
                 return Err(NvccError::Unsupported(arg, "only 64-bit code is built"))
             }
@@ -410,9 +437,23 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         // nvcc optimises device code by default.
         parsed.device_opt_level = Some(OptLevel::O3);
     }
-    parsed
-        .flags
-        .extend(["-Wno-c++11-narrowing", "-Wno-reserved-user-defined-literal"].map(String::from));
+    parsed.flags.extend(
+        [
+            "-Wno-c++11-narrowing",
+            "-Wno-reserved-user-defined-literal",
+            // clang parses the whole source again for each architecture, so every warning on
+            // host code (`cudaThreadSynchronize` is deprecated...) came once per architecture
+            // plus once for the host; nvcc warns once. Deprecation warnings are the bulk of
+            // that in old CUDA code: the device compilations leave them to the host one.
+            "-Xarch_device",
+            "-Wno-deprecated-declarations",
+            // `register` in kernels (common in old CUDA code): nvcc's front end drops it
+            // silently; clang warns in every compilation (the host one parses kernels too, so
+            // it cannot be left to it). gcc's warning for `register` in host code is lost.
+            "-Wno-deprecated-register",
+        ]
+        .map(String::from),
+    );
     parsed.prelude = Some(PRELUDE);
     if let Some(output) = preprocess {
         return Ok(NvccInvocation::Preprocess {
@@ -425,6 +466,244 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         notes,
         dry_run,
     })
+}
+
+/// `--help`'s options: `(long form and value, short form, what cuda-flux-nvcc does)`, in the
+/// layout of nvcc's own help (configure scripts read it; people too).
+const HELP_OPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "--output-file <file>",
+        "-o",
+        "Name and location of the output file.",
+    ),
+    (
+        "--compile",
+        "-c",
+        "Compile each input to an object file (basename.o without -o).",
+    ),
+    (
+        "--cuda",
+        "-cuda",
+        "Write the host side of each .cu input, preprocessed, to <file>.cpp.ii.",
+    ),
+    (
+        "--preprocess",
+        "-E",
+        "Preprocess the host side of each input to -o or stdout.",
+    ),
+    (
+        "--generate-dependencies",
+        "-M",
+        "Write make dependencies to stdout.",
+    ),
+    (
+        "--generate-dependencies-with-compile",
+        "-MD",
+        "Write make dependencies while compiling.",
+    ),
+    (
+        "--generate-nonsystem-dependencies-with-compile",
+        "-MMD",
+        "As -MD, without system headers.",
+    ),
+    ("--dependency-output <file>", "-MF", "The dependency file."),
+    (
+        "--dependency-target-name <target>",
+        "-MT",
+        "The target named in the dependency file.",
+    ),
+    ("--include-path <path>,...", "-I", "Include search path."),
+    (
+        "--system-include <path>",
+        "-isystem",
+        "System include search path.",
+    ),
+    (
+        "--pre-include <file>",
+        "-include",
+        "Include the file before each source.",
+    ),
+    ("--define-macro <def>,...", "-D", "Define a macro."),
+    ("--undefine-macro <def>,...", "-U", "Undefine a macro."),
+    (
+        "--library <library>,...",
+        "-l",
+        "Link the library (cudart is always linked statically).",
+    ),
+    ("--library-path <path>,...", "-L", "Library search path."),
+    (
+        "--optimize <level>",
+        "-O",
+        "Host and device optimisation (device code is -O3 without it).",
+    ),
+    ("--debug", "-g", "Debug information for host code."),
+    (
+        "--device-debug",
+        "-G",
+        "Debug information for device code; device code at -O0.",
+    ),
+    (
+        "--generate-line-info",
+        "-lineinfo",
+        "Line information for device code.",
+    ),
+    (
+        "--gpu-architecture <arch>",
+        "-arch",
+        "GPU architecture to build for (see below).",
+    ),
+    (
+        "--gpu-code <code>,...",
+        "-code",
+        "GPU architectures to build for (see below).",
+    ),
+    (
+        "--generate-code <specification>",
+        "-gencode",
+        "arch=compute_XX,code=sm_XX: both build.",
+    ),
+    (
+        "--list-gpu-arch",
+        "-arch-ls",
+        "List the virtual architectures (compute_XX) and exit.",
+    ),
+    (
+        "--list-gpu-code",
+        "-code-ls",
+        "List the real architectures (sm_XX) and exit.",
+    ),
+    (
+        "--use_fast_math",
+        "-use_fast_math",
+        "Flush denormals to zero, fast transcendentals.",
+    ),
+    ("--ftz <true|false>", "-ftz", "Flush denormals to zero."),
+    (
+        "--compiler-options <options>,...",
+        "-Xcompiler",
+        "Options for host compilations.",
+    ),
+    (
+        "--ptxas-options <options>,...",
+        "-Xptxas",
+        "Options for ptxas.",
+    ),
+    (
+        "--linker-options <options>,...",
+        "-Xlinker",
+        "Options for the linker.",
+    ),
+    (
+        "--relocatable-device-code <true|false>",
+        "-rdc",
+        "Built uninstrumented (not supported yet).",
+    ),
+    ("--device-c", "-dc", "As -c -rdc=true."),
+    ("--std <standard>", "-std", "C++ dialect."),
+    ("--x <cu|c++>", "-x", "Language of the following inputs."),
+    (
+        "--keep",
+        "-keep",
+        "Keep intermediate files (--keep-dir <dir>: there).",
+    ),
+    (
+        "--dryrun",
+        "-dryrun",
+        "Print the commands of the build; run none.",
+    ),
+    ("--verbose", "-v", "Print each step."),
+    ("--disable-warnings", "-w", "No warnings."),
+    (
+        "--Wno-deprecated-declarations",
+        "-Wno-deprecated-declarations",
+        "No deprecation warnings.",
+    ),
+    ("--version", "-V", "Print the version and exit."),
+    ("--help", "-h", "Print this help and exit."),
+    (
+        "--cuda-flux-prefix=<dir>",
+        "",
+        "Write a CUDA toolkit directory for Makefiles (CUDA_DIR=dir).",
+    ),
+    (
+        "--cuda-flux-target=<gpu|cpu>",
+        "",
+        "Where instrumented programs run (default gpu).",
+    ),
+];
+
+/// `--help`: nvcc's layout (`--long <value>  (-short)`, an indented description), and the
+/// architectures as nvcc lists them (`Allowed values for this option: 'compute_50',...`).
+/// Only `SUPPORTED_ARCHS` are named, and no other `compute_NN`/`sm_NN` appears anywhere:
+/// configure scripts grep the whole text (SHOC: `grep -o "compute_[0-9][0-9]"`).
+pub fn help_text() -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from(
+        "Usage  : cuda-flux-nvcc [options] <inputfile>\n\n\
+         cuda-flux-nvcc takes nvcc's command line and builds the program with every kernel\n\
+         instrumented by cuda-flux (clang 16, CUDA 11.8). Unknown options are an error.\n\
+         .cu inputs are CUDA; .c/.cc/.cpp/.cxx are host code; anything else is linked.\n\n\
+         Options\n=======\n\n",
+    );
+    for (long, short, description) in HELP_OPTIONS {
+        let short = if short.is_empty() {
+            String::new()
+        } else {
+            format!("({short})")
+        };
+        let heading = format!("{long:<48}{short}");
+        let _ = writeln!(text, "{}\n        {description}\n", heading.trim_end());
+    }
+    let names = |prefix: &str| -> Vec<String> {
+        SUPPORTED_ARCHS
+            .iter()
+            .map(|n| format!("'{prefix}_{n}'"))
+            .collect()
+    };
+    let mut allowed = vec!["'all'".to_string(), "'all-major'".to_string()];
+    allowed.extend(names("compute"));
+    allowed.push("'native'".into());
+    allowed.extend(names("sm"));
+    let mut code = names("compute");
+    code.extend(names("sm"));
+    for (option, values, note) in [
+        (
+            "--gpu-architecture <arch>                       (-arch)",
+            allowed,
+            "'all', 'all-major' and 'native' build for the default, sm_70.",
+        ),
+        (
+            "--gpu-code <code>,...                           (-code)",
+            code,
+            "Each compute_XX builds sm_XX (device code is always built for the real GPU).",
+        ),
+    ] {
+        let _ = writeln!(
+            text,
+            "{option}\n        {note}\n        Older architectures (sm_1x to sm_3x) are \
+             built as sm_{OLDEST_ARCH}, with a note."
+        );
+        // Wrapped as nvcc wraps it: at commas, 80 columns.
+        let mut line = String::from("        Allowed values for this option:  ");
+        for (i, value) in values.iter().enumerate() {
+            let piece = if i + 1 == values.len() {
+                format!("{value}.")
+            } else {
+                format!("{value},")
+            };
+            if line.len() + piece.len() > 88 {
+                let _ = writeln!(text, "{line}");
+                line = String::from("        ");
+            }
+            line.push_str(&piece);
+        }
+        let _ = writeln!(text, "{line}\n");
+    }
+    text.push_str(
+        "Environment: CUDA_FLUX_ARCH=sm_XX[,...] adds architectures to every build.\n\
+         See docs/nvcc.md in cuda-flux for every option and shim.\n",
+    );
+    text
 }
 
 impl Driver {
@@ -941,6 +1220,48 @@ mod tests {
             once_per_build_in(&markers, &build, uid + 1, notes()),
             notes()
         );
+    }
+
+    #[test]
+    fn help_names_only_the_supported_architectures() {
+        for option in ["--help", "-h"] {
+            assert_eq!(
+                parse_nvcc(&[option.to_string()], None),
+                Ok(NvccInvocation::Help)
+            );
+        }
+        let text = help_text();
+        // What SHOC's configure does: every `compute_NN` anywhere in the text.
+        let mut found: Vec<u32> = text
+            .match_indices("compute_")
+            .filter_map(|(at, _)| text.get(at + 8..at + 10)?.parse().ok())
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        assert_eq!(found, SUPPORTED_ARCHS);
+        for arch in SUPPORTED_ARCHS {
+            assert!(text.contains(&format!("'sm_{arch}'")), "sm_{arch}");
+        }
+        assert!(text.contains("(-gencode)") && text.contains("(-Xcompiler)"));
+        assert!(text.lines().all(|l| l.len() <= 100 && !l.ends_with(' ')));
+    }
+
+    #[test]
+    fn deprecation_warnings_come_from_the_host_compilation_only() {
+        let (a, _) = build("-c k.cu", None);
+        let at = a.flags.iter().position(|f| f == "-Xarch_device").unwrap();
+        assert_eq!(a.flags[at + 1], "-Wno-deprecated-declarations");
+        let count = |a: &DriverArgs| {
+            a.flags
+                .iter()
+                .filter(|f| *f == "-Wno-deprecated-declarations")
+                .count()
+        };
+        assert_eq!(count(&a), 1, "not for the host compilation: {:?}", a.flags);
+        // nvcc's own option silences them everywhere.
+        let (a, _) = build("-Wno-deprecated-declarations -c k.cu", None);
+        assert_eq!(a.flags[0], "-Wno-deprecated-declarations");
+        assert_eq!(count(&a), 2);
     }
 
     #[test]
