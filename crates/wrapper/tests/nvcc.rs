@@ -89,7 +89,7 @@ fn run(app: &Path) -> (Option<i32>, String) {
 #[test]
 fn makefile_projects_build_unmodified() {
     let nvcc_driver = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
-    for project in ["shims", "gencode", "chevrons"] {
+    for project in ["shims", "gencode", "chevrons", "dryrunlibs"] {
         let dir = tempfile::tempdir().unwrap();
         let reference = make(project, "nvcc", &dir.path().join("nvcc"));
         let (instrumented, stderr) = make_with(
@@ -109,6 +109,14 @@ fn makefile_projects_build_unmodified() {
                 1,
                 "{project}: the note is printed once per build:\n{stderr}"
             );
+        }
+        // dryrunlibs links with g++ and the libraries named after `-o "a.out"` in
+        // `-dryrun`'s link line: they must be the cuda-flux runtime's (the fallback,
+        // -lcudart, would leave the instrumented launches unresolved). Its deprecated call
+        // warns once, as with nvcc (two architectures); `register` in its kernel not at all.
+        if project == "dryrunlibs" {
+            assert_eq!(stderr.matches("is deprecated").count(), 1, "{stderr}");
+            assert!(!stderr.contains("register"), "{stderr}");
         }
         let (reference_status, reference_text) = run(&reference.join("app"));
         let (status, text) = run(&instrumented.join("app"));
@@ -245,7 +253,16 @@ fn dryrun_prints_commands_and_writes_nothing() {
     assert!(commands[1].starts_with("ptxas") || commands[1].contains("/ptxas "));
     assert!(commands[2].contains("fatbinary"));
     assert!(commands[3].contains("--cuda-host-only"));
-    assert!(commands[4].ends_with("-o app"), "{stdout}");
+    // As nvcc prints it (`-o "app"`), and followed by just the libraries a gcc link of the
+    // objects needs: SHOC's find_cuda_libs.sh takes what follows `-o "a.out"` as those.
+    let (_, libraries) = commands[4]
+        .split_once(" -o \"app\" ")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        libraries.contains("libhost_runtime.a") && libraries.contains("-lcudart_static"),
+        "{libraries}"
+    );
+    assert!(!libraries.contains(".o "), "{libraries}");
     // The chevron rewrite, the instrumentation and the host pass are in-process steps.
     for step in ["spaced chevrons", "instrument", "host pass"] {
         assert!(

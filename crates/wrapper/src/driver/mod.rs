@@ -226,9 +226,18 @@ impl Driver {
     fn show(&self, command: &Command) {
         if self.args.verbose || self.dry_run {
             let mut line = quote(&command.get_program().to_string_lossy());
+            let mut output_next = false;
             for arg in command.get_args() {
+                let arg = arg.to_string_lossy();
                 line.push(' ');
-                line.push_str(&quote(&arg.to_string_lossy()));
+                // nvcc prints `-o "file"`; scripts cut its link line there to find the libraries
+                // (SHOC's find_cuda_libs.sh), so the output is quoted the same (when plain).
+                if output_next && quote(&arg) == arg {
+                    line.push_str(&format!("\"{arg}\""));
+                } else {
+                    line.push_str(&quote(&arg));
+                }
+                output_next = arg == "-o";
             }
             if self.dry_run {
                 println!("{line}");
@@ -742,17 +751,19 @@ impl Driver {
         command.args(&self.args.flags);
         command.args(&self.args.host_flags);
         command.args(&self.args.link_flags);
-        command.arg(&self.tools.runtime_lib);
-        if let Some(dir) = &self.tools.cudart_dir {
-            command.arg(format!("-L{}", dir.display()));
-        }
-        command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
+        // The output before the runtime's libraries, so that what follows `-o` in `-dryrun`'s
+        // link line is what a gcc link of these objects needs (as SHOC reads nvcc's).
         command.arg("-o").arg(
             self.args
                 .output
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("a.out")),
         );
+        command.arg(&self.tools.runtime_lib);
+        if let Some(dir) = &self.tools.cudart_dir {
+            command.arg(format!("-L{}", dir.display()));
+        }
+        command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
         self.run(&mut command)
     }
 
