@@ -355,26 +355,31 @@ fn redirect_calls(
                     .insert(at, Operand::List(vec![Operand::sym(argument.clone())]));
             }
         }
-        let pass_base = vec![
-            Statement::directive(Directive::Other {
-                label: None,
-                name: "param".into(),
-                text: format!(".param .b64 {argument};"),
-            }),
-            Statement::instruction(Instruction::simple(
-                "st.param.b64",
-                vec![
-                    Operand::Address(vec![Operand::Offset {
-                        base: Box::new(Operand::sym(argument.clone())),
-                        offset: "0".into(),
-                    }]),
-                    Operand::reg(format!("{}0", regs.b64)),
-                ],
-            )),
-        ];
-        function.insert_statements(*index, pass_base)?;
+        function.insert_statements(*index, pass_counter_base(&argument, regs))?;
     }
     Ok(())
+}
+
+/// The call argument that passes the counter base (`{b64}0`) to a function copy: a `.param .b64`
+/// named `argument`, declared and stored right before the call.
+fn pass_counter_base(argument: &str, regs: &CounterRegisters) -> Vec<Statement> {
+    vec![
+        Statement::directive(Directive::Other {
+            label: None,
+            name: "param".into(),
+            text: format!(".param .b64 {argument};"),
+        }),
+        Statement::instruction(Instruction::simple(
+            "st.param.b64",
+            vec![
+                Operand::Address(vec![Operand::Offset {
+                    base: Box::new(Operand::sym(argument)),
+                    offset: "0".into(),
+                }]),
+                regs.r64(0),
+            ],
+        )),
+    ]
 }
 
 /// Redirects every indirect call (`call (r), %target, (args), prototype;`) to this kernel's
@@ -447,22 +452,8 @@ fn redirect_indirect_calls(
         let chosen = regs.r64(1);
         let scratch = regs.r64(2);
         let matches = regs.p(2);
-        let mut code = vec![
-            Statement::directive(Directive::Other {
-                label: None,
-                name: "param".into(),
-                text: format!(".param .b64 {argument};"),
-            }),
-            Statement::instruction(Instruction::simple(
-                "st.param.b64",
-                vec![
-                    Operand::Address(vec![Operand::Offset {
-                        base: Box::new(Operand::sym(argument.clone())),
-                        offset: "0".into(),
-                    }]),
-                    regs.r64(0),
-                ],
-            )),
+        let mut code = pass_counter_base(&argument, regs);
+        code.extend([
             Statement::directive(Directive::Other {
                 label: Some(counted_prototype.clone().into()),
                 name: "callprototype".into(),
@@ -472,7 +463,7 @@ fn redirect_indirect_calls(
                 "mov.u64",
                 vec![chosen.clone(), Operand::reg(target.clone())],
             )),
-        ];
+        ]);
         for (original, clone) in targets {
             code.push(Statement::instruction(Instruction::simple(
                 "mov.u64",
