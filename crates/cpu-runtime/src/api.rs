@@ -133,11 +133,14 @@ pub unsafe extern "C" fn __cudaUnregisterFatBinary(handle: Handle) {
     guarded(|| runtime::unregister(handle as usize));
 }
 
-/// Reports a registration failure (a bad handle or name): the program cannot work.
-fn registration(result: Result<()>) {
-    if let Err(failure) = result {
-        fatal(&failure.to_string());
-    }
+/// Registers what `register` makes of the device name; a failure (a bad handle or name) ends
+/// the process: the program cannot work.
+fn register_named(device_name: *const c_char, register: impl FnOnce(String) -> Result<()>) {
+    guarded(|| {
+        if let Err(failure) = name(device_name).and_then(register) {
+            fatal(&failure.to_string());
+        }
+    })
 }
 
 #[no_mangle]
@@ -153,12 +156,8 @@ pub unsafe extern "C" fn __cudaRegisterFunction(
     _grid_dim: *mut c_void,
     _warp_size: *mut c_int,
 ) -> c_int {
-    guarded(|| {
-        registration(
-            name(device_name).and_then(|name| {
-                runtime::register_function(handle as usize, host_fun as usize, name)
-            }),
-        )
+    register_named(device_name, |name| {
+        runtime::register_function(handle as usize, host_fun as usize, name)
     });
     0
 }
@@ -174,10 +173,8 @@ pub unsafe extern "C" fn __cudaRegisterVar(
     _constant: c_int,
     _global: c_int,
 ) {
-    guarded(|| {
-        registration(name(device_name).and_then(|name| {
-            runtime::register_variable(handle as usize, host_var as usize, name, size)
-        }))
+    register_named(device_name, |name| {
+        runtime::register_variable(handle as usize, host_var as usize, name, size)
     });
 }
 
@@ -192,14 +189,11 @@ pub unsafe extern "C" fn __cudaRegisterManagedVar(
     _device_address: *mut c_char,
     device_name: *const c_char,
 ) {
-    guarded(|| {
-        let result = name(device_name).and_then(|name| {
-            runtime::register_variable(handle as usize, host_var_ptr as usize, name, 0)?;
-            let (address, _) = runtime::symbol(host_var_ptr as usize)?;
-            put(host_var_ptr, address as *mut c_void)?;
-            Ok(())
-        });
-        registration(result)
+    register_named(device_name, |name| {
+        runtime::register_variable(handle as usize, host_var_ptr as usize, name, 0)?;
+        let (address, _) = runtime::symbol(host_var_ptr as usize)?;
+        put(host_var_ptr, address as *mut c_void)?;
+        Ok(())
     });
 }
 
@@ -213,10 +207,8 @@ pub unsafe extern "C" fn __cudaRegisterTexture(
     norm: c_int,
     _ext: c_int,
 ) {
-    guarded(|| {
-        registration(name(device_name).and_then(|name| {
-            runtime::register_texture(handle as usize, host_var as usize, name, norm != 0)
-        }))
+    register_named(device_name, |name| {
+        runtime::register_texture(handle as usize, host_var as usize, name, norm != 0)
     });
 }
 
@@ -229,12 +221,8 @@ pub unsafe extern "C" fn __cudaRegisterSurface(
     _dim: c_int,
     _ext: c_int,
 ) {
-    guarded(|| {
-        registration(
-            name(device_name).and_then(|name| {
-                runtime::register_surface(handle as usize, host_var as usize, name)
-            }),
-        )
+    register_named(device_name, |name| {
+        runtime::register_surface(handle as usize, host_var as usize, name)
     });
 }
 
@@ -314,54 +302,28 @@ unsafe fn launch(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchKernel(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: *mut c_void,
-) -> Code {
-    unsafe { launch(func, grid, block, args, shared, stream, false) }
+/// A `cudaLaunchKernel`-shaped entry point: [`launch`], cooperative or not.
+macro_rules! launch_entry_point {
+    ($name:ident, cooperative: $cooperative:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            func: *const c_void,
+            grid: Dim3,
+            block: Dim3,
+            args: *mut *mut c_void,
+            shared: usize,
+            stream: *mut c_void,
+        ) -> Code {
+            unsafe { launch(func, grid, block, args, shared, stream, $cooperative) }
+        }
+    };
 }
 
-/// Per-thread default stream: work runs at call time either way.
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchKernel_ptsz(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: *mut c_void,
-) -> Code {
-    unsafe { launch(func, grid, block, args, shared, stream, false) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: *mut c_void,
-) -> Code {
-    unsafe { launch(func, grid, block, args, shared, stream, true) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchCooperativeKernel_ptsz(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: *mut c_void,
-) -> Code {
-    unsafe { launch(func, grid, block, args, shared, stream, true) }
-}
+// The `_ptsz` forms use the per-thread default stream: work runs at call time either way.
+launch_entry_point!(cudaLaunchKernel, cooperative: false);
+launch_entry_point!(cudaLaunchKernel_ptsz, cooperative: false);
+launch_entry_point!(cudaLaunchCooperativeKernel, cooperative: true);
+launch_entry_point!(cudaLaunchCooperativeKernel_ptsz, cooperative: true);
 
 /// `cudaLaunchKernelExC`'s attributes: whether the launch is cooperative, and the event a
 /// programmatic-event attribute asks to record when the kernel is done.
@@ -429,23 +391,22 @@ unsafe fn launch_ex(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchKernelExC(
-    config: *const LaunchConfig,
-    func: *const c_void,
-    args: *mut *mut c_void,
-) -> Code {
-    unsafe { launch_ex(config, func, args) }
+/// A `cudaLaunchKernelExC`-shaped entry point: [`launch_ex`].
+macro_rules! launch_ex_entry_point {
+    ($name:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            config: *const LaunchConfig,
+            func: *const c_void,
+            args: *mut *mut c_void,
+        ) -> Code {
+            unsafe { launch_ex(config, func, args) }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchKernelExC_ptsz(
-    config: *const LaunchConfig,
-    func: *const c_void,
-    args: *mut *mut c_void,
-) -> Code {
-    unsafe { launch_ex(config, func, args) }
-}
+launch_ex_entry_point!(cudaLaunchKernelExC);
+launch_ex_entry_point!(cudaLaunchKernelExC_ptsz);
 
 #[no_mangle]
 pub unsafe extern "C" fn cudaFuncGetAttributes(
@@ -494,9 +455,7 @@ pub unsafe extern "C" fn cudaFuncSetAttribute(
 pub unsafe extern "C" fn cudaFuncSetCacheConfig(func: *const c_void, config: c_int) -> Code {
     api(|| {
         runtime::kernel_info(func as usize)?;
-        if !(0..=3).contains(&config) {
-            return Err(CudaError::InvalidValue.into());
-        }
+        enum_value(config, 3)?;
         Ok(())
     })
 }
@@ -534,6 +493,15 @@ pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> Code {
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> Code {
     api(|| Ok(put(device, 0)?))
+}
+
+/// `value` when it is one of an enum's values `0..=max`.
+fn enum_value(value: c_int, max: c_int) -> Result<c_int, CudaError> {
+    if (0..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(CudaError::InvalidValue)
+    }
 }
 
 fn check_device(device: c_int) -> Result<(), CudaError> {
@@ -597,10 +565,7 @@ pub unsafe extern "C" fn cudaSetDeviceFlags(flags: c_uint) -> Code {
 #[no_mangle]
 pub unsafe extern "C" fn cudaDeviceSetCacheConfig(config: c_int) -> Code {
     api(|| {
-        if !(0..=3).contains(&config) {
-            return Err(CudaError::InvalidValue.into());
-        }
-        registry().cache_config = config;
+        registry().cache_config = enum_value(config, 3)?;
         Ok(())
     })
 }
@@ -608,12 +573,17 @@ pub unsafe extern "C" fn cudaDeviceSetCacheConfig(config: c_int) -> Code {
 #[no_mangle]
 pub unsafe extern "C" fn cudaDeviceSetSharedMemConfig(config: c_int) -> Code {
     api(|| {
-        if !(0..=2).contains(&config) {
-            return Err(CudaError::InvalidValue.into());
-        }
-        registry().shared_config = config;
+        registry().shared_config = enum_value(config, 2)?;
         Ok(())
     })
+}
+
+/// The index of `enum cudaLimit` `limit` in the registry's limits.
+fn limit_index(limit: c_int) -> Result<usize, CudaError> {
+    usize::try_from(limit)
+        .ok()
+        .filter(|&i| i < 7)
+        .ok_or(CudaError::UnsupportedLimit)
 }
 
 /// Limits are recorded (and read back by `cudaDeviceGetLimit`); the interpreter's stack,
@@ -621,11 +591,7 @@ pub unsafe extern "C" fn cudaDeviceSetSharedMemConfig(config: c_int) -> Code {
 #[no_mangle]
 pub unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> Code {
     api(|| {
-        let index = usize::try_from(limit)
-            .ok()
-            .filter(|&i| i < 7)
-            .ok_or(CudaError::UnsupportedLimit)?;
-        registry().limits[index] = value;
+        registry().limits[limit_index(limit)?] = value;
         Ok(())
     })
 }
@@ -633,11 +599,7 @@ pub unsafe extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> Code 
 #[no_mangle]
 pub unsafe extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> Code {
     api(|| {
-        let index = usize::try_from(limit)
-            .ok()
-            .filter(|&i| i < 7)
-            .ok_or(CudaError::UnsupportedLimit)?;
-        let v = registry().limits[index];
+        let v = registry().limits[limit_index(limit)?];
         put(value, v)?;
         Ok(())
     })
@@ -883,87 +845,60 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    count: usize,
-    kind: c_int,
-) -> Code {
-    // SAFETY: host sides are the program's contract.
-    api(|| Ok(unsafe { runtime::copy(dst as u64, src as u64, count, kind) }?))
+/// Defines an API call and its `Async` form, which takes a stream after the same parameters:
+/// the stream must exist, then the work runs at call time as in the plain form.
+macro_rules! with_async_form {
+    ($name:ident, $async_name:ident, ($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> Code {
+            api(|| $body)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $async_name($($arg: $ty,)* stream: *mut c_void) -> Code {
+            api(|| {
+                registry().check_stream(stream as usize)?;
+                $body
+            })
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyAsync(
-    dst: *mut c_void,
-    src: *const c_void,
-    count: usize,
-    kind: c_int,
-    stream: *mut c_void,
-) -> Code {
-    api(|| {
-        registry().check_stream(stream as usize)?;
-        // SAFETY: as cudaMemcpy.
+with_async_form!(
+    cudaMemcpy,
+    cudaMemcpyAsync,
+    (dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
+        // SAFETY: host sides are the program's contract.
         Ok(unsafe { runtime::copy(dst as u64, src as u64, count, kind) }?)
-    })
-}
+    }
+);
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpy2D(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: c_int,
-) -> Code {
-    api(|| {
+with_async_form!(
+    cudaMemcpy2D,
+    cudaMemcpy2DAsync,
+    (
+        dst: *mut c_void,
+        dpitch: usize,
+        src: *const c_void,
+        spitch: usize,
+        width: usize,
+        height: usize,
+        kind: c_int,
+    ) {
         // SAFETY: host sides are the program's contract.
         Ok(unsafe {
             runtime::copy_2d(dst as u64, dpitch, src as u64, spitch, width, height, kind)
         }?)
-    })
-}
+    }
+);
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpy2DAsync(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: c_int,
-    stream: *mut c_void,
-) -> Code {
-    api(|| {
-        registry().check_stream(stream as usize)?;
-        // SAFETY: as cudaMemcpy2D.
-        Ok(unsafe {
-            runtime::copy_2d(dst as u64, dpitch, src as u64, spitch, width, height, kind)
-        }?)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, count: usize) -> Code {
-    api(|| Ok(runtime::fill(ptr as u64, value, count)?))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemsetAsync(
-    ptr: *mut c_void,
-    value: c_int,
-    count: usize,
-    stream: *mut c_void,
-) -> Code {
-    api(|| {
-        registry().check_stream(stream as usize)?;
+with_async_form!(
+    cudaMemset,
+    cudaMemsetAsync,
+    (ptr: *mut c_void, value: c_int, count: usize) {
         Ok(runtime::fill(ptr as u64, value, count)?)
-    })
-}
+    }
+);
 
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemset2D(
@@ -976,61 +911,23 @@ pub unsafe extern "C" fn cudaMemset2D(
     api(|| Ok(runtime::fill_2d(ptr as u64, pitch, value, width, height)?))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyToSymbol(
-    symbol: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: c_int,
-) -> Code {
-    // SAFETY: the source is the program's contract.
-    api(|| unsafe { runtime::copy_symbol(symbol as usize, src as u64, count, offset, kind, true) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyFromSymbol(
-    dst: *mut c_void,
-    symbol: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: c_int,
-) -> Code {
-    // SAFETY: the destination is the program's contract.
-    api(|| unsafe { runtime::copy_symbol(symbol as usize, dst as u64, count, offset, kind, false) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyToSymbolAsync(
-    symbol: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: c_int,
-    stream: *mut c_void,
-) -> Code {
-    api(|| {
-        registry().check_stream(stream as usize)?;
-        // SAFETY: as cudaMemcpyToSymbol.
+with_async_form!(
+    cudaMemcpyToSymbol,
+    cudaMemcpyToSymbolAsync,
+    (symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: c_int) {
+        // SAFETY: the source is the program's contract.
         unsafe { runtime::copy_symbol(symbol as usize, src as u64, count, offset, kind, true) }
-    })
-}
+    }
+);
 
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyFromSymbolAsync(
-    dst: *mut c_void,
-    symbol: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: c_int,
-    stream: *mut c_void,
-) -> Code {
-    api(|| {
-        registry().check_stream(stream as usize)?;
-        // SAFETY: as cudaMemcpyFromSymbol.
+with_async_form!(
+    cudaMemcpyFromSymbol,
+    cudaMemcpyFromSymbolAsync,
+    (dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: c_int) {
+        // SAFETY: the destination is the program's contract.
         unsafe { runtime::copy_symbol(symbol as usize, dst as u64, count, offset, kind, false) }
-    })
-}
+    }
+);
 
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetSymbolAddress(
@@ -1112,7 +1009,7 @@ pub unsafe extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Code {
 
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Code {
-    api(|| Ok(registry().check_stream(stream as usize)?))
+    unsafe { cudaStreamSynchronize(stream) }
 }
 
 #[no_mangle]
@@ -1145,10 +1042,7 @@ pub unsafe extern "C" fn cudaStreamIsCapturing(stream: *mut c_void, status: *mut
 #[no_mangle]
 pub unsafe extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) -> Code {
     api(|| {
-        let wanted = get(mode)?;
-        if !(0..=2).contains(&wanted) {
-            return Err(CudaError::InvalidValue.into());
-        }
+        let wanted = enum_value(get(mode)?, 2)?;
         put(mode, runtime::exchange_capture_mode(wanted))?;
         Ok(())
     })
@@ -1204,10 +1098,7 @@ pub unsafe extern "C" fn cudaEventQuery(event: *mut c_void) -> Code {
 
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Code {
-    api(|| {
-        registry().event(event as usize)?;
-        Ok(())
-    })
+    unsafe { cudaEventQuery(event) }
 }
 
 #[no_mangle]

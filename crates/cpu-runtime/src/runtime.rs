@@ -19,7 +19,7 @@ use crate::abi::{ChannelFormatDesc, Dim3};
 use crate::config;
 use crate::device::{self, DeviceShape};
 use crate::error::CudaError;
-use crate::memory::{self, AddressTable, MemoryKind};
+use crate::memory::{self, AddressTable, MemoryKind, ModuleId};
 use crate::registry::{Function, Module, Registry};
 
 /// Why a call failed: an API error the program sees, or a fault that ends the program.
@@ -320,21 +320,27 @@ pub unsafe fn launch(
     Ok(())
 }
 
+/// What `lookup` finds in the registry (with the id of its module), and the loaded program of
+/// that module; `missing` when either is not registered. The registry is not held while the
+/// module loads.
+fn registered<T>(
+    missing: CudaError,
+    lookup: impl FnOnce(&Registry) -> Option<(T, ModuleId)>,
+) -> Result<(T, Arc<Program>)> {
+    let (entry, module) = {
+        let registry = registry();
+        let (entry, id) = lookup(&registry).ok_or(missing)?;
+        (entry, registry.module(id).ok_or(missing)?)
+    };
+    Ok((entry, program_of(&module)?))
+}
+
 /// The kernel behind a host stub and its facts.
 pub fn kernel_info(stub: usize) -> Result<(Function, ptx_sim::KernelInfo)> {
-    let (function, module) = {
-        let registry = registry();
-        let function = registry
-            .functions
-            .get(&stub)
-            .cloned()
-            .ok_or(CudaError::InvalidDeviceFunction)?;
-        let module = registry
-            .module(function.module)
-            .ok_or(CudaError::InvalidDeviceFunction)?;
-        (function, module)
-    };
-    let program = program_of(&module)?;
+    let (function, program) = registered(CudaError::InvalidDeviceFunction, |registry| {
+        let function = registry.functions.get(&stub)?;
+        Some((function.clone(), function.module))
+    })?;
     let info = program
         .kernel(&function.name)
         .ok_or(CudaError::InvalidDeviceFunction)?;
@@ -571,22 +577,11 @@ pub fn fill_2d(
 
 /// Address and size of the module variable whose host shadow is `symbol`.
 pub fn symbol(symbol: usize) -> Result<(u64, u64)> {
-    let (variable, module) = {
-        let registry = registry();
-        let variable = registry
-            .variables
-            .get(&symbol)
-            .cloned()
-            .ok_or(CudaError::InvalidSymbol)?;
-        let module = registry
-            .module(variable.module)
-            .ok_or(CudaError::InvalidSymbol)?;
-        (variable, module)
-    };
-    let program = program_of(&module)?;
-    Ok(program
-        .symbol(&variable.name)
-        .ok_or(CudaError::InvalidSymbol)?)
+    let (name, program) = registered(CudaError::InvalidSymbol, |registry| {
+        let variable = registry.variables.get(&symbol)?;
+        Some((variable.name.clone(), variable.module))
+    })?;
+    Ok(program.symbol(&name).ok_or(CudaError::InvalidSymbol)?)
 }
 
 /// `cudaMemcpyToSymbol` (`to_symbol`) and `cudaMemcpyFromSymbol`, and their async forms.

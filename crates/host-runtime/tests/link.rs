@@ -3,6 +3,8 @@
 //! and runs. Without a GPU the program must behave like its uninstrumented build: the same
 //! error codes, no crash, no file.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,46 +17,13 @@ const EXPORTS: [&str; 6] = [
     "__cuda_flux_device_reset",
 ];
 
-/// The static library cargo built for this test run: `libhost_runtime-<hash>.a` beside this
-/// test executable (the newest, should several configurations have left one).
 fn staticlib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("test executable directory");
-    let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(deps)
-        .expect("deps directory")
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libhost_runtime-") && n.ends_with(".a"))
-        })
-        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
-        .collect();
-    candidates.sort();
-    candidates
-        .pop()
-        .map(|(_, path)| path)
-        .unwrap_or_else(|| panic!("no libhost_runtime-*.a in {}", deps.display()))
+    support::staticlib("host_runtime")
 }
 
 #[test]
 fn the_staticlib_exports_the_c_abi() {
-    let output = Command::new("nm")
-        .args(["-g", "--defined-only"])
-        .arg(staticlib())
-        .output()
-        .expect("nm runs");
-    assert!(output.status.success());
-    let symbols = String::from_utf8_lossy(&output.stdout);
-    for symbol in EXPORTS {
-        assert!(
-            symbols
-                .lines()
-                .any(|line| line.ends_with(&format!(" T {symbol}"))),
-            "{symbol} is not a defined text symbol"
-        );
-    }
+    support::assert_defines_text_symbols(&staticlib(), &EXPORTS);
 }
 
 const PROGRAM: &str = r#"

@@ -3,30 +3,20 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../host-runtime/tests/support/mod.rs"]
+mod archive;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The static library cargo built for this test run: `libcpu_runtime-<hash>.a` beside this
-/// test executable (the newest, should several configurations have left one).
+/// The static library cargo built for this test run: `libcpu_runtime-<hash>.a`.
 pub fn staticlib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("test executable directory");
-    let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(deps)
-        .expect("deps directory")
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libcpu_runtime-") && n.ends_with(".a"))
-        })
-        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
-        .collect();
-    candidates.sort();
-    candidates
-        .pop()
-        .map(|(_, path)| path)
-        .unwrap_or_else(|| panic!("no libcpu_runtime-*.a in {}", deps.display()))
+    archive::staticlib("cpu_runtime")
+}
+
+/// Asserts that the static library defines each of `symbols` as a text symbol.
+pub fn assert_exports(symbols: &[&str]) {
+    archive::assert_defines_text_symbols(&staticlib(), symbols);
 }
 
 /// Compiles `source` (C++ including `<cuda_runtime_api.h>`) into `dir/name`; links the
