@@ -19,6 +19,8 @@ use float::{Approx, FCmp, Prec};
 use int::{ICmp, IntTy};
 use round::Rnd;
 
+pub(crate) use int::low_mask;
+
 /// How the engine must read a source operand that is an immediate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueKind {
@@ -707,21 +709,9 @@ fn decode_add(base: &str, m: &mut Mods) -> Result<AluOp, String> {
         if base.ends_with('c') {
             return Err(m.err("carry on a float type"));
         }
-        let rnd = m.rnd().unwrap_or(Rnd::Rn);
-        let ftz = m.take("ftz");
-        let sat = m.take("sat");
-        check_float_mods(m, prec, rnd, ftz, sat)?;
         let op = if sub { FBin::Sub } else { FBin::Add };
-        return Ok(AluOp::new(
-            Op::FBin {
-                op,
-                prec,
-                rnd: FRound::Ieee(rnd),
-                ftz,
-                sat,
-            },
-            &[prec_kind(prec); 2],
-        ));
+        let rnd = m.rnd().unwrap_or(Rnd::Rn);
+        return float_binary(m, op, prec, rnd);
     }
     let ty = int_ty(t)
         .filter(|ty| ty.bits >= 16)
@@ -743,16 +733,48 @@ fn decode_add(base: &str, m: &mut Mods) -> Result<AluOp, String> {
     Ok(AluOp::new(op, &[int_kind(ty.bits); 2]).carry(cin, cc))
 }
 
-/// f16/f16x2 support only round-to-nearest; `.ftz` and `.sat` exist for f16 and f32 only
-/// (`.sat` and `.ftz` on f64 are not PTX).
-fn check_float_mods(m: &Mods, prec: Prec, rnd: Rnd, ftz: bool, sat: bool) -> Result<(), String> {
+/// The `.ftz` and `.sat` of float arithmetic rounding as `rnd`: f16/f16x2 support only
+/// round-to-nearest; `.ftz` and `.sat` exist for f16 and f32 only (`.sat` and `.ftz` on f64
+/// are not PTX).
+fn float_mods(m: &mut Mods, prec: Prec, rnd: Rnd) -> Result<(bool, bool), String> {
+    let ftz = m.take("ftz");
+    let sat = m.take("sat");
     if matches!(prec, Prec::F16 | Prec::F16x2) && rnd != Rnd::Rn {
         return Err(m.err("f16 arithmetic rounds to nearest only"));
     }
     if prec == Prec::F64 && (ftz || sat) {
         return Err(m.err(".ftz/.sat on f64"));
     }
-    Ok(())
+    Ok((ftz, sat))
+}
+
+/// `add`, `sub` or `mul` on floats, rounding as `rnd`.
+fn float_binary(m: &mut Mods, op: FBin, prec: Prec, rnd: Rnd) -> Result<AluOp, String> {
+    let (ftz, sat) = float_mods(m, prec, rnd)?;
+    Ok(AluOp::new(
+        Op::FBin {
+            op,
+            prec,
+            rnd: FRound::Ieee(rnd),
+            ftz,
+            sat,
+        },
+        &[prec_kind(prec); 2],
+    ))
+}
+
+/// Fused multiply-add (`fma`, and float `mad`), rounding as `rnd`.
+fn float_fma(m: &mut Mods, prec: Prec, rnd: Rnd) -> Result<AluOp, String> {
+    let (ftz, sat) = float_mods(m, prec, rnd)?;
+    Ok(AluOp::new(
+        Op::Fma {
+            prec,
+            rnd,
+            ftz,
+            sat,
+        },
+        &[prec_kind(prec); 3],
+    ))
 }
 
 fn decode_mul(base: &str, m: &mut Mods) -> Result<AluOp, String> {
@@ -762,34 +784,14 @@ fn decode_mul(base: &str, m: &mut Mods) -> Result<AluOp, String> {
         if base == "madc" {
             return Err(m.err("carry on a float type"));
         }
-        let explicit = m.rnd();
-        let ftz = m.take("ftz");
-        let sat = m.take("sat");
         // `mul`/`mad` without a rounding modifier round to nearest; `mad.f32` on sm_20+ is
         // fused (the same as `fma.rn.f32`), and `mad.f64` is always fused.
-        let rnd = explicit.unwrap_or(Rnd::Rn);
-        check_float_mods(m, prec, rnd, ftz, sat)?;
-        if mad {
-            return Ok(AluOp::new(
-                Op::Fma {
-                    prec,
-                    rnd,
-                    ftz,
-                    sat,
-                },
-                &[prec_kind(prec); 3],
-            ));
-        }
-        return Ok(AluOp::new(
-            Op::FBin {
-                op: FBin::Mul,
-                prec,
-                rnd: FRound::Ieee(rnd),
-                ftz,
-                sat,
-            },
-            &[prec_kind(prec); 2],
-        ));
+        let rnd = m.rnd().unwrap_or(Rnd::Rn);
+        return if mad {
+            float_fma(m, prec, rnd)
+        } else {
+            float_binary(m, FBin::Mul, prec, rnd)
+        };
     }
     let ty = int_ty(t)
         .filter(|ty| ty.bits >= 16 && !t.starts_with('b'))
@@ -832,18 +834,7 @@ fn decode_fma(m: &mut Mods) -> Result<AluOp, String> {
     let rnd = m
         .rnd()
         .ok_or_else(|| m.err("fma needs a rounding modifier"))?;
-    let ftz = m.take("ftz");
-    let sat = m.take("sat");
-    check_float_mods(m, prec, rnd, ftz, sat)?;
-    Ok(AluOp::new(
-        Op::Fma {
-            prec,
-            rnd,
-            ftz,
-            sat,
-        },
-        &[prec_kind(prec); 3],
-    ))
+    float_fma(m, prec, rnd)
 }
 
 fn decode_misc_arith(base: &str, m: &mut Mods) -> Result<AluOp, String> {
@@ -1199,7 +1190,7 @@ impl AluOp {
                     SetOut::Pred => first as u64,
                     SetOut::Int { bits } => {
                         if first {
-                            int::zext(u64::MAX, bits)
+                            low_mask(bits)
                         } else {
                             0
                         }

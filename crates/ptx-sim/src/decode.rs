@@ -1010,17 +1010,16 @@ impl Decoder<'_> {
                 })
             }
             "vote" => {
-                let mode = if has("all") {
-                    VoteMode::All
-                } else if has("any") {
-                    VoteMode::Any
-                } else if has("uni") {
-                    VoteMode::Uni
-                } else if has("ballot") {
-                    VoteMode::Ballot
-                } else {
-                    return Err("vote mode".into());
-                };
+                let mode = modifier_choice(
+                    opcode,
+                    &[
+                        ("all", VoteMode::All),
+                        ("any", VoteMode::Any),
+                        ("uni", VoteMode::Uni),
+                        ("ballot", VoteMode::Ballot),
+                    ],
+                )
+                .ok_or("vote mode")?;
                 let (dst, pred) = match ops {
                     [d, p] | [d, p, _] => (d, p),
                     _ => return Err("operands".into()),
@@ -1032,17 +1031,16 @@ impl Decoder<'_> {
                 });
             }
             "shfl" => {
-                let mode = if has("up") {
-                    ShflMode::Up
-                } else if has("down") {
-                    ShflMode::Down
-                } else if has("bfly") {
-                    ShflMode::Bfly
-                } else if has("idx") {
-                    ShflMode::Idx
-                } else {
-                    return Err("shfl mode".into());
-                };
+                let mode = modifier_choice(
+                    opcode,
+                    &[
+                        ("up", ShflMode::Up),
+                        ("down", ShflMode::Down),
+                        ("bfly", ShflMode::Bfly),
+                        ("idx", ShflMode::Idx),
+                    ],
+                )
+                .ok_or("shfl mode")?;
                 let (dst, a, b, c) = match ops {
                     [d, a, b, c, _] | [d, a, b, c] => (d, a, b, c),
                     _ => return Err("operands".into()),
@@ -1079,21 +1077,18 @@ impl Decoder<'_> {
                 });
             }
             "redux" => {
-                let op = if has("add") {
-                    ReduxOp::Add
-                } else if has("min") {
-                    ReduxOp::Min
-                } else if has("max") {
-                    ReduxOp::Max
-                } else if has("and") {
-                    ReduxOp::And
-                } else if has("or") {
-                    ReduxOp::Or
-                } else if has("xor") {
-                    ReduxOp::Xor
-                } else {
-                    return Err("redux operation".into());
-                };
+                let op = modifier_choice(
+                    opcode,
+                    &[
+                        ("add", ReduxOp::Add),
+                        ("min", ReduxOp::Min),
+                        ("max", ReduxOp::Max),
+                        ("and", ReduxOp::And),
+                        ("or", ReduxOp::Or),
+                        ("xor", ReduxOp::Xor),
+                    ],
+                )
+                .ok_or("redux operation")?;
                 let [dst, a, _] = ops else {
                     return Err("operands".into());
                 };
@@ -1195,10 +1190,10 @@ impl Decoder<'_> {
             (dst, src) => Ok(Op::Mov {
                 dst: self.reg(dst)?,
                 src: self.src(src, kind)?,
-                mask: if bits >= 64 || ty == ptx_lexer::DataType::Pred {
+                mask: if ty == ptx_lexer::DataType::Pred {
                     u64::MAX
                 } else {
-                    (1u64 << bits) - 1
+                    alu::low_mask(bits)
                 },
             }),
         }
@@ -1299,15 +1294,15 @@ impl Decoder<'_> {
             return Ok(Op::Nop);
         }
         if has("red") {
-            let kind = if has("popc") {
-                BarKind::RedPopc
-            } else if has("and") {
-                BarKind::RedAnd
-            } else if has("or") {
-                BarKind::RedOr
-            } else {
-                return Err("barrier reduction".into());
-            };
+            let kind = modifier_choice(
+                opcode,
+                &[
+                    ("popc", BarKind::RedPopc),
+                    ("and", BarKind::RedAnd),
+                    ("or", BarKind::RedOr),
+                ],
+            )
+            .ok_or("barrier reduction")?;
             let (dst, id, count, pred) = match ops {
                 [d, id, p] => (d, id, None, p),
                 [d, id, n, p] => (d, id, Some(n), p),
@@ -1440,6 +1435,14 @@ impl Decoder<'_> {
             result,
         })))
     }
+}
+
+/// The value paired with the first of `choices`' modifiers that `opcode` carries.
+fn modifier_choice<T: Copy>(opcode: &ptx_lexer::Opcode, choices: &[(&str, T)]) -> Option<T> {
+    choices
+        .iter()
+        .find(|(modifier, _)| opcode.has_modifier(modifier))
+        .map(|&(_, value)| value)
 }
 
 fn offset_src(base: Src, offset: i64) -> Option<Src> {

@@ -1,6 +1,7 @@
 //! SIMT execution of one warp: fetch at the top of the current frame's reconvergence stack,
 //! evaluate the guard for the active lanes, execute warp-wide over the lanes that run.
 
+use crate::alu;
 use crate::builtins;
 use crate::decode::{
     Addr, AtomType, BarKind, CallInst, CallSlot, CallTarget, DecodedFunction, Inst, Op, ReduxOp,
@@ -219,11 +220,7 @@ impl<'a> Exec<'a, '_> {
                     count,
                     bits,
                 } => {
-                    let part_mask = if *bits >= 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << bits) - 1
-                    };
+                    let part_mask = alu::low_mask(*bits);
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
                         let mut v = 0u64;
@@ -240,11 +237,7 @@ impl<'a> Exec<'a, '_> {
                     src,
                     bits,
                 } => {
-                    let part_mask = if *bits >= 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << bits) - 1
-                    };
+                    let part_mask = alu::low_mask(*bits);
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
                         let v = self.read(src, lane);

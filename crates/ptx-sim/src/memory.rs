@@ -159,67 +159,53 @@ pub(crate) unsafe fn copy(from: u64, to: u64, len: u64) {
 /// # Safety
 /// `address` must be valid host memory of `ty.bytes()` bytes, aligned to that size.
 pub(crate) unsafe fn atomic(address: u64, op: AtomOp, ty: AtomType, b: u64, c: u64) -> u64 {
-    let order = Ordering::SeqCst;
+    // One width: `$atomic` over `$uint`, with its signed and float types and the `AtomType`s
+    // that name them.
+    macro_rules! read_modify_write {
+        ($atomic:ty, $uint:ty, $sint:ty, $float:ty, $signed_ty:pat, $float_ty:pat) => {{
+            /// A compare-and-swap loop for operations without a native atomic (float add,
+            /// signed min/max, wrapping inc/dec).
+            fn update(a: &$atomic, f: impl Fn($uint) -> $uint) -> $uint {
+                match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
+                    Ok(v) | Err(v) => v,
+                }
+            }
+            let order = Ordering::SeqCst;
+            // SAFETY: valid and aligned per the caller.
+            let a = unsafe { <$atomic>::from_ptr(address as *mut $uint) };
+            let (b, c) = (b as $uint, c as $uint);
+            match (op, ty) {
+                (AtomOp::Add, $float_ty) => update(a, |v| {
+                    (<$float>::from_bits(v) + <$float>::from_bits(b)).to_bits()
+                }),
+                (AtomOp::Add, _) => a.fetch_add(b, order),
+                (AtomOp::Min, $signed_ty) => update(a, |v| (v as $sint).min(b as $sint) as $uint),
+                (AtomOp::Max, $signed_ty) => update(a, |v| (v as $sint).max(b as $sint) as $uint),
+                (AtomOp::Min, _) => a.fetch_min(b, order),
+                (AtomOp::Max, _) => a.fetch_max(b, order),
+                (AtomOp::Inc, _) => update(a, |v| if v >= b { 0 } else { v + 1 }),
+                (AtomOp::Dec, _) => update(a, |v| if v == 0 || v > b { b } else { v - 1 }),
+                (AtomOp::And, _) => a.fetch_and(b, order),
+                (AtomOp::Or, _) => a.fetch_or(b, order),
+                (AtomOp::Xor, _) => a.fetch_xor(b, order),
+                (AtomOp::Exch, _) => a.swap(b, order),
+                (AtomOp::Cas, _) => match a.compare_exchange(b, c, order, order) {
+                    Ok(v) | Err(v) => v,
+                },
+            }
+        }};
+    }
     if ty.bytes() == 4 {
-        // SAFETY: valid and aligned per the caller.
-        let a = unsafe { AtomicU32::from_ptr(address as *mut u32) };
-        let b32 = b as u32;
-        let old = match (op, ty) {
-            (AtomOp::Add, AtomType::F32) => {
-                update32(a, |v| (f32::from_bits(v) + f32::from_bits(b32)).to_bits())
-            }
-            (AtomOp::Add, _) => a.fetch_add(b32, order),
-            (AtomOp::Min, AtomType::S32) => update32(a, |v| (v as i32).min(b32 as i32) as u32),
-            (AtomOp::Max, AtomType::S32) => update32(a, |v| (v as i32).max(b32 as i32) as u32),
-            (AtomOp::Min, _) => a.fetch_min(b32, order),
-            (AtomOp::Max, _) => a.fetch_max(b32, order),
-            (AtomOp::Inc, _) => update32(a, |v| if v >= b32 { 0 } else { v + 1 }),
-            (AtomOp::Dec, _) => update32(a, |v| if v == 0 || v > b32 { b32 } else { v - 1 }),
-            (AtomOp::And, _) => a.fetch_and(b32, order),
-            (AtomOp::Or, _) => a.fetch_or(b32, order),
-            (AtomOp::Xor, _) => a.fetch_xor(b32, order),
-            (AtomOp::Exch, _) => a.swap(b32, order),
-            (AtomOp::Cas, _) => match a.compare_exchange(b32, c as u32, order, order) {
-                Ok(v) | Err(v) => v,
-            },
-        };
-        u64::from(old)
+        u64::from(read_modify_write!(
+            AtomicU32,
+            u32,
+            i32,
+            f32,
+            AtomType::S32,
+            AtomType::F32
+        ))
     } else {
-        // SAFETY: valid and aligned per the caller.
-        let a = unsafe { AtomicU64::from_ptr(address as *mut u64) };
-        match (op, ty) {
-            (AtomOp::Add, AtomType::F64) => {
-                update64(a, |v| (f64::from_bits(v) + f64::from_bits(b)).to_bits())
-            }
-            (AtomOp::Add, _) => a.fetch_add(b, order),
-            (AtomOp::Min, AtomType::S64) => update64(a, |v| (v as i64).min(b as i64) as u64),
-            (AtomOp::Max, AtomType::S64) => update64(a, |v| (v as i64).max(b as i64) as u64),
-            (AtomOp::Min, _) => a.fetch_min(b, order),
-            (AtomOp::Max, _) => a.fetch_max(b, order),
-            (AtomOp::Inc, _) => update64(a, |v| if v >= b { 0 } else { v + 1 }),
-            (AtomOp::Dec, _) => update64(a, |v| if v == 0 || v > b { b } else { v - 1 }),
-            (AtomOp::And, _) => a.fetch_and(b, order),
-            (AtomOp::Or, _) => a.fetch_or(b, order),
-            (AtomOp::Xor, _) => a.fetch_xor(b, order),
-            (AtomOp::Exch, _) => a.swap(b, order),
-            (AtomOp::Cas, _) => match a.compare_exchange(b, c, order, order) {
-                Ok(v) | Err(v) => v,
-            },
-        }
-    }
-}
-
-/// A compare-and-swap loop for operations without a native atomic (float add, signed
-/// min/max, wrapping inc/dec).
-fn update32(a: &AtomicU32, f: impl Fn(u32) -> u32) -> u32 {
-    match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
-        Ok(v) | Err(v) => v,
-    }
-}
-
-fn update64(a: &AtomicU64, f: impl Fn(u64) -> u64) -> u64 {
-    match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
-        Ok(v) | Err(v) => v,
+        read_modify_write!(AtomicU64, u64, i64, f64, AtomType::S64, AtomType::F64)
     }
 }
 

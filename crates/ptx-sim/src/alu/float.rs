@@ -160,29 +160,23 @@ pub(crate) fn binary(
 ) -> u64 {
     match prec {
         Prec::F32 => {
-            let (x, y) = (f32_in(a, ftz), f32_in(b, ftz));
-            let r = ieee(rnd);
-            let v = match op {
-                FBin::Add => round::add(x, y, r),
-                FBin::Sub => round::add(x, -y, r),
-                FBin::Mul => round::mul(x, y, r),
-                FBin::Div => round::div(x, y, r),
-            };
+            let v = ieee_binary(op, f32_in(a, ftz), f32_in(b, ftz), ieee(rnd));
             f32_out(v, ftz, sat)
         }
-        Prec::F64 => {
-            let (x, y) = (f64::from_bits(a), f64::from_bits(b));
-            let r = ieee(rnd);
-            let v = match op {
-                FBin::Add => round::add(x, y, r),
-                FBin::Sub => round::add(x, -y, r),
-                FBin::Mul => round::mul(x, y, r),
-                FBin::Div => round::div(x, y, r),
-            };
-            v.to_bits()
-        }
+        Prec::F64 => ieee_binary(op, f64::from_bits(a), f64::from_bits(b), ieee(rnd)).to_bits(),
         Prec::F16 => half_arith(op.into(), a as u16, b as u16, 0, ftz, sat) as u64,
         Prec::F16x2 => per_half(a, b, 0, |x, y, _| half_arith(op.into(), x, y, 0, ftz, sat)),
+    }
+}
+
+/// `add/sub/mul/div` of f32 or f64 values, rounded as `rnd`.
+#[inline]
+fn ieee_binary<F: round::Fp>(op: FBin, x: F, y: F, rnd: Rnd) -> F {
+    match op {
+        FBin::Add => round::add(x, y, rnd),
+        FBin::Sub => round::add(x, -y, rnd),
+        FBin::Mul => round::mul(x, y, rnd),
+        FBin::Div => round::div(x, y, rnd),
     }
 }
 

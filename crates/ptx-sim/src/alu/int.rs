@@ -60,6 +60,12 @@ impl IntTy {
     }
 }
 
+/// A mask of the low `bits` bits (all 64 from 64 on).
+#[inline]
+pub(crate) fn low_mask(bits: u8) -> u64 {
+    zext(u64::MAX, bits)
+}
+
 #[inline]
 pub(crate) fn zext(v: u64, bits: u8) -> u64 {
     if bits >= 64 {
