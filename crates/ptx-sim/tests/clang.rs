@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use common::{config, launch, Arg, TestEnv};
+use common::{config, launch, launch_with_output, Arg, TestEnv};
 use ptx_sim::{LaunchConfig, Program, SimError};
 
 /// PTX of `tests/cuda/kernels.cu`, compiled once per test binary.
@@ -29,6 +29,22 @@ fn kernels_ptx() -> &'static str {
 fn program() -> &'static Program {
     static PROGRAM: OnceLock<Program> = OnceLock::new();
     PROGRAM.get_or_init(|| Program::load(kernels_ptx()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Launches `kernel(input, out, n)` with `n = input.len()`: one thread per element, in CTAs of
+/// `block` threads.
+fn launch_over<I, O>(kernel: &str, input: &mut [I], out: &mut [O], block: u32, workers: usize) {
+    let env = TestEnv::default();
+    let n = input.len() as u32;
+    let (a, b) = (env.register(input), env.register(out));
+    launch(
+        program(),
+        kernel,
+        &config([n.div_ceil(block), 1, 1], [block, 1, 1], workers),
+        &[Arg::U64(a), Arg::U64(b), Arg::U32(n)],
+        &env,
+    )
+    .unwrap();
 }
 
 fn loop_work(v: i32) -> i32 {
@@ -80,18 +96,9 @@ fn loop_inputs(n: usize) -> Vec<i32> {
 #[test]
 fn loop_kernel_matches_reference() {
     let n = 2000;
-    let env = TestEnv::default();
     let mut input = loop_inputs(n);
     let mut out = vec![0i32; n];
-    let (a, b) = (env.register(&mut input), env.register(&mut out));
-    launch(
-        program(),
-        "loops",
-        &config([(n as u32).div_ceil(64), 1, 1], [64, 1, 1], 2),
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
-        &env,
-    )
-    .unwrap();
+    launch_over("loops", &mut input, &mut out, 64, 2);
     for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
         assert_eq!(got, loop_work(v), "element {i} (input {v})");
     }
@@ -100,18 +107,9 @@ fn loop_kernel_matches_reference() {
 #[test]
 fn shared_memory_tree_reduction() {
     let n = 10_000usize;
-    let env = TestEnv::default();
     let mut input: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 1001 - 500).collect();
     let mut out = vec![0u64; 1];
-    let (a, b) = (env.register(&mut input), env.register(&mut out));
-    launch(
-        program(),
-        "block_reduce",
-        &config([(n as u32).div_ceil(256), 1, 1], [256, 1, 1], 2),
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
-        &env,
-    )
-    .unwrap();
+    launch_over("block_reduce", &mut input, &mut out, 256, 2);
     let expected: i64 = input.iter().map(|&v| i64::from(v)).sum();
     assert_eq!(out[0] as i64, expected);
 }
@@ -119,39 +117,21 @@ fn shared_memory_tree_reduction() {
 #[test]
 fn warp_shuffle_reduction_with_float_atomics() {
     let n = 4096usize;
-    let env = TestEnv::default();
     // Small integers: every partial sum is exact in f32, so order does not matter.
     let mut input: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
     let mut out = vec![0f32; 1];
-    let (a, b) = (env.register(&mut input), env.register(&mut out));
-    launch(
-        program(),
-        "warp_sum",
-        &config([(n as u32).div_ceil(128), 1, 1], [128, 1, 1], 2),
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
-        &env,
-    )
-    .unwrap();
+    launch_over("warp_sum", &mut input, &mut out, 128, 2);
     assert_eq!(out[0], input.iter().sum::<f32>());
 }
 
 #[test]
 fn switch_heavy_kernel() {
     let n = 3000usize;
-    let env = TestEnv::default();
     let mut input: Vec<i32> = (0..n as u32)
         .map(|i| i.wrapping_mul(2_654_435_761) as i32 >> 7)
         .collect();
     let mut out = vec![0i32; n];
-    let (a, b) = (env.register(&mut input), env.register(&mut out));
-    launch(
-        program(),
-        "switchy",
-        &config([(n as u32).div_ceil(96), 1, 1], [96, 1, 1], 1),
-        &[Arg::U64(a), Arg::U64(b), Arg::U32(n as u32)],
-        &env,
-    )
-    .unwrap();
+    launch_over("switchy", &mut input, &mut out, 96, 1);
     for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
         let want = match v & 15 {
             0 => v.wrapping_mul(3),
@@ -205,17 +185,12 @@ fn shared_memory_transpose_with_2d_blocks() {
 
 #[test]
 fn recursive_device_function() {
-    let env = TestEnv::default();
-    let mut out = vec![0i32; 64];
-    let a = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         program(),
         "fibs",
-        &config([1, 1, 1], [64, 1, 1], 1),
-        &[Arg::U64(a)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [64, 1, 1], 1),
+        vec![0i32; 64],
+    );
     let fib = |n: i32| {
         let (mut a, mut b) = (0, 1);
         for _ in 0..n {

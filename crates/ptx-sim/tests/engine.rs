@@ -4,8 +4,26 @@
 
 mod common;
 
-use common::{config, launch, load, Arg, TestEnv};
-use ptx_sim::{ChannelKind, SimError, Texture};
+use common::{config, launch, launch_with_output, load, Arg, TestEnv};
+use ptx_sim::{ChannelKind, LaunchConfig, Program, SimError, Texture};
+
+/// Launches `kernel`, which has no parameters, and returns the error it fails with.
+fn launch_error(program: &Program, kernel: &str, config: LaunchConfig) -> SimError {
+    launch(program, kernel, &config, &[], &TestEnv::default()).unwrap_err()
+}
+
+/// A linear texture of one-channel f32 texels, registered with `env`.
+fn f32_texture(env: &TestEnv, texels: &mut [f32]) -> Texture {
+    let len_bytes = std::mem::size_of_val(texels) as u64;
+    Texture {
+        base: env.register(texels),
+        len_bytes,
+        kind: ChannelKind::Float,
+        channels: 1,
+        bits_per_channel: 32,
+        normalized_float: false,
+    }
+}
 
 /// Each thread records `activemask` before a divergent if/else, in each arm, and after the join.
 const DIVERGE: &str = r#"
@@ -39,17 +57,12 @@ JOIN:
 #[test]
 fn divergent_branch_reconverges_at_the_post_dominator() {
     let program = load(DIVERGE);
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 3]; 40];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "diverge",
-        &config([1, 1, 1], [40, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [40, 1, 1], 1),
+        vec![[0u32; 3]; 40],
+    );
     for (i, row) in out.iter().enumerate() {
         let (full, even, odd) = if i < 32 {
             (u32::MAX, 0x5555_5555, 0xAAAA_AAAA)
@@ -107,17 +120,12 @@ DONE:
 #[test]
 fn nested_divergence_in_a_loop_with_divergent_exits() {
     let program = load(NESTED);
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 4]; 32];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "nested",
-        &config([1, 1, 1], [32, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [32, 1, 1], 1),
+        vec![[0u32; 4]; 32],
+    );
     // Lanes with tid%4 > k at iteration k: 24 at k=0, 16 at k=1, 8 at k=2.
     let loop_sum = |trips: u32| [24u32, 16, 8][..trips as usize].iter().sum::<u32>();
     // Odd lanes: tid%4 in {1, 3}: at k=0 all 16 odd lanes, at k=1 and k=2 the 8 with tid%4==3.
@@ -158,34 +166,15 @@ const MIRROR: &str = r#"
 fn bar_sync_orders_shared_memory_across_warps() {
     let program = load(MIRROR);
     assert_eq!(program.kernel("mirror").unwrap().static_shared_bytes, 256);
-    let env = TestEnv::default();
-    let mut out = vec![0u32; 64 * 3];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "mirror",
-        &config([3, 1, 1], [64, 1, 1], 2),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap_err_or_check(|| {
-        // Every CTA writes the same 64 entries (no ctaid in the index).
-        for (i, v) in out.iter().take(64).enumerate() {
-            assert_eq!(*v, 63 - i as u32, "thread {i}");
-        }
-    });
-}
-
-trait Check {
-    fn unwrap_err_or_check(self, check: impl FnOnce());
-}
-
-impl Check for Result<(), SimError> {
-    fn unwrap_err_or_check(self, check: impl FnOnce()) {
-        match self {
-            Ok(()) => check(),
-            Err(e) => panic!("launch failed: {e}"),
-        }
+        config([3, 1, 1], [64, 1, 1], 2),
+        vec![0u32; 64 * 3],
+    );
+    // Every CTA writes the same 64 entries (no ctaid in the index).
+    for (i, v) in out.iter().take(64).enumerate() {
+        assert_eq!(*v, 63 - i as u32, "thread {i}");
     }
 }
 
@@ -243,17 +232,12 @@ BASE:
 fn recursive_calls_with_divergent_depth() {
     let program = load(FACTORIAL);
     assert!(program.kernel("factorials").unwrap().local_bytes > 0);
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 2]; 48];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "factorials",
-        &config([1, 1, 1], [48, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [48, 1, 1], 1),
+        vec![[0u32; 2]; 48],
+    );
     let fact = |n: u32| (1..=n.max(1)).product::<u32>();
     for (i, row) in out.iter().enumerate() {
         let full = if i < 32 { u32::MAX } else { 0xFFFF };
@@ -322,17 +306,12 @@ const WARP_OPS: &str = r#"
 #[test]
 fn shuffles_votes_match_and_redux() {
     let program = load(WARP_OPS);
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 10]; 32];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "warp_ops",
-        &config([1, 1, 1], [32, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [32, 1, 1], 1),
+        vec![[0u32; 10]; 32],
+    );
     assert_eq!(out[0][0], 496);
     for (i, row) in out.iter().enumerate() {
         let i = i as u32;
@@ -383,17 +362,12 @@ RETRY:
 #[test]
 fn atomics_from_parallel_ctas() {
     let program = load(ATOMICS);
-    let env = TestEnv::default();
-    let mut counters = vec![0u64; 4];
-    let address = env.register(&mut counters);
-    launch(
+    let counters = launch_with_output(
         &program,
         "atomics",
-        &config([64, 1, 1], [128, 1, 1], 2),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([64, 1, 1], [128, 1, 1], 2),
+        vec![0u64; 4],
+    );
     let threads = 64 * 128u64;
     assert_eq!(counters[0] as u32, threads as u32);
     assert_eq!(counters[1], 2 * threads);
@@ -464,14 +438,7 @@ fn shared_window_overflow_is_an_error() {
 }
 "#,
     );
-    let err = launch(
-        &program,
-        "over",
-        &config([1, 1, 1], [1, 1, 1], 1),
-        &[],
-        &TestEnv::default(),
-    )
-    .unwrap_err();
+    let err = launch_error(&program, "over", config([1, 1, 1], [1, 1, 1], 1));
     assert!(
         matches!(
             err,
@@ -498,14 +465,7 @@ fn unsupported_opcode_names_the_instruction_and_line() {
 }
 "#,
     );
-    let err = launch(
-        &program,
-        "odd",
-        &config([1, 1, 1], [1, 1, 1], 1),
-        &[],
-        &TestEnv::default(),
-    )
-    .unwrap_err();
+    let err = launch_error(&program, "odd", config([1, 1, 1], [1, 1, 1], 1));
     match &err {
         SimError::Unsupported { what, line } => {
             assert!(what.contains("suld"), "{what}");
@@ -534,14 +494,7 @@ FIRST:
 }
 "#,
     );
-    let err = launch(
-        &program,
-        "stuck",
-        &config([1, 1, 1], [64, 1, 1], 1),
-        &[],
-        &TestEnv::default(),
-    )
-    .unwrap_err();
+    let err = launch_error(&program, "stuck", config([1, 1, 1], [64, 1, 1], 1));
     assert!(
         matches!(err, SimError::Deadlock { cta: [0, 0, 0], .. }),
         "{err}"
@@ -571,45 +524,25 @@ fn barrier_completes_when_other_warps_exited_and_counts_reductions() {
 }
 "#,
     );
-    let env = TestEnv::default();
-    let mut out = vec![0u32; 64];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "partial",
-        &config([1, 1, 1], [128, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [128, 1, 1], 1),
+        vec![0u32; 64],
+    );
     assert!(out.iter().all(|&v| v == 16), "{out:?}");
 }
 
 #[test]
 fn trap_and_invalid_launches() {
     let program = load(".visible .entry t()\n{\n\ttrap;\n}\n");
-    let env = TestEnv::default();
-    let err = launch(&program, "t", &config([1, 1, 1], [1, 1, 1], 1), &[], &env).unwrap_err();
+    let err = launch_error(&program, "t", config([1, 1, 1], [1, 1, 1], 1));
     assert_eq!(err, SimError::Trap { line: 7 });
-    let err = launch(
-        &program,
-        "t",
-        &config([1, 1, 1], [2048, 1, 1], 1),
-        &[],
-        &env,
-    )
-    .unwrap_err();
+    let err = launch_error(&program, "t", config([1, 1, 1], [2048, 1, 1], 1));
     assert!(matches!(err, SimError::InvalidLaunch(_)));
-    let err = launch(&program, "t", &config([0, 1, 1], [1, 1, 1], 1), &[], &env).unwrap_err();
+    let err = launch_error(&program, "t", config([0, 1, 1], [1, 1, 1], 1));
     assert!(matches!(err, SimError::InvalidLaunch(_)));
-    let err = launch(
-        &program,
-        "nope",
-        &config([1, 1, 1], [1, 1, 1], 1),
-        &[],
-        &env,
-    )
-    .unwrap_err();
+    let err = launch_error(&program, "nope", config([1, 1, 1], [1, 1, 1], 1));
     assert_eq!(err, SimError::UnknownKernel("nope".into()));
 }
 
@@ -639,17 +572,12 @@ fn module_variables_initializers_and_symbols() {
     );
     let (table, size) = program.symbol("table").unwrap();
     assert_eq!(size, 16);
-    let env = TestEnv::default();
-    let mut out = vec![0u32; 2];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "read",
-        &config([1, 1, 1], [1, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [1, 1, 1], 1),
+        vec![0u32; 2],
+    );
     assert_eq!(out, [30, 2.0f32.to_bits()]);
     // SAFETY: `table` is a live 16-byte module variable of `program`.
     let last = unsafe { std::ptr::read(table as *const [u32; 4]) };
@@ -691,17 +619,12 @@ J:
 }
 "#,
     );
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 2]; 32];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "jump",
-        &config([1, 1, 1], [32, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [32, 1, 1], 1),
+        vec![[0u32; 2]; 32],
+    );
     for (i, row) in out.iter().enumerate() {
         assert_eq!(
             *row,
@@ -735,18 +658,8 @@ fn texture_object_fetches_and_vector_moves() {
     );
     let mut env = TestEnv::default();
     let mut texels: Vec<f32> = (0..6).map(|i| i as f32 * 1.5).collect();
-    let base = env.register(&mut texels);
-    env.textures.insert(
-        42,
-        Texture {
-            base,
-            len_bytes: 24,
-            kind: ChannelKind::Float,
-            channels: 1,
-            bits_per_channel: 32,
-            normalized_float: false,
-        },
-    );
+    let texture = f32_texture(&env, &mut texels);
+    env.textures.insert(42, texture);
     let mut out = vec![[0u32; 2]; 8];
     let address = env.register(&mut out);
     launch(
@@ -791,18 +704,8 @@ fn texture_reference_fetches_directly_and_through_a_register() {
     );
     let mut env = TestEnv::default();
     let mut texels: Vec<f32> = (0..6).map(|i| i as f32 + 0.25).collect();
-    let base = env.register(&mut texels);
-    env.texrefs.insert(
-        "tex_ref".to_string(),
-        Texture {
-            base,
-            len_bytes: 24,
-            kind: ChannelKind::Float,
-            channels: 1,
-            bits_per_channel: 32,
-            normalized_float: false,
-        },
-    );
+    let texture = f32_texture(&env, &mut texels);
+    env.texrefs.insert("tex_ref".to_string(), texture);
     let mut out = vec![0f32; 8];
     let address = env.register(&mut out);
     launch(
@@ -848,17 +751,12 @@ fn local_memory_and_generic_conversions() {
 }
 "#,
     );
-    let env = TestEnv::default();
-    let mut out = vec![[0u32; 4]; 40];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "locals",
-        &config([1, 1, 1], [40, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [40, 1, 1], 1),
+        vec![[0u32; 4]; 40],
+    );
     for (i, row) in out.iter().enumerate() {
         assert_eq!(*row, [i as u32, 1, 0, 0], "thread {i}");
     }
@@ -897,17 +795,12 @@ fn device_malloc_and_free() {
 }
 "#,
     );
-    let env = TestEnv::default();
-    let mut out = vec![0u32; 8];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "heap",
-        &config([1, 1, 1], [8, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [8, 1, 1], 1),
+        vec![0u32; 8],
+    );
     assert_eq!(out, [0, 1, 2, 3, 4, 5, 6, 7]);
 }
 
@@ -958,17 +851,12 @@ fn indirect_calls_grouped_by_target() {
 }
 "#,
     );
-    let env = TestEnv::default();
-    let mut out = vec![0i32; 32];
-    let address = env.register(&mut out);
-    launch(
+    let out = launch_with_output(
         &program,
         "pick",
-        &config([1, 1, 1], [32, 1, 1], 1),
-        &[Arg::U64(address)],
-        &env,
-    )
-    .unwrap();
+        config([1, 1, 1], [32, 1, 1], 1),
+        vec![0i32; 32],
+    );
     for (i, v) in out.iter().enumerate() {
         let i = i as i32;
         assert_eq!(*v, if i % 2 == 0 { 2 * i } else { -i }, "thread {i}");

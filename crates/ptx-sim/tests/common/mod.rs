@@ -89,6 +89,21 @@ pub fn launch(
     unsafe { program.launch(kernel, config, &pointers, env) }
 }
 
+/// Launches `kernel`, whose one parameter is the address of `out`, and returns `out` as the
+/// kernel left it.
+pub fn launch_with_output<T>(
+    program: &Program,
+    kernel: &str,
+    config: LaunchConfig,
+    mut out: Vec<T>,
+) -> Vec<T> {
+    let env = TestEnv::default();
+    let address = env.register(&mut out);
+    launch(program, kernel, &config, &[Arg::U64(address)], &env)
+        .unwrap_or_else(|e| panic!("launch failed: {e}"));
+    out
+}
+
 /// A PTX module with the usual header.
 pub fn ptx(body: &str) -> String {
     format!(".version 7.8\n.target sm_70\n.address_size 64\n\n{body}")
