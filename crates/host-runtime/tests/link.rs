@@ -8,22 +8,13 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const EXPORTS: [&str; 6] = [
-    "__cuda_flux_register_kernel",
-    "__cuda_flux_launch_kernel",
-    "__cuda_flux_launch_kernel_ptsz",
-    "__cuda_flux_launch_cooperative_kernel",
-    "__cuda_flux_launch_cooperative_kernel_ptsz",
-    "__cuda_flux_device_reset",
-];
-
 fn staticlib() -> PathBuf {
     support::staticlib("host_runtime")
 }
 
 #[test]
 fn the_staticlib_exports_the_c_abi() {
-    support::assert_defines_text_symbols(&staticlib(), &EXPORTS);
+    support::assert_defines_text_symbols(&staticlib(), &support::HOST_RUNTIME_EXPORTS);
 }
 
 const PROGRAM: &str = r#"

@@ -1083,23 +1083,14 @@ impl AluOp {
             second: false,
             carry: false,
         };
+        let with_carry = |(v, carry): (u64, bool)| AluOutput {
+            value: v,
+            second: false,
+            carry,
+        };
         match self.op {
-            Op::Add { ty, sat } => {
-                let (v, co) = int::add(ty, sat, a, b, cin);
-                AluOutput {
-                    value: v,
-                    second: false,
-                    carry: co,
-                }
-            }
-            Op::Sub { ty, sat } => {
-                let (v, co) = int::sub(ty, sat, a, b, cin);
-                AluOutput {
-                    value: v,
-                    second: false,
-                    carry: co,
-                }
-            }
+            Op::Add { ty, sat } => with_carry(int::add(ty, sat, a, b, cin)),
+            Op::Sub { ty, sat } => with_carry(int::sub(ty, sat, a, b, cin)),
             Op::Mul { ty, half } => value(int::mul(ty, half, a, b)),
             Op::Mad { ty, half } => {
                 let product = int::mul(ty, half, a, b);
@@ -1108,7 +1099,7 @@ impl AluOp {
                 } else {
                     ty.bits
                 };
-                let (v, co) = int::add(
+                with_carry(int::add(
                     IntTy {
                         bits,
                         signed: false,
@@ -1117,12 +1108,7 @@ impl AluOp {
                     product,
                     c,
                     cin,
-                );
-                AluOutput {
-                    value: v,
-                    second: false,
-                    carry: co,
-                }
+                ))
             }
             Op::Mul24 { signed, hi } => value(int::mul24(signed, hi, a, b)),
             Op::Mad24 { signed, hi } => {

@@ -19,6 +19,9 @@ pub fn assert_exports(symbols: &[&str]) {
     archive::assert_defines_text_symbols(&staticlib(), symbols);
 }
 
+/// The host runtime's C ABI, which the archive carries.
+pub const HOST_RUNTIME_EXPORTS: [&str; 6] = archive::HOST_RUNTIME_EXPORTS;
+
 /// Compiles `source` (C++ including `<cuda_runtime_api.h>`) into `dir/name`; links the
 /// runtime unless `link` is false. Panics with the compiler's output on failure.
 pub fn build(dir: &Path, name: &str, source: &str, link: bool) -> PathBuf {

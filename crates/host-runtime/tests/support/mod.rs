@@ -6,6 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The C ABI symbols the host runtime exports (and the CPU runtime's archive carries).
+pub const HOST_RUNTIME_EXPORTS: [&str; 6] = [
+    "__cuda_flux_register_kernel",
+    "__cuda_flux_launch_kernel",
+    "__cuda_flux_launch_kernel_ptsz",
+    "__cuda_flux_launch_cooperative_kernel",
+    "__cuda_flux_launch_cooperative_kernel_ptsz",
+    "__cuda_flux_device_reset",
+];
+
 /// The static library of crate `lib_name` (`host_runtime`) cargo built for this test run:
 /// `lib<lib_name>-<hash>.a` beside this test executable (the newest, should several
 /// configurations have left one).
