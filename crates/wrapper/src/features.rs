@@ -143,6 +143,66 @@ fn bytes_per_thread(opcode: &str, family: &str, kind: Kind) -> (u64, u64) {
     }
 }
 
+/// Where one thread-execution of an opcode goes among the feature columns.
+#[derive(Debug, Clone, Copy)]
+enum OpcodeFeature {
+    /// An instruction group ([`GROUPS`] index; unknown opcodes go to the last).
+    Group(usize),
+    /// A memory or texture access in state space `space` ([`SPACES`] index), moving `read` and
+    /// `written` bytes per thread.
+    Memory {
+        space: usize,
+        read: u64,
+        written: u64,
+    },
+}
+
+/// [`OpcodeFeature`] of `opcode`, classified once per process: `features` sees the same
+/// opcodes in every one of possibly millions of launches.
+fn opcode_feature(opcode: &str) -> OpcodeFeature {
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<String, OpcodeFeature>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some(feature) = CACHE.with(|c| c.borrow().get(opcode).copied()) {
+        return feature;
+    }
+    let feature = classify_opcode(opcode);
+    CACHE.with(|c| c.borrow_mut().insert(opcode.to_string(), feature));
+    feature
+}
+
+fn classify_opcode(opcode: &str) -> OpcodeFeature {
+    let Some(family) = metrics::family_of(opcode) else {
+        return OpcodeFeature::Group(8);
+    };
+    let class = metrics::classify(opcode);
+    let group = match family.kind {
+        Kind::Arith(Flop::Special, _) if class.thread != Some(metrics::ThreadClass::Integer) => {
+            Some(1)
+        }
+        Kind::Arith(..) => Some(0),
+        Kind::Logic => Some(2),
+        Kind::Control => Some(3),
+        Kind::Convert => Some(4),
+        Kind::Communication => Some(5),
+        Kind::Misc => Some(6),
+        Kind::Tensor => Some(7),
+        Kind::Memory(_) | Kind::Texture => None,
+    };
+    match group {
+        Some(g) => OpcodeFeature::Group(g),
+        None => {
+            let (read, written) = bytes_per_thread(opcode, family.name, family.kind);
+            OpcodeFeature::Memory {
+                space: space_of(opcode, family.name),
+                read,
+                written,
+            }
+        }
+    }
+}
+
 /// The numeric feature columns after `warp_instructions` for one histogram.
 pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
     let mut groups = [0u64; 9];
@@ -151,34 +211,16 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
     let mut written = [0u64; 7];
     for (opcode, c) in counts {
         let t = c.threads;
-        let Some(family) = metrics::family_of(opcode) else {
-            groups[8] += t;
-            continue;
-        };
-        let class = metrics::classify(opcode);
-        let group = match family.kind {
-            Kind::Arith(Flop::Special, _)
-                if class.thread != Some(metrics::ThreadClass::Integer) =>
-            {
-                Some(1)
-            }
-            Kind::Arith(..) => Some(0),
-            Kind::Logic => Some(2),
-            Kind::Control => Some(3),
-            Kind::Convert => Some(4),
-            Kind::Communication => Some(5),
-            Kind::Misc => Some(6),
-            Kind::Tensor => Some(7),
-            Kind::Memory(_) | Kind::Texture => None,
-        };
-        match group {
-            Some(g) => groups[g] += t,
-            None => {
-                let s = space_of(opcode, family.name);
-                mem[s] += t;
-                let (r, w) = bytes_per_thread(opcode, family.name, family.kind);
-                read[s] = read[s].saturating_add(r.saturating_mul(t));
-                written[s] = written[s].saturating_add(w.saturating_mul(t));
+        match opcode_feature(opcode) {
+            OpcodeFeature::Group(g) => groups[g] += t,
+            OpcodeFeature::Memory {
+                space,
+                read: r,
+                written: w,
+            } => {
+                mem[space] += t;
+                read[space] = read[space].saturating_add(r.saturating_mul(t));
+                written[space] = written[space].saturating_add(w.saturating_mul(t));
             }
         }
     }

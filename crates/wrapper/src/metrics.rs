@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use host_runtime::report::OpcodeCounts;
+use host_runtime::report::{Counts, OpcodeCounts};
 use ptx_lexer::{DataType, InstructionFacts, Opcode, StateSpace};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
@@ -505,6 +505,114 @@ pub fn index_of(name: &str) -> Option<usize> {
     NAMES.iter().position(|n| *n == name)
 }
 
+/// One opcode's share of one count metric: (slot, per thread, per warp).
+type Term = (usize, u64, u64);
+
+/// What one execution of `opcode` adds to each count metric, as `(slot, per thread, per warp)`
+/// terms: every count metric is linear in a histogram entry's thread and warp counts, so an
+/// opcode is classified once per process (per-launch commands see the same opcodes millions
+/// of times) and each entry costs a few multiply-adds.
+fn with_contribution<R>(opcode: &str, use_terms: impl FnOnce(&[Term]) -> R) -> R {
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<String, Vec<Term>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    CACHE.with(|cache| {
+        if let Some(terms) = cache.borrow().get(opcode) {
+            return use_terms(terms);
+        }
+        let unit = |threads: u64, warps: u64| {
+            let mut v = [0u64; NAMES.len() - 1];
+            add_entry(&mut v, opcode, Counts { threads, warps });
+            v
+        };
+        let (per_thread, per_warp) = (unit(1, 0), unit(0, 1));
+        let terms: Vec<Term> = (0..per_thread.len())
+            .filter(|&i| per_thread[i] != 0 || per_warp[i] != 0)
+            .map(|i| (i, per_thread[i], per_warp[i]))
+            .collect();
+        let result = use_terms(&terms);
+        cache.borrow_mut().insert(opcode.to_string(), terms);
+        result
+    })
+}
+
+/// Adds one histogram entry (`c` executions of `opcode`) to the count metrics `v`.
+fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
+    let slot = |name: &str| index_of(name).expect("a metric name");
+    let mut add = |name: &str, n: u64| {
+        let i = slot(name);
+        v[i] = v[i].saturating_add(n);
+    };
+    add("inst_executed", c.warps);
+    add("thread_inst_executed", c.threads);
+    let class = classify(opcode);
+    if let Some(thread) = class.thread {
+        let name = match thread {
+            ThreadClass::Fp16 => "inst_fp_16",
+            ThreadClass::Fp32 => "inst_fp_32",
+            ThreadClass::Fp64 => "inst_fp_64",
+            ThreadClass::Integer => "inst_integer",
+            ThreadClass::BitConvert => "inst_bit_convert",
+            ThreadClass::Control => "inst_control",
+            ThreadClass::ComputeLdSt => "inst_compute_ld_st",
+            ThreadClass::Misc => "inst_misc",
+            ThreadClass::InterThreadCommunication => "inst_inter_thread_communication",
+        };
+        add(name, c.threads);
+    }
+    if let Some((space, op)) = class.memory {
+        let name = match (space, op) {
+            (Space::Global, MemOp::Load) => Some("inst_executed_global_loads"),
+            (Space::Local, MemOp::Load) => Some("inst_executed_local_loads"),
+            (Space::Shared, MemOp::Load) => Some("inst_executed_shared_loads"),
+            (Space::Generic, MemOp::Load) => Some("inst_executed_generic_loads"),
+            (Space::Global, MemOp::Store) => Some("inst_executed_global_stores"),
+            (Space::Local, MemOp::Store) => Some("inst_executed_local_stores"),
+            (Space::Shared, MemOp::Store) => Some("inst_executed_shared_stores"),
+            (Space::Generic, MemOp::Store) => Some("inst_executed_generic_stores"),
+            (Space::Global, MemOp::Atomic) => Some("inst_executed_global_atomics"),
+            (Space::Global, MemOp::Reduction) => Some("inst_executed_global_reductions"),
+            // Shared-memory reductions compile to the same atomic instructions.
+            (Space::Shared, MemOp::Atomic | MemOp::Reduction) => {
+                Some("inst_executed_shared_atomics")
+            }
+            (Space::Generic, MemOp::Atomic | MemOp::Reduction) => {
+                Some("inst_executed_generic_atomics")
+            }
+            _ => None,
+        };
+        if let Some(name) = name {
+            add(name, c.warps);
+        }
+    }
+    if let Some((precision, flop, lanes)) = class.flops {
+        let p = match precision {
+            Precision::Half => "hp",
+            Precision::Single => "sp",
+            Precision::Double => "dp",
+        };
+        let ops = c.threads.saturating_mul(lanes);
+        match flop {
+            Flop::Add => {
+                add(&format!("flop_count_{p}_add"), ops);
+                add(&format!("flop_count_{p}"), ops);
+            }
+            Flop::Mul => {
+                add(&format!("flop_count_{p}_mul"), ops);
+                add(&format!("flop_count_{p}"), ops);
+            }
+            Flop::Fma => {
+                add(&format!("flop_count_{p}_fma"), ops);
+                add(&format!("flop_count_{p}"), ops.saturating_mul(2));
+            }
+            // Special operations are not part of flop_count_sp.
+            Flop::Special => add("flop_count_sp_special", ops),
+            Flop::None => {}
+        }
+    }
+}
+
 /// Every metric of [`NAMES`] for one histogram.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metrics {
@@ -515,80 +623,17 @@ impl Metrics {
     /// Computes the metrics of a histogram (a launch's `instructions` or a kernel's `totals`).
     pub fn of(counts: &OpcodeCounts) -> Metrics {
         let mut v = [0u64; NAMES.len() - 1];
-        let slot = |name: &str| index_of(name).expect("a metric name");
-        let mut add = |name: &str, n: u64| {
-            let i = slot(name);
-            v[i] = v[i].saturating_add(n);
-        };
         for (opcode, c) in counts {
-            add("inst_executed", c.warps);
-            add("thread_inst_executed", c.threads);
-            let class = classify(opcode);
-            if let Some(thread) = class.thread {
-                let name = match thread {
-                    ThreadClass::Fp16 => "inst_fp_16",
-                    ThreadClass::Fp32 => "inst_fp_32",
-                    ThreadClass::Fp64 => "inst_fp_64",
-                    ThreadClass::Integer => "inst_integer",
-                    ThreadClass::BitConvert => "inst_bit_convert",
-                    ThreadClass::Control => "inst_control",
-                    ThreadClass::ComputeLdSt => "inst_compute_ld_st",
-                    ThreadClass::Misc => "inst_misc",
-                    ThreadClass::InterThreadCommunication => "inst_inter_thread_communication",
-                };
-                add(name, c.threads);
-            }
-            if let Some((space, op)) = class.memory {
-                let name = match (space, op) {
-                    (Space::Global, MemOp::Load) => Some("inst_executed_global_loads"),
-                    (Space::Local, MemOp::Load) => Some("inst_executed_local_loads"),
-                    (Space::Shared, MemOp::Load) => Some("inst_executed_shared_loads"),
-                    (Space::Generic, MemOp::Load) => Some("inst_executed_generic_loads"),
-                    (Space::Global, MemOp::Store) => Some("inst_executed_global_stores"),
-                    (Space::Local, MemOp::Store) => Some("inst_executed_local_stores"),
-                    (Space::Shared, MemOp::Store) => Some("inst_executed_shared_stores"),
-                    (Space::Generic, MemOp::Store) => Some("inst_executed_generic_stores"),
-                    (Space::Global, MemOp::Atomic) => Some("inst_executed_global_atomics"),
-                    (Space::Global, MemOp::Reduction) => Some("inst_executed_global_reductions"),
-                    // Shared-memory reductions compile to the same atomic instructions.
-                    (Space::Shared, MemOp::Atomic | MemOp::Reduction) => {
-                        Some("inst_executed_shared_atomics")
-                    }
-                    (Space::Generic, MemOp::Atomic | MemOp::Reduction) => {
-                        Some("inst_executed_generic_atomics")
-                    }
-                    _ => None,
-                };
-                if let Some(name) = name {
-                    add(name, c.warps);
+            with_contribution(opcode, |terms| {
+                for &(i, per_thread, per_warp) in terms {
+                    let n = per_thread
+                        .saturating_mul(c.threads)
+                        .saturating_add(per_warp.saturating_mul(c.warps));
+                    v[i] = v[i].saturating_add(n);
                 }
-            }
-            if let Some((precision, flop, lanes)) = class.flops {
-                let p = match precision {
-                    Precision::Half => "hp",
-                    Precision::Single => "sp",
-                    Precision::Double => "dp",
-                };
-                let ops = c.threads.saturating_mul(lanes);
-                match flop {
-                    Flop::Add => {
-                        add(&format!("flop_count_{p}_add"), ops);
-                        add(&format!("flop_count_{p}"), ops);
-                    }
-                    Flop::Mul => {
-                        add(&format!("flop_count_{p}_mul"), ops);
-                        add(&format!("flop_count_{p}"), ops);
-                    }
-                    Flop::Fma => {
-                        add(&format!("flop_count_{p}_fma"), ops);
-                        add(&format!("flop_count_{p}"), ops.saturating_mul(2));
-                    }
-                    // Special operations are not part of flop_count_sp.
-                    Flop::Special => add("flop_count_sp_special", ops),
-                    Flop::None => {}
-                }
-            }
+            });
         }
+        let slot = |name: &str| index_of(name).expect("a metric name");
         let mut values: Vec<Value> = v.iter().map(|&n| Value::Count(n)).collect();
         let warps = v[slot("inst_executed")];
         let threads = v[slot("thread_inst_executed")];
