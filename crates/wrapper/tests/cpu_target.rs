@@ -164,6 +164,78 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
 }
 
 #[test]
+fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
+    // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's
+    // nvcc flags.
+    let dir = scratch("cpu-target-nvcc");
+    let program = dir.join("loops");
+    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+        .env("CUDA_FLUX_TARGET", "cpu")
+        .args(["-O2", "-arch=sm_70", "-I"])
+        .arg(support::repo_root().join("corpus"))
+        .arg(support::repo_root().join("corpus/loops.cu"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let (output, profile) = run(&program, &[]).unwrap();
+    check_witness("loops (cuda-flux-nvcc)", &output, profile.as_ref()).unwrap();
+    assert_eq!(
+        profile.unwrap()["devices"][0]["name"],
+        "cuda-flux CPU target",
+        "the profile names the emulated device"
+    );
+}
+
+#[test]
+fn annotate_by_line_on_a_real_profile_counts_each_source_line() {
+    // A real profile (CPU target, built with -g) of the bundled example: saxpy runs 5120
+    // threads (20 CTAs of 256) for n = 5000. Each line's thread count is its instructions'
+    // executions: every instruction of line 6 runs in all 5120 threads, every instruction of
+    // line 9 (`y[i] = a * x[i] + y[i];`, inside `if (i < n)`) in exactly 5000.
+    let dir = scratch("cpu-target-annotate");
+    let program = dir.join("saxpy");
+    build_cpu(
+        &[support::repo_root().join("corpus/saxpy.cu")],
+        &program,
+        &["-g"],
+    )
+    .unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    check_witness("saxpy -g", &output, profile.as_ref()).unwrap();
+    let path = dir.join("profile.json");
+    std::fs::write(&path, profile.unwrap().to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
+        .arg("annotate")
+        .arg(&path)
+        .args(["--kernel", "saxpy", "--by-line"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let row = |line: &str| -> (u64, u64) {
+        let fields: Vec<&str> = stdout
+            .lines()
+            .find(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|f| f.ends_with(line))
+            })
+            .unwrap_or_else(|| panic!("no row for {line}:\n{stdout}"))
+            .split_whitespace()
+            .collect();
+        (fields[1].parse().unwrap(), fields[3].parse().unwrap())
+    };
+    let (threads, instructions) = row("corpus/saxpy.cu:6");
+    assert!(instructions > 0);
+    assert_eq!(threads, 5120 * instructions, "{stdout}");
+    let (threads, instructions) = row("corpus/saxpy.cu:9");
+    assert!(instructions > 0);
+    assert_eq!(threads, 5000 * instructions, "{stdout}");
+}
+
+#[test]
 fn counts_do_not_depend_on_how_many_host_threads_run_the_ctas() {
     // Deterministic kernels (no atomics that decide control flow): every block's counts must
     // be the same whether CTAs run on one host thread or several.
