@@ -555,15 +555,7 @@ impl Driver {
                 original.display(),
                 instrumented.display()
             ));
-            if self.target == Target::Gpu {
-                self.run(&mut self.ptxas(arch, &instrumented, &cubin))?;
-            }
-            return Ok(ArchBuild {
-                arch: arch.to_string(),
-                cubin,
-                ptx: instrumented,
-                kernels: Vec::new(),
-            });
+            return self.assembled(arch, instrumented, cubin, Vec::new());
         }
 
         let text = std::fs::read_to_string(&original)
@@ -575,15 +567,7 @@ impl Driver {
                     "{}: cannot parse the PTX for {arch} ({error}); its kernels run uninstrumented",
                     source.display()
                 ));
-                if self.target == Target::Gpu {
-                    self.run(&mut self.ptxas(arch, &original, &cubin))?;
-                }
-                return Ok(ArchBuild {
-                    arch: arch.to_string(),
-                    cubin,
-                    ptx: original,
-                    kernels: Vec::new(),
-                });
+                return self.assembled(arch, original, cubin, Vec::new());
             }
         };
         let mut kernels = device_runtime::instrument_module(&mut module);
@@ -599,12 +583,7 @@ impl Driver {
         if self.target == Target::Cpu {
             // No SASS: the CPU target runs the PTX itself (ptxas checks of the instrumented
             // PTX belong to the GPU target and to the test suite).
-            return Ok(ArchBuild {
-                arch: arch.to_string(),
-                cubin,
-                ptx: instrumented,
-                kernels,
-            });
+            return self.assembled(arch, instrumented, cubin, kernels);
         }
         match self.try_run(&mut self.ptxas(arch, &instrumented, &cubin))? {
             Ok(()) => Ok(ArchBuild {
@@ -622,15 +601,29 @@ impl Driver {
                     kernel.clone = None;
                     kernel.note = Some(reason.clone());
                 }
-                self.run(&mut self.ptxas(arch, &original, &cubin))?;
-                Ok(ArchBuild {
-                    arch: arch.to_string(),
-                    cubin,
-                    ptx: original,
-                    kernels,
-                })
+                self.assembled(arch, original, cubin, kernels)
             }
         }
+    }
+
+    /// The build of `ptx` for `arch` as it stands: assembled to `cubin` for the GPU target (the
+    /// CPU target runs the PTX itself).
+    fn assembled(
+        &self,
+        arch: &str,
+        ptx: PathBuf,
+        cubin: PathBuf,
+        kernels: Vec<KernelInstrumentation>,
+    ) -> Result<ArchBuild> {
+        if self.target == Target::Gpu {
+            self.run(&mut self.ptxas(arch, &ptx, &cubin))?;
+        }
+        Ok(ArchBuild {
+            arch: arch.to_string(),
+            cubin,
+            ptx,
+            kernels,
+        })
     }
 
     /// One registration per kernel: instrumented only if every architecture instrumented it.
@@ -745,26 +738,32 @@ impl Driver {
                 self.tools.runtime_lib.display()
             );
         }
-        let mut command = Command::new(&self.tools.clang);
-        command.arg("-Qunused-arguments");
-        command.args(objects);
-        command.args(&self.args.flags);
-        command.args(&self.args.host_flags);
-        command.args(&self.args.link_flags);
-        // The output before the runtime's libraries, so that what follows `-o` in `-dryrun`'s
-        // link line is what a gcc link of these objects needs (as SHOC reads nvcc's).
-        command.arg("-o").arg(
-            self.args
-                .output
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("a.out")),
-        );
+        let mut command = self.link_command(objects);
         command.arg(&self.tools.runtime_lib);
         if let Some(dir) = &self.tools.cudart_dir {
             command.arg(format!("-L{}", dir.display()));
         }
         command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
         self.run(&mut command)
+    }
+
+    /// clang linking `objects` with the user's flags into the output; the caller adds the
+    /// runtime's libraries. The output comes before them, so that what follows `-o` in
+    /// `-dryrun`'s link line is what a gcc link of these objects needs (as SHOC reads nvcc's).
+    fn link_command(&self, objects: &[PathBuf]) -> Command {
+        let mut command = Command::new(&self.tools.clang);
+        command.arg("-Qunused-arguments");
+        command.args(objects);
+        command.args(&self.args.flags);
+        command.args(&self.args.host_flags);
+        command.args(&self.args.link_flags);
+        command.arg("-o").arg(
+            self.args
+                .output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("a.out")),
+        );
+        command
     }
 
     /// The CPU target's link: the CPU runtime library (CUDA runtime API on the CPU plus the host
@@ -778,20 +777,9 @@ impl Driver {
                 library.display()
             );
         }
-        let mut command = Command::new(&self.tools.clang);
-        command.arg("-Qunused-arguments");
-        command.args(objects);
-        command.args(&self.args.flags);
-        command.args(&self.args.host_flags);
-        command.args(&self.args.link_flags);
+        let mut command = self.link_command(objects);
         command.arg(library);
         command.args(["-ldl", "-lrt", "-lpthread", "-lm"]);
-        command.arg("-o").arg(
-            self.args
-                .output
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("a.out")),
-        );
         match self.try_run(&mut command)? {
             Ok(()) => Ok(()),
             Err(stderr) => {
