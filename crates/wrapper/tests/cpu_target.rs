@@ -236,6 +236,73 @@ fn annotate_by_line_on_a_real_profile_counts_each_source_line() {
 }
 
 #[test]
+fn metrics_and_features_of_a_real_profile_match_the_program() {
+    // The bundled example run on the CPU target: saxpy over n = 5000 with 20 CTAs of 256
+    // threads. From the source alone: 5000 in-range threads in 157 warps (5000 / 32, rounded
+    // up), each doing one fma (y = a * x + y), two global loads and one store, plus the witness:
+    // one atom.global.add.u32 per thread and one atom.global.add.u64 per warp leader.
+    let dir = scratch("cpu-target-metrics");
+    let program = dir.join("saxpy");
+    build_cpu(
+        &[support::repo_root().join("corpus/saxpy.cu")],
+        &program,
+        &[],
+    )
+    .unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    check_witness("saxpy", &output, profile.as_ref()).unwrap();
+    let path = dir.join("profile.json");
+    std::fs::write(&path, profile.unwrap().to_string()).unwrap();
+    let cuda_flux = |args: &[&str]| -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let metrics: Value = serde_json::from_str(&cuda_flux(&["metrics"])).unwrap();
+    let saxpy = metrics["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "_Z5saxpyifPKfPf")
+        .expect("saxpy in the metrics");
+    let m = &saxpy["metrics"];
+    assert_eq!(m["flop_count_sp_fma"], 5000, "{m}");
+    assert_eq!(m["flop_count_sp"], 10000, "fma counts twice: {m}");
+    assert_eq!(m["inst_executed_global_loads"], 2 * 157, "{m}");
+    assert_eq!(m["inst_executed_global_stores"], 157, "{m}");
+    assert_eq!(m["inst_executed_global_atomics"], 2 * 157, "{m}");
+
+    let features = cuda_flux(&["features"]);
+    let mut lines = features.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = lines
+        .find(|l| l.contains(",_Z5saxpyifPKfPf,"))
+        .expect("a saxpy row");
+    // The demangled name is quoted and holds commas: split the row after it.
+    let tail: Vec<&str> = row.rsplit_once('"').unwrap().1[1..].split(',').collect();
+    let column = |name: &str| -> u64 {
+        let index = header.iter().position(|h| *h == name).unwrap();
+        // `tail` starts at the column after `demangled` (index 3).
+        tail[index - 3].parse().unwrap()
+    };
+    // Loads: 2 x 4 bytes x 5000; atomics read and write their operand: 4 x 5000 + 8 x 157.
+    assert_eq!(
+        column("bytes_read_global"),
+        2 * 4 * 5000 + 4 * 5000 + 8 * 157
+    );
+    // Stores: 4 x 5000; atomics as above.
+    assert_eq!(
+        column("bytes_written_global"),
+        4 * 5000 + 4 * 5000 + 8 * 157
+    );
+    assert_eq!(column("threads"), 5120);
+}
+
+#[test]
 fn counts_do_not_depend_on_how_many_host_threads_run_the_ctas() {
     // Deterministic kernels (no atomics that decide control flow): every block's counts must
     // be the same whether CTAs run on one host thread or several.
