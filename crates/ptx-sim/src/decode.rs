@@ -255,16 +255,12 @@ pub(crate) struct CallInst {
     pub rets: Vec<CallSlot>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum TexHandle {
-    Object(Src),
-    Reference(u32),
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TexInst {
     pub dsts: [u32; 4],
-    pub handle: TexHandle,
+    /// A texture-object handle, or a `.texref`'s tagged index ([`TEXREF_HANDLE_TAG`]), whether
+    /// the fetch names the reference or a register it was moved into.
+    pub handle: Src,
     pub coord: Src,
     /// Result component type: `f32`, `s32` or `u32`.
     pub result: crate::ChannelKind,
@@ -1418,12 +1414,7 @@ impl Decoder<'_> {
         let [coord] = coords.as_slice() else {
             return Err("texture coordinates".into());
         };
-        let handle = match handle {
-            Operand::Symbol(name) if self.names.texrefs.contains_key(name.as_str()) => {
-                TexHandle::Reference(self.names.texrefs[name.as_str()])
-            }
-            other => TexHandle::Object(self.src(other, ValueKind::Int { bits: 64 })?),
-        };
+        let handle = self.src(handle, ValueKind::Int { bits: 64 })?;
         let (dsts, count) = self.dsts(dst)?;
         if count != 4 {
             return Err("texture result must be a 4-vector".into());

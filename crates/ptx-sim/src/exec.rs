@@ -5,7 +5,7 @@ use crate::alu;
 use crate::builtins;
 use crate::decode::{
     Addr, AtomType, BarKind, CallInst, CallSlot, CallTarget, DecodedFunction, Inst, Op, ReduxOp,
-    ShflMode, Space, Special, Src, TexHandle, VoteMode, WindowSpace, EXIT_PC, FUNCTION_ADDRESS_TAG,
+    ShflMode, Space, Special, Src, VoteMode, WindowSpace, EXIT_PC, FUNCTION_ADDRESS_TAG,
     HANDLE_TAG_MASK, NO_REG, TEXREF_HANDLE_TAG,
 };
 use crate::launch::CtaContext;
@@ -794,36 +794,23 @@ impl<'a> Exec<'a, '_> {
         let mut cached: Option<(u64, crate::Texture)> = None;
         let mut m = exec;
         while let Some(lane) = next_lane(&mut m) {
-            let (key, texture) = match tex.handle {
-                TexHandle::Reference(index) => (u64::MAX, TexHandle::Reference(index)),
-                TexHandle::Object(src) => {
-                    let value = self.read(&src, lane);
-                    // A `.texref` moved into a register (`mov.u64 %rd, texref`).
-                    if value & HANDLE_TAG_MASK == TEXREF_HANDLE_TAG {
-                        (
-                            value,
-                            TexHandle::Reference((value & !HANDLE_TAG_MASK) as u32),
-                        )
-                    } else {
-                        (value, TexHandle::Object(src))
-                    }
-                }
-            };
+            let handle = self.read(&tex.handle, lane);
             let texture = match cached {
-                Some((k, t)) if k == key => t,
+                Some((k, t)) if k == handle => t,
                 _ => {
-                    let found = match texture {
-                        TexHandle::Reference(index) => launch
+                    let found = if handle & HANDLE_TAG_MASK == TEXREF_HANDLE_TAG {
+                        launch
                             .program
                             .texrefs
-                            .get(index as usize)
-                            .and_then(|name| launch.env.texture(TextureRef::Reference(name))),
-                        TexHandle::Object(_) => launch.env.texture(TextureRef::Object(key)),
+                            .get((handle & !HANDLE_TAG_MASK) as usize)
+                            .and_then(|name| launch.env.texture(TextureRef::Reference(name)))
+                    } else {
+                        launch.env.texture(TextureRef::Object(handle))
                     };
                     let Some(t) = found else {
                         return Err(self.unsupported(pc, "fetch from a texture that is not bound"));
                     };
-                    cached = Some((key, t));
+                    cached = Some((handle, t));
                     t
                 }
             };
@@ -900,8 +887,8 @@ impl<'a> Exec<'a, '_> {
                     return Ok(());
                 }
                 let target = groups[0].0;
-                let index = target ^ FUNCTION_ADDRESS_TAG;
-                if target & FUNCTION_ADDRESS_TAG != FUNCTION_ADDRESS_TAG
+                let index = target & !HANDLE_TAG_MASK;
+                if target & HANDLE_TAG_MASK != FUNCTION_ADDRESS_TAG
                     || index >= program.functions.len() as u64
                 {
                     return Err(self.unsupported(
