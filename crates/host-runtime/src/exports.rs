@@ -198,13 +198,7 @@ unsafe fn launch_extended(
     let Some(config) = (unsafe { config.as_ref() }) else {
         // Nothing to profile: let CUDA report the invalid config.
         // SAFETY: the caller's arguments, unchanged.
-        return unsafe {
-            if per_thread {
-                crate::ffi::launch_extended_ptsz(config, func, args)
-            } else {
-                crate::ffi::launch_extended(config, func, args)
-            }
-        };
+        return unsafe { crate::ffi::launch_extended(per_thread, config, func, args) };
     };
     let (attrs, num_attrs) = (config.attrs as usize, config.num_attrs);
     let kind = if per_thread {

@@ -127,32 +127,25 @@ pub struct LaunchConfig {
     pub num_attrs: c_uint,
 }
 
-/// `cudaLaunchKernelExC` unchanged (a null config: CUDA reports it).
+/// `cudaLaunchKernelExC`, or `cudaLaunchKernelExC_ptsz` when `per_thread`.
 ///
 /// # Safety
 ///
 /// As `cudaLaunchKernelExC`.
 pub(crate) unsafe fn launch_extended(
+    per_thread: bool,
     config: *const LaunchConfig,
     func: *const c_void,
     args: *mut *mut c_void,
 ) -> Code {
     // SAFETY: the caller's contract.
-    unsafe { cudaLaunchKernelExC(config, func, args) }
-}
-
-/// `cudaLaunchKernelExC_ptsz` unchanged.
-///
-/// # Safety
-///
-/// As `cudaLaunchKernelExC_ptsz`.
-pub(crate) unsafe fn launch_extended_ptsz(
-    config: *const LaunchConfig,
-    func: *const c_void,
-    args: *mut *mut c_void,
-) -> Code {
-    // SAFETY: the caller's contract.
-    unsafe { cudaLaunchKernelExC_ptsz(config, func, args) }
+    unsafe {
+        if per_thread {
+            cudaLaunchKernelExC_ptsz(config, func, args)
+        } else {
+            cudaLaunchKernelExC(config, func, args)
+        }
+    }
 }
 
 /// `cudaLaunchKernel` and the launch calls with its signature.
@@ -311,12 +304,11 @@ impl Cuda for RealCuda {
                     attrs: attrs as *mut c_void,
                     num_attrs,
                 };
-                let call = match kind {
-                    LaunchKind::Extended { .. } => cudaLaunchKernelExC,
-                    _ => cudaLaunchKernelExC_ptsz,
-                };
+                let per_thread = matches!(kind, LaunchKind::ExtendedPerThread { .. });
                 // SAFETY: forwarded from the caller's contract; the config lives across the call.
-                return unsafe { call(&config, func as *const c_void, args) };
+                return unsafe {
+                    launch_extended(per_thread, &config, func as *const c_void, args)
+                };
             }
         };
         // SAFETY: forwarded from the caller's contract; all four take the same arguments.
