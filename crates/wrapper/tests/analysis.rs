@@ -2,29 +2,17 @@
 //! profiles and reference CSVs under `tests/data/` (hand-written from the documented formats;
 //! see `tests/data/README.md`). Expected numbers are worked out by hand in the comments.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::{cuda_flux, ok};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
-}
-
-fn cuda_flux<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
-        .args(args)
-        .output()
-        .expect("cuda-flux runs")
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
 }
 
 /// Exit status 1 and exactly one line on stderr, which is returned.

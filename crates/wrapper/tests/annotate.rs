@@ -4,32 +4,19 @@
 //! instruction text and the `.loc` lines are what a real build records. Only the counts are
 //! made up (no GPU needed): distinct per block, so that a count in the wrong place shows.
 
+mod common;
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use host_runtime::counts::OpcodeTable;
 use host_runtime::report::{BlockCounts, Kernel, Launch, Report};
 use host_runtime::snapshot::Block;
 
-fn cuda_flux<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
-        .args(args)
-        .output()
-        .expect("cuda-flux runs")
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
+use common::{cuda_flux, ok};
 
 fn dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wrapper-annotate");

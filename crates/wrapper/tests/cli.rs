@@ -1,18 +1,14 @@
 //! The `cuda-flux` command as a user runs it: on real clang output, and on bad input.
 
+mod common;
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
-fn cuda_flux(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
-        .args(args)
-        .output()
-        .expect("cuda-flux runs")
-}
+use common::cuda_flux;
 
 /// The bundled example compiled to PTX by clang-16, once for all tests.
 fn example_ptx() -> PathBuf {

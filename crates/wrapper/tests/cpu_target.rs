@@ -5,6 +5,7 @@
 //!   `atom.global.add.u32`: threads == witness threads, warps == witness warps
 //!   `atom.global.add.u64`: threads == warps == witness warps
 
+mod common;
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
 mod support;
 
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+
+use common::{cuda_flux, ok};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -138,6 +141,24 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// The bundled example built for the CPU target with `flags`, run (checked against its
+/// witness), and its profile written to `scratch(name)/profile.json`.
+fn saxpy_profile(name: &str, flags: &[&str]) -> PathBuf {
+    let dir = scratch(name);
+    let program = dir.join("saxpy");
+    build_cpu(
+        &[support::repo_root().join("corpus/saxpy.cu")],
+        &program,
+        flags,
+    )
+    .unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    check_witness(&format!("saxpy {flags:?}"), &output, profile.as_ref()).unwrap();
+    let path = dir.join("profile.json");
+    std::fs::write(&path, profile.unwrap().to_string()).unwrap();
+    path
+}
+
 #[test]
 fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
     let dir = scratch("cpu-target-corpus");
@@ -194,26 +215,14 @@ fn annotate_by_line_on_a_real_profile_counts_each_source_line() {
     // threads (20 CTAs of 256) for n = 5000. Each line's thread count is its instructions'
     // executions: every instruction of line 6 runs in all 5120 threads, every instruction of
     // line 9 (`y[i] = a * x[i] + y[i];`, inside `if (i < n)`) in exactly 5000.
-    let dir = scratch("cpu-target-annotate");
-    let program = dir.join("saxpy");
-    build_cpu(
-        &[support::repo_root().join("corpus/saxpy.cu")],
-        &program,
-        &["-g"],
-    )
-    .unwrap();
-    let (output, profile) = run(&program, &[]).unwrap();
-    check_witness("saxpy -g", &output, profile.as_ref()).unwrap();
-    let path = dir.join("profile.json");
-    std::fs::write(&path, profile.unwrap().to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
-        .arg("annotate")
-        .arg(&path)
-        .args(["--kernel", "saxpy", "--by-line"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let path = saxpy_profile("cpu-target-annotate", &["-g"]);
+    let stdout = ok(&cuda_flux(&[
+        "annotate".as_ref(),
+        path.as_os_str(),
+        "--kernel".as_ref(),
+        "saxpy".as_ref(),
+        "--by-line".as_ref(),
+    ]));
     let row = |line: &str| -> (u64, u64) {
         let fields: Vec<&str> = stdout
             .lines()
@@ -241,28 +250,9 @@ fn metrics_and_features_of_a_real_profile_match_the_program() {
     // threads. From the source alone: 5000 in-range threads in 157 warps (5000 / 32, rounded
     // up), each doing one fma (y = a * x + y), two global loads and one store, plus the witness:
     // one atom.global.add.u32 per thread and one atom.global.add.u64 per warp leader.
-    let dir = scratch("cpu-target-metrics");
-    let program = dir.join("saxpy");
-    build_cpu(
-        &[support::repo_root().join("corpus/saxpy.cu")],
-        &program,
-        &[],
-    )
-    .unwrap();
-    let (output, profile) = run(&program, &[]).unwrap();
-    check_witness("saxpy", &output, profile.as_ref()).unwrap();
-    let path = dir.join("profile.json");
-    std::fs::write(&path, profile.unwrap().to_string()).unwrap();
-    let cuda_flux = |args: &[&str]| -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
-            .args(args)
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", text(&output));
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
-    let metrics: Value = serde_json::from_str(&cuda_flux(&["metrics"])).unwrap();
+    let path = saxpy_profile("cpu-target-metrics", &[]);
+    let on_profile = |command: &str| ok(&cuda_flux(&[command.as_ref(), path.as_os_str()]));
+    let metrics: Value = serde_json::from_str(&on_profile("metrics")).unwrap();
     let saxpy = metrics["kernels"]
         .as_array()
         .unwrap()
@@ -276,7 +266,7 @@ fn metrics_and_features_of_a_real_profile_match_the_program() {
     assert_eq!(m["inst_executed_global_stores"], 157, "{m}");
     assert_eq!(m["inst_executed_global_atomics"], 2 * 157, "{m}");
 
-    let features = cuda_flux(&["features"]);
+    let features = on_profile("features");
     let mut lines = features.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let row = lines
