@@ -70,6 +70,20 @@ fn corpus() -> Vec<support::PtxFile> {
     FILES.get_or_init(support::generate_corpus_ptx).clone()
 }
 
+/// corpus/device_calls.cu as clang-16 compiles it for sm_70, from the shared corpus PTX.
+fn device_calls_sm70() -> ptx_lexer::Module {
+    let file = corpus()
+        .into_iter()
+        .find(|f| {
+            f.source.contains("device_calls")
+                && f.compiler == support::Compiler::Clang
+                && f.arch == "sm_70"
+                && !f.debug
+        })
+        .expect("device_calls in the corpus PTX");
+    parse(std::fs::read_to_string(&file.path).unwrap()).unwrap()
+}
+
 #[test]
 fn every_corpus_kernel_instruments_and_assembles() {
     let files = corpus();
@@ -159,17 +173,7 @@ fn every_corpus_kernel_instruments_and_assembles() {
 
 #[test]
 fn device_functions_are_counted_in_the_kernels_layout() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-calls");
-    std::fs::create_dir_all(&dir).unwrap();
-    let ptx = dir.join("device_calls.ptx");
-    support::compile(
-        &support::repo_root().join("corpus/device_calls.cu"),
-        support::Compiler::Clang,
-        "sm_70",
-        &ptx,
-    )
-    .unwrap();
-    let mut module = parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
+    let mut module = device_calls_sm70();
     let original = module.clone();
     let results = device_runtime::instrument_module(&mut module);
     let calls = results
@@ -217,17 +221,7 @@ fn device_functions_are_counted_in_the_kernels_layout() {
 
 #[test]
 fn indirect_calls_reach_the_kernels_own_copies_of_every_address_taken_function() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-indirect");
-    std::fs::create_dir_all(&dir).unwrap();
-    let ptx = dir.join("device_calls.ptx");
-    support::compile(
-        &support::repo_root().join("corpus/device_calls.cu"),
-        support::Compiler::Clang,
-        "sm_70",
-        &ptx,
-    )
-    .unwrap();
-    let mut module = parse(std::fs::read_to_string(&ptx).unwrap()).unwrap();
+    let mut module = device_calls_sm70();
     let results = device_runtime::instrument_module(&mut module);
     // The function-pointer table: op_table = {op_add, op_xor, op_mix}.
     let table = ["_Z6op_addii", "_Z6op_xorii", "_Z6op_mixii"];
@@ -287,6 +281,8 @@ fn indirect_calls_reach_the_kernels_own_copies_of_every_address_taken_function()
         "the kernel with the indirect call"
     );
     // ptxas accepts the result.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-indirect");
+    std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("device_calls.instrumented.ptx");
     std::fs::write(&out, module.to_ptx()).unwrap();
     for arch in ["sm_70", "sm_90"] {
