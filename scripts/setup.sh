@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything cuda-flux needs on a Debian 12 machine, idempotently:
 # LLVM/clang 16, CUDA 11.8 (Debian's nvidia-cuda-toolkit, from contrib/non-free), rustfmt and clippy,
-# and Chromium (headless rendering check of `cuda-flux html` pages).
+# Chromium (headless rendering check of `cuda-flux html` pages) and python3 (the benchmark and GPU
+# check scripts and their tests).
 # Prints what it does; fails with one clear line when something cannot be installed.
 set -euo pipefail
 
@@ -15,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # Debian packages: what must be present, and the command that proves each one is.
-PACKAGES=(clang-16 llvm-16-dev libclang-16-dev libomp-16-dev nvidia-cuda-toolkit chromium)
+PACKAGES=(clang-16 llvm-16-dev libclang-16-dev libomp-16-dev nvidia-cuda-toolkit chromium python3)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -67,7 +68,7 @@ else
 fi
 
 # The tools the build and tests use must now answer.
-for tool in clang-16 clang++-16 llvm-dis-16 nvcc ptxas fatbinary cuobjdump chromium; do
+for tool in clang-16 clang++-16 llvm-dis-16 nvcc ptxas fatbinary cuobjdump chromium python3; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not on PATH after installation"
 done
 [ -f /usr/lib/llvm-16/include/llvm-c/Core.h ] || die "LLVM 16 headers missing (/usr/lib/llvm-16)"
