@@ -73,6 +73,29 @@ __device__ __forceinline__ void witness() {
     }
 }
 
+// witness_predicated(): the same counts without a branch, for code that must stay
+// branch-free (a loop whose branches are all warp-uniform stays one for cuda-flux's
+// counter placement). Every active thread does the atom.global.add.u32; the
+// atom.global.add.u64 is issued by every active thread but predicated on the
+// first active lane, so it executes `threads` times at thread level and `warps`
+// times at warp level (the witness line says `predicated`).
+__device__ __forceinline__ void witness_predicated() {
+    unsigned old_t = atomicAdd(&witness_threads, 1u);
+    asm volatile("" ::"r"(old_t)); // keep atom.global.add.u32 (not red)
+    asm volatile("{\n\t"
+                 ".reg .pred leader;\n\t"
+                 ".reg .b32 active, lower;\n\t"
+                 ".reg .b64 address, old;\n\t"
+                 "activemask.b32 active;\n\t"
+                 "mov.u32 lower, %%lanemask_lt;\n\t"
+                 "and.b32 lower, lower, active;\n\t"
+                 "setp.eq.u32 leader, lower, 0;\n\t"
+                 "cvta.to.global.u64 address, %0;\n\t"
+                 "@leader atom.global.add.u64 old, [address], 1;\n\t"
+                 "}" ::"l"(&witness_warps)
+                 : "memory");
+}
+
 // WITNESS() may be used in __host__ __device__ code shared with the CPU
 // reference: it is witness() on the device and nothing on the host.
 #ifdef __CUDA_ARCH__
@@ -89,13 +112,14 @@ static inline void witness_reset() {
     CHECK(cudaMemcpyToSymbol(witness_warps, &zw, sizeof(zw)));
 }
 
-// Copy the counters back and print the witness line.
-static inline void witness_report() {
+// Copy the counters back and print the witness line (`predicated`: the program
+// uses witness_predicated()).
+static inline void witness_report(bool predicated = false) {
     unsigned t = 0;
     unsigned long long w = 0;
     CHECK(cudaMemcpyFromSymbol(&t, witness_threads, sizeof(t)));
     CHECK(cudaMemcpyFromSymbol(&w, witness_warps, sizeof(w)));
-    std::printf("witness: threads=%u warps=%llu\n", t, w);
+    std::printf("witness: threads=%u warps=%llu%s\n", t, w, predicated ? " predicated" : "");
 }
 
 #endif // CORPUS_WITNESS_HOST_ONLY

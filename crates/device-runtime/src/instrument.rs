@@ -11,13 +11,14 @@
 use std::collections::HashMap;
 
 use ptx_lexer::{
-    BasicBlock, Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError,
-    Statement, StatementKind,
+    Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError, Statement,
+    StatementKind,
 };
 
+use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::{
-    block_update, counter_params, declare_registers, entry_prologue, function_prologue,
-    CounterRegisters,
+    block_update, counter_increment, counter_params, declare_registers, entry_prologue,
+    function_prologue, region_flush, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -44,9 +45,17 @@ pub struct KernelInstrumentation {
     pub blocks: Vec<SnapshotBlock>,
 }
 
-/// Instruments every kernel of `module` in place. A kernel that cannot be instrumented is left
-/// as it is and reported with `clone: None` and the reason.
+/// Instruments every kernel of `module` in place, with the default counter placement. A kernel
+/// that cannot be instrumented is left as it is and reported with `clone: None` and the reason.
 pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
+    instrument_module_with(module, Placement::default())
+}
+
+/// [`instrument_module`] with the counter placement chosen.
+pub fn instrument_module_with(
+    module: &mut Module,
+    placement: Placement,
+) -> Vec<KernelInstrumentation> {
     let kernels: Vec<String> = module
         .functions()
         .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
@@ -56,7 +65,7 @@ pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
     for (index, kernel) in kernels.iter().enumerate() {
         // Work on a copy so that a failure leaves the module untouched.
         let mut attempt = module.clone();
-        match instrument_kernel_in(&mut attempt, kernel, index) {
+        match instrument_kernel_in(&mut attempt, kernel, index, placement) {
             Ok(result) => {
                 *module = attempt;
                 results.push(result);
@@ -207,6 +216,7 @@ fn instrument_kernel_in(
     module: &mut Module,
     kernel: &str,
     kernel_index: usize,
+    placement: Placement,
 ) -> Result<KernelInstrumentation, RewriteError> {
     let targets = address_taken_functions(module);
     let functions = reachable_functions(module, kernel, &targets);
@@ -243,8 +253,9 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let regs = declare_registers(kernel_fn)?;
-    count_blocks(kernel_fn, &regs, offsets[0])?;
+    let plan = placement::plan(kernel_fn, placement);
+    let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
+    place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
     let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks);
@@ -257,8 +268,9 @@ fn instrument_kernel_in(
         let function = module.clone_function(name, clone_name)?;
         let base_param = format!("{clone_name}_param_cf");
         function.push_param(Param::new(".param .b64", base_param.clone()));
-        let regs = declare_registers(function)?;
-        count_blocks(function, &regs, offset)?;
+        let plan = placement::plan(function, placement);
+        let regs = declare_registers(function, plan.counter_registers() as u32)?;
+        place_counters(function, &regs, offset, &plan)?;
         redirect_calls(function, &regs, &clones)?;
         unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
@@ -284,14 +296,135 @@ fn instrument_kernel_in(
     })
 }
 
-fn count_blocks(
+/// Inserts the counter code `plan` calls for: an update at the top of every block outside the
+/// register-counted loops; in those loops, an increment on each counted edge and a flush on
+/// each exit edge. Block `i` is counted at counter pair `offset + i`.
+fn place_counters(
     function: &mut ptx_lexer::Function,
     regs: &CounterRegisters,
     offset: u64,
+    plan: &Plan,
 ) -> Result<(), RewriteError> {
-    function.insert_at_every_block_top(|index, _: &BasicBlock| {
-        block_update(regs, offset + index as u64)
-    })
+    let cfg = placement::Cfg::of(function);
+    let statements = function.statements();
+    // (statement index, order among inserts at that index, code)
+    let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
+    let mut new_blocks: Vec<Statement> = Vec::new();
+    let mut retargets: Vec<(usize, String, String)> = Vec::new();
+    for (b, block) in cfg.blocks.iter().enumerate() {
+        if !plan.derived(b) {
+            inserts.push((
+                block.insertion_point(),
+                1,
+                block_update(regs, offset + b as u64),
+            ));
+        }
+    }
+    let mut exit_labels = 0usize;
+    let mut first_counter = 0usize;
+    for region in &plan.regions {
+        let counters: Vec<usize> = (first_counter..first_counter + region.counted.len()).collect();
+        first_counter += region.counted.len();
+        // Where code on an edge out of `from` goes: before its branch, or after its last
+        // instruction.
+        let terminator = |from: usize| {
+            cfg.blocks[from].instructions.last().copied().filter(|&s| {
+                statements[s]
+                    .as_instruction()
+                    .is_some_and(|i| i.is_terminator())
+            })
+        };
+        let end_of = |from: usize| {
+            terminator(from)
+                .unwrap_or_else(|| cfg.blocks[from].instructions.last().map_or(0, |&s| s + 1))
+        };
+        for (edge, &counter) in region.counted.iter().zip(&counters) {
+            let (at, guard) = match edge.site {
+                EdgeSite::EndOfSource => (end_of(edge.from), None),
+                EdgeSite::Taken => {
+                    let at = end_of(edge.from);
+                    (
+                        at,
+                        statements[at]
+                            .as_instruction()
+                            .and_then(|i| i.guard.clone()),
+                    )
+                }
+                EdgeSite::FallThrough => (end_of(edge.from) + 1, None),
+            };
+            inserts.push((at, 0, vec![counter_increment(regs, counter, guard)]));
+        }
+        for (j, edge) in region.exits.iter().enumerate() {
+            let forms: Vec<(u64, CountForm)> = region
+                .counts
+                .iter()
+                .filter(|(block, _)| !region.direct.contains(block))
+                .map(|(block, form)| {
+                    let count = CountForm {
+                        constant: form.exits[j],
+                        terms: form
+                            .counters
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, k)| **k != 0)
+                            .map(|(i, k)| (counters[i], *k))
+                            .collect(),
+                    };
+                    (offset + *block as u64, count)
+                })
+                .collect();
+            let mut flush = region_flush(regs, &forms, &counters);
+            match edge.site {
+                EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
+                EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),
+                EdgeSite::Taken => {
+                    // A block of its own at the end of the body (after its final unconditional
+                    // transfer), ending in a branch to the exit's target.
+                    let branch = end_of(edge.from);
+                    let target = edge
+                        .exit_to
+                        .and_then(|t| cfg.blocks[t].label.clone())
+                        .ok_or_else(|| RewriteError::NoSuchEdge {
+                            function: function.name().to_string(),
+                            from: edge.from,
+                            to: edge.exit_to.unwrap_or(0),
+                        })?;
+                    let label = loop {
+                        let candidate = format!("$__cf_exit{exit_labels}");
+                        exit_labels += 1;
+                        if !function.has_label(&candidate) {
+                            break candidate;
+                        }
+                    };
+                    new_blocks.push(Statement::label(label.clone()));
+                    new_blocks.append(&mut flush);
+                    new_blocks.push(Statement::instruction(Instruction::simple(
+                        "bra.uni",
+                        vec![Operand::sym(target.to_string())],
+                    )));
+                    retargets.push((branch, target.to_string(), label));
+                }
+            }
+        }
+    }
+    let end = statements.len();
+    for (at, old, new) in retargets {
+        if let StatementKind::Instruction(branch) = function.statements_mut()[at].kind_mut() {
+            for operand in &mut branch.operands {
+                if matches!(operand, Operand::Symbol(s) if *s == old) {
+                    *operand = Operand::sym(new.clone());
+                }
+            }
+        }
+    }
+    // From the last insertion point backwards, so that earlier indices stay valid; at one
+    // index, the later-ordered code first, so that it ends up after.
+    inserts.sort_by_key(|(at, order, _)| std::cmp::Reverse((*at, *order)));
+    function.insert_statements(end, new_blocks)?;
+    for (at, _, code) in inserts {
+        function.insert_statements(at, code)?;
+    }
+    Ok(())
 }
 
 /// Inserts `code` before the first label or instruction, so that it runs once on entry even

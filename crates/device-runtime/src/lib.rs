@@ -1,11 +1,14 @@
 //! `device-runtime`: the counter code cuda-flux runs on the GPU, as PTX.
 //!
-//! Each counted block begins with a warp-aggregated update: the first active lane adds the
-//! number of active threads to the block's thread counter and 1 to its warp counter. Counters
-//! are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses bank
-//! `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. The updates
-//! use `red` (no result) and predication instead of branches, so they add no basic blocks and
-//! no labels to the code they instrument.
+//! Counters are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses
+//! bank `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. Where
+//! each block is counted is planned by [`placement`]: loops whose branches are all warp-uniform
+//! are counted in registers on a few edges and flushed once when the warp leaves them
+//! ([`region_flush`]); every other block begins with a warp-aggregated update
+//! ([`block_update`]): the first active lane adds the number of active threads to the block's
+//! thread counter and 1 to its warp counter. The updates use `red` (no result) and predication
+//! instead of branches; only a flush on the taken side of a loop's exit branch gets a block of
+//! its own.
 //!
 //! The kernel's `banks` parameter carries the bank count in its low 24 bits and the counting
 //! mode in its top byte: 0 counts every thread, 1 only the first CTA (linear id 0), 2 only the
@@ -14,8 +17,12 @@
 //! functions need no extra parameter for the mode.
 
 mod instrument;
+pub mod placement;
 
-pub use instrument::{instrument_module, KernelInstrumentation, SnapshotBlock};
+pub use instrument::{
+    instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
+};
+pub use placement::Placement;
 
 use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Statement};
 
@@ -27,21 +34,29 @@ pub const MODE_ALL: u32 = 0;
 pub const MODE_CTA: u32 = 1;
 pub const MODE_WARP: u32 = 2;
 
-const B32_REGISTERS: u32 = 5;
-const B64_REGISTERS: u32 = 3;
+const B32_REGISTERS: u32 = 6;
+const B64_REGISTERS: u32 = 4;
 const PRED_REGISTERS: u32 = 3;
+/// `{b32}5`: `%lanemask_lt` where this thread is counted, all ones where it is not, so that
+/// "no lower active lane" (`activemask & it == 0`) elects a leader only among counted threads.
+const LOWER_LANES: u32 = 5;
 
 /// Registers the counter code uses, declared once per instrumented function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRegisters {
-    /// `.b32` scratch registers: `{b32}0`..`{b32}4`.
+    /// `.b32` registers: `{b32}0`..`{b32}4` scratch, `{b32}5` the lower-lanes mask (live
+    /// through the function).
     pub b32: String,
     /// `.b64` registers: `{b64}0` is the bank's base address (null when this thread is not
-    /// counted), `{b64}1`..`{b64}2` scratch.
+    /// counted), `{b64}1`..`{b64}3` scratch.
     pub b64: String,
-    /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted"
-    /// (live through the function), `{pred}2` scratch.
+    /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted",
+    /// `{pred}2` scratch.
     pub pred: String,
+    /// `.b64` per-lane counters of the function's register-counted loops: `{counter}0`...
+    pub counter: String,
+    /// How many of them.
+    pub counters: u32,
 }
 
 impl CounterRegisters {
@@ -54,13 +69,20 @@ impl CounterRegisters {
     fn p(&self, i: u32) -> Operand {
         Operand::reg(format!("{}{i}", self.pred))
     }
+    fn c(&self, i: usize) -> Operand {
+        Operand::reg(format!("{}{i}", self.counter))
+    }
     fn leader(&self) -> String {
         format!("{}0", self.pred)
     }
 }
 
-/// Declares the counter registers in `function` under fresh names.
-pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, RewriteError> {
+/// Declares the counter registers in `function` under fresh names, with `counters` per-lane
+/// loop counters.
+pub fn declare_registers(
+    function: &mut Function,
+    counters: u32,
+) -> Result<CounterRegisters, RewriteError> {
     // A user's own register names could, in principle, match ours: try numbered variants.
     for attempt in 0u32.. {
         let suffix = if attempt == 0 {
@@ -72,11 +94,14 @@ pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, Re
             b32: format!("%__cf{suffix}r"),
             b64: format!("%__cf{suffix}rd"),
             pred: format!("%__cf{suffix}p"),
+            counter: format!("%__cf{suffix}c"),
+            counters,
         };
         let free = [
             (&regs.b32, B32_REGISTERS),
             (&regs.b64, B64_REGISTERS),
             (&regs.pred, PRED_REGISTERS),
+            (&regs.counter, counters),
         ]
         .iter()
         .all(|(prefix, n)| (0..*n).all(|i| !function.declares_register(&format!("{prefix}{i}"))));
@@ -84,6 +109,9 @@ pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, Re
             function.declare_registers(".b32", &regs.b32, B32_REGISTERS)?;
             function.declare_registers(".b64", &regs.b64, B64_REGISTERS)?;
             function.declare_registers(".pred", &regs.pred, PRED_REGISTERS)?;
+            if counters > 0 {
+                function.declare_registers(".b64", &regs.counter, counters)?;
+            }
             return Ok(regs);
         }
     }
@@ -146,6 +174,31 @@ pub fn entry_prologue(
         ins("or.pred", vec![p(1), p(1), p(2)]),
         ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(1)]),
     ]
+    .into_iter()
+    .chain(lower_lanes_and_counters(regs))
+    .collect()
+}
+
+/// The end of every prologue: the lower-lanes mask from the "counted" predicate `{pred}1`, and
+/// the loop counters zeroed (a warp enters each counted loop with zero counts, and the flush
+/// at its exit resets them).
+fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
+    let mut code = vec![
+        ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_lt")]),
+        ins(
+            "selp.b32",
+            vec![
+                regs.r32(LOWER_LANES),
+                regs.r32(3),
+                Operand::int("0xFFFFFFFF"),
+                regs.p(1),
+            ],
+        ),
+    ];
+    code.extend(
+        (0..regs.counters as usize).map(|i| ins("mov.u64", vec![regs.c(i), Operand::int(0)])),
+    );
+    code
 }
 
 /// The prologue of a device-function copy: its counter base comes in parameter `base_param`
@@ -161,50 +214,156 @@ pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<State
         ),
         ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
     ]
+    .into_iter()
+    .chain(lower_lanes_and_counters(regs))
+    .collect()
 }
 
-/// The update at the top of counted block `block`: the first active lane adds the active-thread
-/// count to the block's thread counter and 1 to its warp counter.
-pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
-    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+/// Elects the group's leader into `{pred}0` (the first active lane, among counted threads
+/// only) and leaves the active mask in `{b32}3` and its size in `{b32}2`.
+fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
+    let r = |i| regs.r32(i);
+    vec![
+        ins("activemask.b32", vec![r(3)]),
+        ins("and.b32", vec![r(1), r(3), r(LOWER_LANES)]),
+        ins(
+            "setp.eq.u32",
+            vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
+        ),
+        ins("popc.b32", vec![r(2), r(3)]),
+    ]
+}
+
+fn leader_adds(
+    regs: &CounterRegisters,
+    block: u64,
+    threads: Operand,
+    warps: Operand,
+) -> [Statement; 2] {
     let leader = regs.leader();
-    let guarded = |opcode: &str, operands| {
+    let guarded = |operands| {
         Statement::instruction(Instruction::new(
             Some(Guard {
                 negated: false,
                 predicate: leader.as_str().into(),
             }),
-            ptx_lexer::Opcode::new(opcode),
+            ptx_lexer::Opcode::new("red.global.add.u64"),
             operands,
         ))
     };
     let counter = |offset: u64| {
         Operand::Address(vec![Operand::Offset {
-            base: Box::new(rd(0)),
+            base: Box::new(regs.r64(0)),
             offset: offset.to_string().into(),
         }])
     };
     let threads_offset = block * COUNTER_PAIR_BYTES;
-    vec![
-        ins("activemask.b32", vec![r(3)]),
-        ins("popc.b32", vec![r(2), r(3)]),
-        ins("mov.u32", vec![r(1), Operand::reg("%lanemask_lt")]),
-        ins("and.b32", vec![r(1), r(1), r(3)]),
-        ins(
-            "setp.eq.u32",
-            vec![Operand::reg(&leader), r(1), Operand::int(0)],
-        ),
-        ins(
-            "and.pred",
-            vec![Operand::reg(&leader), Operand::reg(&leader), regs.p(1)],
-        ),
-        ins("cvt.u64.u32", vec![rd(2), r(2)]),
-        guarded("red.global.add.u64", vec![counter(threads_offset), rd(2)]),
-        guarded(
-            "red.global.add.u64",
-            vec![counter(threads_offset + 8), Operand::int(1)],
-        ),
+    [
+        guarded(vec![counter(threads_offset), threads]),
+        guarded(vec![counter(threads_offset + 8), warps]),
     ]
+}
+
+/// The update at the top of counted block `block`: the first active lane adds the active-thread
+/// count to the block's thread counter and 1 to its warp counter.
+pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
+    let mut code = elect_leader(regs);
+    code.push(ins("cvt.u64.u32", vec![regs.r64(2), regs.r32(2)]));
+    code.extend(leader_adds(regs, block, regs.r64(2), Operand::int(1)));
+    code
+}
+
+/// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it
+/// follows where it sits before one.
+pub fn counter_increment(
+    regs: &CounterRegisters,
+    counter: usize,
+    guard: Option<Guard>,
+) -> Statement {
+    Statement::instruction(Instruction::new(
+        guard,
+        ptx_lexer::Opcode::new("add.s64"),
+        vec![regs.c(counter), regs.c(counter), Operand::int(1)],
+    ))
+}
+
+/// A block count as the flush computes it: `constant + Σ coefficient × {counter}i`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CountForm {
+    pub constant: i64,
+    /// (counter register, coefficient), coefficients non-zero.
+    pub terms: Vec<(usize, i64)>,
+}
+
+/// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
+/// that entered (no branch in the loop splits it), so every lane holds the same counts; each
+/// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
+/// the first active lane adds count × group size threads and count warps. Then the loop's
+/// counters (`reset`) go back to zero. The forms are evaluated in wrapping 64-bit arithmetic,
+/// which is exact because every final count fits.
+pub fn region_flush(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+) -> Vec<Statement> {
+    let mut code = elect_leader(regs);
+    code.push(ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)]));
+    // Blocks with the same count share one evaluation.
+    let mut forms: Vec<(&CountForm, Vec<u64>)> = Vec::new();
+    for (block, form) in blocks {
+        if form.constant == 0 && form.terms.is_empty() {
+            continue;
+        }
+        match forms.iter_mut().find(|(f, _)| *f == form) {
+            Some((_, list)) => list.push(*block),
+            None => forms.push((form, vec![*block])),
+        }
+    }
+    for (form, list) in forms {
+        let warps = match (form.constant, form.terms.as_slice()) {
+            (0, [(counter, 1)]) => regs.c(*counter),
+            (constant, []) => Operand::int(constant),
+            (constant, terms) => {
+                let value = regs.r64(1);
+                code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
+                for &(counter, coefficient) in terms {
+                    code.push(match coefficient {
+                        1 => ins(
+                            "add.s64",
+                            vec![value.clone(), value.clone(), regs.c(counter)],
+                        ),
+                        -1 => ins(
+                            "sub.s64",
+                            vec![value.clone(), value.clone(), regs.c(counter)],
+                        ),
+                        k => ins(
+                            "mad.lo.s64",
+                            vec![
+                                value.clone(),
+                                regs.c(counter),
+                                Operand::int(k),
+                                value.clone(),
+                            ],
+                        ),
+                    });
+                }
+                value
+            }
+        };
+        code.push(ins(
+            "mul.lo.s64",
+            vec![regs.r64(2), warps.clone(), regs.r64(3)],
+        ));
+        for block in list {
+            code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
+        }
+    }
+    code.extend(
+        reset
+            .iter()
+            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
+    );
+    code
 }
 
 /// The parameters an instrumented kernel takes after its own.
@@ -225,6 +384,8 @@ mod tests {
             b32: "%r".into(),
             b64: "%rd".into(),
             pred: "%p".into(),
+            counter: "%c".into(),
+            counters: 2,
         }
     }
 
@@ -238,13 +399,13 @@ mod tests {
             })
             .collect();
         // Block 3's pair starts at 3 * 16 bytes: threads there, warps 8 bytes on.
-        assert_eq!(text[7], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
-        assert_eq!(text[8], "@%p0 red.global.add.u64 [%rd0+56], 1;");
-        // ...and only where this thread is counted (the mode).
-        assert_eq!(text[5], "and.pred %p0, %p0, %p1;");
-        // Only the first active lane (no lower active lane) updates.
-        assert_eq!(text[2], "mov.u32 %r1, %lanemask_lt;");
-        assert_eq!(text[4], "setp.eq.u32 %p0, %r1, 0;");
+        assert_eq!(text[5], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
+        assert_eq!(text[6], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        // Only the first active lane (no lower active lane) updates, and only where this thread
+        // is counted (the mode): the lower-lanes mask is all ones where it is not.
+        assert_eq!(text[1], "and.b32 %r1, %r3, %r5;");
+        assert_eq!(text[2], "setp.eq.u32 %p0, %r1, 0;");
+        assert_eq!(text.len(), 7);
     }
 
     #[test]
@@ -252,7 +413,7 @@ mod tests {
         let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %__cfr<4>;\n\tret;\n}\n";
         let mut module = ptx_lexer::parse(ptx).unwrap();
         let k = module.function_mut("k").unwrap();
-        let regs = declare_registers(k).unwrap();
+        let regs = declare_registers(k, 0).unwrap();
         assert_eq!(regs.b32, "%__cfx1_r");
         assert!(k.declares_register("%__cfx1_r3"));
     }

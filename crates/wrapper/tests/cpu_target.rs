@@ -4,6 +4,9 @@
 //! exactly with the program's witness counters (see corpus/README.md):
 //!   `atom.global.add.u32`: threads == witness threads, warps == witness warps
 //!   `atom.global.add.u64`: threads == warps == witness warps
+//!   (with `witness_predicated()`: threads == witness threads, warps == witness warps)
+//! And every block's counts agree between the derived counter placement and counting every
+//! block at its top (`CUDA_FLUX_COUNTERS=every-block`), the reference it is derived against.
 
 mod common;
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
@@ -23,7 +26,18 @@ fn driver() -> Command {
 
 /// Builds `sources` into `program` for the CPU target (sm_70 and sm_90 PTX, as on the GPU).
 fn build_cpu(sources: &[PathBuf], program: &Path, extra: &[&str]) -> Result<(), String> {
+    build_cpu_placed(sources, program, extra, "derived")
+}
+
+/// [`build_cpu`] with the counter placement `placement` (`CUDA_FLUX_COUNTERS`).
+fn build_cpu_placed(
+    sources: &[PathBuf],
+    program: &Path,
+    extra: &[&str],
+    placement: &str,
+) -> Result<(), String> {
     let output = driver()
+        .env("CUDA_FLUX_COUNTERS", placement)
         .args([
             "-O2",
             "--cuda-gpu-arch=sm_70",
@@ -112,6 +126,9 @@ fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result
         ));
     }
     let (threads, warps) = witness(&text).ok_or_else(|| format!("{name}: no witness line"))?;
+    let predicated = text
+        .lines()
+        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
     let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
     for kernel in profile["kernels"].as_array().into_iter().flatten() {
         let launched = kernel["launches"].as_array().is_some_and(|l| !l.is_empty());
@@ -125,7 +142,12 @@ fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result
     let totals = opcode_totals(profile);
     let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
     let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
-    if (u32, u64) != ((threads, warps), (warps, warps)) {
+    let u64_expected = if predicated {
+        (threads, warps)
+    } else {
+        (warps, warps)
+    };
+    if (u32, u64) != ((threads, warps), u64_expected) {
         return Err(format!(
             "{name}: witness threads={threads} warps={warps}, but the profile says \
              atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
@@ -179,9 +201,45 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
         let program = dir.join(name);
         build_cpu(sources, &program, &[])?;
         let (output, profile) = run(&program, &[])?;
-        check_witness(name, &output, profile.as_ref())
+        check_witness(name, &output, profile.as_ref())?;
+        // The same program counting every block at its top: the same counts, block by block.
+        // One host thread for both runs, so that contended retry loops (atomic_cas) take the
+        // same paths.
+        let reference = dir.join(format!("{name}-every-block"));
+        build_cpu_placed(sources, &reference, &[], "every-block")?;
+        let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
+        let (output, reference_profile) = run(&reference, &one_thread)?;
+        check_witness(
+            &format!("{name} (every-block)"),
+            &output,
+            reference_profile.as_ref(),
+        )?;
+        let (_, profile) = run(&program, &one_thread)?;
+        match (profile, reference_profile) {
+            (Some(derived), Some(every)) if block_counts(&derived) == block_counts(&every) => {
+                Ok(())
+            }
+            _ => Err(format!(
+                "{name}: block counts differ between the derived and the every-block placement"
+            )),
+        }
     });
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+/// Every launch's per-block thread and warp counts, per kernel, in an order that does not
+/// depend on the order in which host threads launched.
+fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
+    let mut counts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        let name = kernel["name"].as_str().unwrap_or_default().to_string();
+        let launches = counts.entry(name).or_default();
+        for launch in kernel["launches"].as_array().into_iter().flatten() {
+            launches.push(launch["block_counts"].to_string());
+        }
+        launches.sort();
+    }
+    counts
 }
 
 #[test]
@@ -410,4 +468,19 @@ fn a_bad_target_value_is_one_line() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("CUDA_FLUX_TARGET: 'fpga' is not a cuda-flux target"));
+}
+
+#[test]
+fn a_bad_counter_placement_is_one_line() {
+    let output = driver()
+        .env("CUDA_FLUX_COUNTERS", "sometimes")
+        .arg("k.cu")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(
+        "CUDA_FLUX_COUNTERS: 'sometimes' is not a counter placement (derived, uniform-loops, every-block)"
+    ));
 }
