@@ -43,6 +43,10 @@ pub struct KernelInstrumentation {
     pub params: usize,
     /// The blocks that `block_counts` index: the kernel's, then each reachable function's.
     pub blocks: Vec<SnapshotBlock>,
+    /// Block 0, the kernel's entry, has no counter: nothing branches to it, so every launched
+    /// thread runs it exactly once and every warp with all its launched lanes; the runtime
+    /// takes its counts from the launch configuration.
+    pub entry_from_launch: bool,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -78,6 +82,7 @@ pub fn instrument_module_with(
                     note: Some(error.to_string()),
                     params: original.map_or(0, |f| f.params().len()),
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
+                    entry_from_launch: false,
                 });
             }
         }
@@ -253,7 +258,10 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let plan = placement::plan(kernel_fn, placement);
+    let mut plan = placement::plan(kernel_fn, placement);
+    plan.entry_from_launch =
+        placement != Placement::EveryBlock && placement::entry_is_unreached(kernel_fn);
+    let entry_from_launch = plan.entry_from_launch;
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
     place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
@@ -293,11 +301,12 @@ fn instrument_kernel_in(
         }),
         params,
         blocks,
+        entry_from_launch,
     })
 }
 
 /// Inserts the counter code `plan` calls for: an update at the top of every block outside the
-/// register-counted loops; in those loops, an increment on each counted edge and a flush on
+/// register-counted loops (except an entry block counted from the launch); in those loops, an increment on each counted edge and a flush on
 /// each exit edge. Block `i` is counted at counter pair `offset + i`.
 fn place_counters(
     function: &mut ptx_lexer::Function,
@@ -312,7 +321,8 @@ fn place_counters(
     let mut new_blocks: Vec<Statement> = Vec::new();
     let mut retargets: Vec<(usize, String, String)> = Vec::new();
     for (b, block) in cfg.blocks.iter().enumerate() {
-        if !plan.derived(b) {
+        let counted_elsewhere = plan.derived(b) || (b == 0 && plan.entry_from_launch);
+        if !counted_elsewhere {
             inserts.push((
                 block.insertion_point(),
                 1,

@@ -807,6 +807,15 @@ pub(crate) struct Region {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Plan {
     pub regions: Vec<Region>,
+    /// A kernel's block 0 is counted by the runtime from the launch configuration.
+    pub entry_from_launch: bool,
+}
+
+/// Whether nothing branches or falls into a function's first block, so that every thread runs
+/// it exactly once, first.
+pub(crate) fn entry_is_unreached(function: &Function) -> bool {
+    let cfg = Cfg::of(function);
+    !cfg.blocks.is_empty() && cfg.preds[0].is_empty()
 }
 
 impl Plan {

@@ -718,6 +718,7 @@ impl Driver {
                         params: k.params,
                         blocks,
                         files,
+                        entry_from_launch: k.entry_from_launch,
                     };
                     Ok(snapshot.to_json()?)
                 })
