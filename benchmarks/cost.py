@@ -346,6 +346,15 @@ def machine():
     }
 
 
+def load_average():
+    """The 1-minute load average (other work on the machine makes the times noisy)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def result_line(text):
     for line in text.splitlines():
         if line.startswith("result:"):
@@ -596,7 +605,9 @@ def render_markdown(doc):
         f"Measured {doc['date']} with `benchmarks/cost.sh` ({doc['command']}), commit "
         f"`{m['commit']}`, on {m['os']}, {m['cpu']} ({m['cores']} cores), GPU: {m['gpu']}; "
         f"{m['clang']}; {m['ptxas']}. Each program ran {doc['runs']} times each way, "
-        f"alternating, with `CUDA_FLUX_CPU_THREADS=1`; the original kernels ran in the same "
+        f"alternating, with `CUDA_FLUX_CPU_THREADS=1` ({doc['elapsed_s']:.0f} s in all; 1-minute "
+        f"load average {fmt(doc['load_average']['start'], 2)} at the start, "
+        f"{fmt(doc['load_average']['end'], 2)} at the end); the original kernels ran in the same "
         f"binary with `CUDA_FLUX_KERNELS={NO_KERNEL}`. Counts are exact "
         f"(`CUDA_FLUX_CPU_STATS`, every instruction alike); times are the median of the runs.",
         "",
@@ -716,6 +727,7 @@ def main(argv=None):
     work = args.work_dir or tempfile.mkdtemp(prefix="cuda-flux-cost-")
     os.makedirs(work, exist_ok=True)
     started = time.monotonic()
+    load_start = load_average()
     programs = discover(args, work)
     records = []
     for program in programs:
@@ -743,6 +755,7 @@ def main(argv=None):
         "machine": machine(),
         "runs": args.runs,
         "elapsed_s": round(time.monotonic() - started, 1),
+        "load_average": {"start": load_start, "end": load_average()},
         "occupancy_formula": OCCUPANCY_FORMULA,
         "summary": summary,
         "programs": records,

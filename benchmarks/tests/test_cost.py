@@ -198,6 +198,7 @@ class SummaryTest(unittest.TestCase):
 
     def test_report_renders(self):
         doc = {"title": "test", "date": "2026-01-01", "command": "cost.sh", "runs": 1,
+               "elapsed_s": 1.0, "load_average": {"start": 0.5, "end": None},
                "machine": {"commit": "abc", "os": "os", "cpu": "cpu", "cores": 2, "gpu": "none",
                            "clang": "clang", "ptxas": "ptxas"},
                "summary": self.s, "programs": self.programs}
