@@ -311,6 +311,9 @@ def machine():
         for line in sh(["lscpu"]).stdout.splitlines():
             if line.startswith("Model name:"):
                 model = line.split(":", 1)[1].strip()
+            elif line.startswith("Hypervisor vendor:"):
+                hypervisor = line.split(":", 1)[1].strip()
+                model += f", {hypervisor} guest"
     except OSError:
         pass
     pretty = platform.platform()
