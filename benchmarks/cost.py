@@ -272,6 +272,12 @@ def summarize(programs, heavy_ms=20.0, heavy_share=0.5):
     drops = [
         {"program": k.get("program"), "kernel": k["kernel"]} for k in rows if k["occupancy_drops"]
     ]
+
+    def worst_program(heavy_only):
+        candidates = [p for p in ok if p["kernel_time_ratio"] is not None
+                      and (p["kernel_heavy"] or not heavy_only)]
+        return max(candidates, key=lambda p: p["kernel_time_ratio"])["name"] if candidates else None
+
     return {
         "programs": len(programs),
         "programs_passed": len(ok),
@@ -291,8 +297,8 @@ def summarize(programs, heavy_ms=20.0, heavy_share=0.5):
         "counter_global_atomics": total_atomics,
         "occupancy_checked": sum(1 for k in rows if k["occupancy"]),
         "occupancy_drops": drops,
-        "kernel_time": stat_block(time_ratios),
-        "kernel_time_heavy": dict(stat_block(heavy),
+        "kernel_time": dict(stat_block(time_ratios), worst_program=worst_program(False)),
+        "kernel_time_heavy": dict(stat_block(heavy), worst_program=worst_program(True),
                                   programs=[p["name"] for p in ok if p["kernel_heavy"]],
                                   heavy_ms=heavy_ms, heavy_share=heavy_share),
     }
@@ -648,11 +654,13 @@ def render_markdown(doc):
                     if drops else "") + " |")
     k = s["kernel_time"]
     lines.append(f"| CPU-target kernel time instrumented/original, per program: geomean / worst | "
-                 f"**{fmt(k['geomean'])}x** / {fmt(k['worst'])}x ({k['count']} programs) |")
+                 f"**{fmt(k['geomean'])}x** / {fmt(k['worst'])}x ({k['worst_program']}; "
+                 f"{k['count']} programs) |")
     h = s["kernel_time_heavy"]
     lines.append(f"| ... kernel-heavy programs (original kernel time >= {h['heavy_ms']:g} ms and "
                  f">= {h['heavy_share']:.0%} of the run): geomean / worst | {fmt(h['geomean'])}x / "
-                 f"{fmt(h['worst'])}x ({h['count']}: {', '.join(h['programs']) or 'none'}) |")
+                 f"{fmt(h['worst'])}x ({h['worst_program']}; {h['count']} programs: "
+                 f"{', '.join(h['programs']) or 'none'}) |")
     lines += [
         "",
         f"Occupancy formula (sm_90): {OCCUPANCY_FORMULA}. Registers and static shared memory "

@@ -187,8 +187,10 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(k["count"], 3)
         self.assertAlmostEqual(k["geomean"], 8.8 ** (1 / 3))
         self.assertAlmostEqual(k["worst"], 4.0)
+        self.assertEqual(k["worst_program"], "beta")
         h = self.s["kernel_time_heavy"]
         self.assertEqual(h["programs"], ["alpha"])
+        self.assertEqual(h["worst_program"], "alpha")
         self.assertAlmostEqual(h["geomean"], 2.0)
         self.assertTrue(math.isclose(self.programs[2]["kernel_time_ratio"], 1.1))
 
