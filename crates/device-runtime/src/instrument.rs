@@ -47,6 +47,9 @@ pub struct KernelInstrumentation {
     /// thread runs it exactly once and every warp with all its launched lanes; the runtime
     /// takes its counts from the launch configuration.
     pub entry_from_launch: bool,
+    /// (block, from): blocks without a counter whose counts equal those of block `from`
+    /// (control equivalence, ARCHITECTURE.md), copied by the runtime.
+    pub copied_counts: Vec<(usize, usize)>,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -83,6 +86,7 @@ pub fn instrument_module_with(
                     params: original.map_or(0, |f| f.params().len()),
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
                     entry_from_launch: false,
+                    copied_counts: Vec::new(),
                 });
             }
         }
@@ -262,6 +266,11 @@ fn instrument_kernel_in(
     plan.entry_from_launch =
         placement != Placement::EveryBlock && placement::entry_is_unreached(kernel_fn);
     let entry_from_launch = plan.entry_from_launch;
+    let mut copied_counts: Vec<(usize, usize)> = plan
+        .copies
+        .iter()
+        .map(|&(b, from)| (offsets[0] as usize + b, offsets[0] as usize + from))
+        .collect();
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
     place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
@@ -277,6 +286,11 @@ fn instrument_kernel_in(
         let base_param = format!("{clone_name}_param_cf");
         function.push_param(Param::new(".param .b64", base_param.clone()));
         let plan = placement::plan(function, placement);
+        copied_counts.extend(
+            plan.copies
+                .iter()
+                .map(|&(b, from)| (offset as usize + b, offset as usize + from)),
+        );
         let regs = declare_registers(function, plan.counter_registers() as u32)?;
         place_counters(function, &regs, offset, &plan)?;
         redirect_calls(function, &regs, &clones)?;
@@ -302,6 +316,7 @@ fn instrument_kernel_in(
         params,
         blocks,
         entry_from_launch,
+        copied_counts,
     })
 }
 
@@ -321,7 +336,8 @@ fn place_counters(
     let mut new_blocks: Vec<Statement> = Vec::new();
     let mut retargets: Vec<(usize, String, String)> = Vec::new();
     for (b, block) in cfg.blocks.iter().enumerate() {
-        let counted_elsewhere = plan.derived(b) || (b == 0 && plan.entry_from_launch);
+        let counted_elsewhere =
+            plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
         if !counted_elsewhere {
             inserts.push((
                 block.insertion_point(),

@@ -809,6 +809,9 @@ pub(crate) struct Plan {
     pub regions: Vec<Region>,
     /// A kernel's block 0 is counted by the runtime from the launch configuration.
     pub entry_from_launch: bool,
+    /// (block, from): blocks whose counts equal those of an earlier block (control
+    /// equivalence), copied by the runtime instead of counted.
+    pub copies: Vec<(usize, usize)>,
 }
 
 /// Whether nothing branches or falls into a function's first block, so that every thread runs
@@ -828,6 +831,11 @@ impl Plan {
         self.regions
             .iter()
             .any(|r| r.blocks.contains(&b) && !r.direct.contains(&b))
+    }
+
+    /// Whether block `b`'s counts are copied from another block's by the runtime.
+    pub fn copied(&self, b: usize) -> bool {
+        self.copies.iter().any(|&(block, _)| block == b)
     }
 
     fn in_region(&self, b: usize) -> bool {
@@ -886,7 +894,123 @@ pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
             plan.regions.push(region);
         }
     }
+    if placement == Placement::Derived {
+        plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
+    }
     plan
+}
+
+/// Blocks too many for the pairwise search below; their functions keep every counter.
+const MAX_BLOCKS_FOR_SAME_COUNTS: usize = 2000;
+
+/// Pairs (block, from) of blocks that run exactly as often as an earlier block, thread and
+/// warp level: `from` dominates `block`, `block` post-dominates `from`, both are in the same
+/// loops, no cycle passes one without the other, and no call lies between them (a callee could
+/// end the thread). Every lane that runs `from` then runs `block` once before it runs `from`
+/// again, and `block` runs only after `from`; with the warp reconverging at immediate
+/// post-dominators (assumption R, ARCHITECTURE.md), the same groups run both. `from` is the
+/// first block of its class, counted in some other way; blocks derived by a region are left out
+/// (they cost nothing already).
+fn same_counts(
+    function: &Function,
+    cfg: &Cfg,
+    loops: &[NaturalLoop],
+    ipdoms: &[Option<usize>],
+    plan: &Plan,
+) -> Vec<(usize, usize)> {
+    let n = cfg.blocks.len();
+    if n > MAX_BLOCKS_FOR_SAME_COUNTS {
+        return Vec::new();
+    }
+    let statements = function.statements();
+    let idoms = cfg.idoms();
+    let has_call: Vec<bool> = cfg
+        .blocks
+        .iter()
+        .map(|b| {
+            b.instructions.iter().any(|&s| {
+                statements[s]
+                    .as_instruction()
+                    .is_some_and(|i| i.opcode.base() == "call")
+            })
+        })
+        .collect();
+    let loops_of = |b: usize| -> Vec<usize> {
+        (0..loops.len())
+            .filter(|&l| loops[l].blocks.contains(&b))
+            .collect()
+    };
+    let post_dominates = |b: usize, a: usize| {
+        let mut x = a;
+        for _ in 0..n {
+            match ipdoms[x] {
+                Some(p) if p == b => return true,
+                Some(p) => x = p,
+                None => return false,
+            }
+        }
+        false
+    };
+    // Whether `from` reaches `to` (through at least one edge) without passing `avoid`.
+    let reaches_avoiding = |from: usize, to: usize, avoid: usize| {
+        let mut seen = vec![false; n];
+        let mut stack: Vec<usize> = cfg.succs[from].clone();
+        while let Some(x) = stack.pop() {
+            if x == to {
+                return true;
+            }
+            if x == avoid || std::mem::replace(&mut seen[x], true) {
+                continue;
+            }
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+        false
+    };
+    // The blocks run between `from` and `block`: reached from `from` without passing `block`.
+    let calls_between = |from: usize, block: usize| {
+        if has_call[from] {
+            return true;
+        }
+        let mut seen = vec![false; n];
+        let mut stack: Vec<usize> = cfg.succs[from].clone();
+        while let Some(x) = stack.pop() {
+            if x == block || x == from || std::mem::replace(&mut seen[x], true) {
+                continue;
+            }
+            if has_call[x] {
+                return true;
+            }
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+        false
+    };
+    let mut copies = Vec::new();
+    for block in 1..n {
+        if plan.derived(block) || idoms[block].is_none() {
+            continue;
+        }
+        let block_loops = loops_of(block);
+        let mut found = None;
+        let mut a = block;
+        for _ in 0..64 {
+            match idoms[a] {
+                Some(d) if d != a => a = d,
+                _ => break,
+            }
+            if post_dominates(block, a)
+                && loops_of(a) == block_loops
+                && (block_loops.is_empty()
+                    || (!reaches_avoiding(a, a, block) && !reaches_avoiding(block, block, a)))
+                && !calls_between(a, block)
+            {
+                found = Some(a);
+            }
+        }
+        if let Some(from) = found {
+            copies.push((block, from));
+        }
+    }
+    copies
 }
 
 #[allow(clippy::too_many_arguments)]

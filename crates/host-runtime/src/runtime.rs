@@ -880,15 +880,17 @@ impl<C: Cuda> Runtime<C> {
                     let buffer =
                         unsafe { std::slice::from_raw_parts(slot.host_ptr as *const u64, words) };
                     match fold_banks(buffer, target.banks, target.blocks) {
-                        Some((mut threads, mut warps)) => match self.entry_counts(state, &target) {
-                            Ok(None) => Outcome::Counted { threads, warps },
-                            Ok(Some((entry_threads, entry_warps))) => {
-                                threads[0] = entry_threads;
-                                warps[0] = entry_warps;
-                                Outcome::Counted { threads, warps }
+                        Some((mut threads, mut warps)) => {
+                            match self.fill_uncounted_blocks(
+                                state,
+                                &target,
+                                &mut threads,
+                                &mut warps,
+                            ) {
+                                Ok(()) => Outcome::Counted { threads, warps },
+                                Err(reason) => Outcome::Uncounted(reason),
                             }
-                            Err(reason) => Outcome::Uncounted(reason),
-                        },
+                        }
                         None => {
                             Outcome::Uncounted("the counter buffer has the wrong size".to_owned())
                         }
@@ -908,23 +910,46 @@ impl<C: Cuda> Runtime<C> {
         self.release(state, device, slot);
     }
 
-    /// The counts of a launch's entry block where the device does not count it (the snapshot's
-    /// `entry_from_launch`): every thread the mode counts runs it once, and every counted warp
-    /// with all its launched lanes. `Ok(None)` where the device counted it.
-    fn entry_counts(&self, state: &State, target: &Target) -> Result<Option<(u64, u64)>, String> {
+    /// Fills in the counts of the blocks the device does not count (see the snapshot): the
+    /// entry block's from the launch, then the copies.
+    fn fill_uncounted_blocks(
+        &self,
+        state: &State,
+        target: &Target,
+        threads: &mut [u64],
+        warps: &mut [u64],
+    ) -> Result<(), String> {
         let Some(variant) = state
             .kernels
             .get(target.kernel)
             .and_then(|k| k.variants.get(target.variant))
         else {
-            return Ok(None);
+            return Ok(());
         };
-        if !variant.snapshot.entry_from_launch || target.blocks == 0 {
-            return Ok(None);
+        if variant.snapshot.entry_from_launch && !threads.is_empty() {
+            if let Some(launch) = variant.launches.get(target.launch) {
+                let (entry_threads, entry_warps) = self.entry_counts(launch)?;
+                threads[0] = entry_threads;
+                warps[0] = entry_warps;
+            }
         }
-        let Some(launch) = variant.launches.get(target.launch) else {
-            return Ok(None);
-        };
+        for &[block, from] in &variant.snapshot.copied_counts {
+            if block >= threads.len() || from >= threads.len() {
+                return Err(format!(
+                    "the snapshot copies counts between blocks {from} and {block} of {}",
+                    threads.len()
+                ));
+            }
+            threads[block] = threads[from];
+            warps[block] = warps[from];
+        }
+        Ok(())
+    }
+
+    /// The counts of a launch's entry block where the device does not count it (the snapshot's
+    /// `entry_from_launch`): every thread the mode counts runs it once, and every counted warp
+    /// with all its launched lanes.
+    fn entry_counts(&self, launch: &LaunchRecord) -> Result<(u64, u64), String> {
         let (grid, block) = (launch.grid, launch.block);
         let cta_threads = u64::from(block.x) * u64::from(block.y) * u64::from(block.z);
         let cta_warps = cta_threads.div_ceil(32);
@@ -936,9 +961,7 @@ impl<C: Cuda> Runtime<C> {
             Mode::Cta => Some((cta_threads, cta_warps)),
             Mode::Warp => Some((cta_threads.min(32), cta_warps.min(1))),
         };
-        counts
-            .map(Some)
-            .ok_or_else(|| "the launch has more threads than a 64-bit count holds".to_owned())
+        counts.ok_or_else(|| "the launch has more threads than a 64-bit count holds".to_owned())
     }
 
     /// Waits for every pending launch on every device and stores its counts.

@@ -34,6 +34,10 @@ pub struct Snapshot {
     /// runtime takes its counts from the launch configuration. Absent (false) in older builds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub entry_from_launch: bool,
+    /// `[block, from]`: blocks without a counter on the device because they run exactly as
+    /// often as block `from` (thread and warp level); the runtime copies `from`'s counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copied_counts: Vec<[usize; 2]>,
     /// The PTX module's `.file` table (index to file name), present when the PTX has line
     /// information (built with `-g` or `-lineinfo`); what [`Block::lines`] file indices name.
     /// Optional so that snapshots and profiles from older builds still read.

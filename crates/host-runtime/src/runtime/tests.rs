@@ -287,6 +287,7 @@ fn snapshot(arch: u32) -> Snapshot {
         ],
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
         entry_from_launch: false,
+        copied_counts: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -560,6 +561,32 @@ fn an_entry_block_counted_from_the_launch_gets_the_counts_of_the_threads_the_mod
             "mode {mode}"
         );
     }
+}
+
+#[test]
+fn copied_blocks_get_the_counts_of_the_block_they_follow_and_bad_copies_are_refused() {
+    let s = setup(Fake::gpu(90), &[]);
+    let mut snapshot = snapshot(90);
+    snapshot.copied_counts = vec![[2, 1]];
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let counts = report.kernels[0].launches[0].block_counts.clone().unwrap();
+    assert_eq!(counts.threads[2], counts.threads[1]);
+    assert_eq!(counts.warps[2], counts.warps[1]);
+
+    let s = setup(Fake::gpu(90), &[]);
+    let mut snapshot = super::tests::snapshot(90);
+    snapshot.copied_counts = vec![[7, 0]];
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, value) = read_report(&s.output);
+    assert!(report.kernels[0].launches[0].block_counts.is_none());
+    assert!(value["kernels"][0]["launches"][0]["reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("copies counts between blocks 0 and 7 of 3")));
 }
 
 #[test]

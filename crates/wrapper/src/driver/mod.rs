@@ -719,6 +719,7 @@ impl Driver {
                         blocks,
                         files,
                         entry_from_launch: k.entry_from_launch,
+                        copied_counts: k.copied_counts.iter().map(|&(b, from)| [b, from]).collect(),
                     };
                     Ok(snapshot.to_json()?)
                 })
