@@ -272,11 +272,16 @@ fn instrument_kernel_in(
         .map(|&(b, from)| (offsets[0] as usize + b, offsets[0] as usize + from))
         .collect();
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
-    place_counters(kernel_fn, &regs, offsets[0], &plan)?;
+    let counted_here = place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
-    let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks);
-    insert_prologue(kernel_fn, prologue)?;
+    // Nothing to count on the device (every block counted from the launch or copied) and no
+    // counted function to pass a base to: the clone needs no prologue at all.
+    if counted_here || !functions.is_empty() {
+        let label = unused_label(kernel_fn, "$__cf_counted");
+        let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks, &label);
+        insert_prologue(kernel_fn, prologue)?;
+    }
 
     // Function clones, each with its counter base as an extra parameter.
     let mut declarations = Vec::new();
@@ -322,13 +327,14 @@ fn instrument_kernel_in(
 
 /// Inserts the counter code `plan` calls for: an update at the top of every block outside the
 /// register-counted loops (except an entry block counted from the launch); in those loops, an increment on each counted edge and a flush on
-/// each exit edge. Block `i` is counted at counter pair `offset + i`.
+/// each exit edge. Block `i` is counted at counter pair `offset + i`. Returns whether any
+/// counter code went in.
 fn place_counters(
     function: &mut ptx_lexer::Function,
     regs: &CounterRegisters,
     offset: u64,
     plan: &Plan,
-) -> Result<(), RewriteError> {
+) -> Result<bool, RewriteError> {
     let cfg = placement::Cfg::of(function);
     let statements = function.statements();
     // (statement index, order among inserts at that index, code)
@@ -446,11 +452,20 @@ fn place_counters(
     // From the last insertion point backwards, so that earlier indices stay valid; at one
     // index, the later-ordered code first, so that it ends up after.
     inserts.sort_by_key(|(at, order, _)| std::cmp::Reverse((*at, *order)));
+    let any = !inserts.is_empty();
     function.insert_statements(end, new_blocks)?;
     for (at, _, code) in inserts {
         function.insert_statements(at, code)?;
     }
-    Ok(())
+    Ok(any)
+}
+
+/// `base`, or `base` with a number, whichever the function does not use yet.
+fn unused_label(function: &ptx_lexer::Function, base: &str) -> String {
+    std::iter::once(base.to_string())
+        .chain((1u32..).map(|n| format!("{base}{n}")))
+        .find(|l| !function.has_label(l))
+        .unwrap_or_else(|| base.to_string())
 }
 
 /// Inserts `code` before the first label or instruction, so that it runs once on entry even

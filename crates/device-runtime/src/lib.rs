@@ -122,20 +122,23 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
     Statement::instruction(Instruction::simple(opcode, operands))
 }
 
-/// Computes the bank's base address into `{b64}0` and the "counted" predicate `{pred}1`, from
-/// the kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count,
-/// at least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted
-/// blocks. Runs once, at the top of the kernel. Threads the mode does not count get a null base.
+/// Computes the bank's base address into `{b64}0` and the lower-lanes mask `{b32}5` from the
+/// kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count, at
+/// least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted blocks,
+/// and zeroes the loop counters. Runs once, at the top of the kernel. Threads the mode does not
+/// count get a null base and an all-ones mask; the mode's test is skipped by a uniform branch
+/// to `label` when every thread is counted, the common case.
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
     banks_param: &str,
     blocks: u64,
+    label: &str,
 ) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let addr = |name: &str| Operand::Address(vec![Operand::sym(name)]);
     let special = |name: &str| Operand::reg(name);
-    vec![
+    let mut code = vec![
         ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
         // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
@@ -155,6 +158,17 @@ pub fn entry_prologue(
             vec![rd(1), r(2), Operand::int(blocks * COUNTER_PAIR_BYTES)],
         ),
         ins("add.s64", vec![rd(0), rd(0), rd(1)]),
+        ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
+        // Mode all (top byte 0): every thread counts.
+        ins("setp.le.u32", vec![p(1), r(1), Operand::int(0x00FF_FFFF)]),
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated: false,
+                predicate: format!("{}1", regs.pred).into(),
+            }),
+            ptx_lexer::Opcode::new("bra.uni"),
+            vec![Operand::sym(label)],
+        )),
         // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
         ins("shr.u32", vec![r(1), r(1), Operand::int(24)]),
         ins("mov.u32", vec![r(2), special("%tid.z")]),
@@ -164,24 +178,38 @@ pub fn entry_prologue(
         ins("mov.u32", vec![r(3), special("%ntid.x")]),
         ins("mov.u32", vec![r(4), special("%tid.x")]),
         ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
-        // counted = mode == all || (CTA 0 && (mode == cta || first warp))
+        // counted = CTA 0 && (mode == cta || first warp)
         ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
         ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_CTA)]),
         ins("or.pred", vec![p(2), p(2), p(1)]),
         ins("setp.eq.u32", vec![p(1), r(0), Operand::int(0)]),
         ins("and.pred", vec![p(2), p(2), p(1)]),
-        ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_ALL)]),
-        ins("or.pred", vec![p(1), p(1), p(2)]),
-        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(1)]),
-    ]
-    .into_iter()
-    .chain(lower_lanes_and_counters(regs))
-    .collect()
+        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
+        ins(
+            "selp.b32",
+            vec![
+                r(LOWER_LANES),
+                r(LOWER_LANES),
+                Operand::int("0xFFFFFFFF"),
+                p(2),
+            ],
+        ),
+        Statement::label(label),
+    ];
+    code.extend(zero_counters(regs));
+    code
 }
 
-/// The end of every prologue: the lower-lanes mask from the "counted" predicate `{pred}1`, and
-/// the loop counters zeroed (a warp enters each counted loop with zero counts, and the flush
-/// at its exit resets them).
+/// The loop counters zeroed: a warp enters each counted loop with zero counts, and the flush at
+/// its exit resets them.
+fn zero_counters(regs: &CounterRegisters) -> Vec<Statement> {
+    (0..regs.counters as usize)
+        .map(|i| ins("mov.u64", vec![regs.c(i), Operand::int(0)]))
+        .collect()
+}
+
+/// The end of a device function's prologue: the lower-lanes mask from the "counted" predicate
+/// `{pred}1`, and the loop counters zeroed.
 fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
     let mut code = vec![
         ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_lt")]),
@@ -195,9 +223,7 @@ fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
             ],
         ),
     ];
-    code.extend(
-        (0..regs.counters as usize).map(|i| ins("mov.u64", vec![regs.c(i), Operand::int(0)])),
-    );
+    code.extend(zero_counters(regs));
     code
 }
 

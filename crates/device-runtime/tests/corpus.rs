@@ -392,15 +392,14 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     .ok_or_else(|| format!("{describe}: no {copy_name}"))?;
                 // The prologue sits before the first label (clang -g starts bodies with one), so
                 // it can form a block of its own: counter code only, not part of the original.
-                // Flush blocks of register-counted loops (`$__cf_exit<n>`) and flush code on a
-                // fall-through edge are counter code too.
+                // Flush blocks of register-counted loops (`$__cf_exit<n>`), flush code on a
+                // fall-through edge and the prologue's own label (`$__cf_counted`) are counter
+                // code too.
                 let blocks: Vec<ptx_lexer::BasicBlock> = copy
                     .blocks()
                     .into_iter()
                     .filter(|b| {
-                        b.label
-                            .as_deref()
-                            .is_some_and(|l| !l.starts_with("$__cf_exit"))
+                        b.label.as_deref().is_some_and(|l| !l.starts_with("$__cf_"))
                             || b.instructions
                                 .iter()
                                 .any(|&s| copy.statements()[s].is_from_source())
@@ -453,7 +452,8 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                         .collect();
                     let expected: Vec<String> =
                         entry.instructions.iter().map(|o| o.to_string()).collect();
-                    if block.label.as_deref() != entry.label.as_deref() || opcodes != expected {
+                    let label = block.label.as_deref().filter(|l| !l.starts_with("$__cf_"));
+                    if label != entry.label.as_deref() || opcodes != expected {
                         return Err(format!(
                             "{describe}: {copy_name} block {i} differs from its snapshot entry"
                         ));
