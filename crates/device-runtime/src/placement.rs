@@ -849,7 +849,7 @@ pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
         return Plan::default();
     }
     let cfg = Cfg::of(function);
-    if cfg.blocks.is_empty() {
+    if cfg.blocks.is_empty() || cfg.blocks.len() > MAX_BLOCKS_FOR_ANALYSIS {
         return Plan::default();
     }
     let loops = cfg.loops();
@@ -900,8 +900,9 @@ pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
     plan
 }
 
-/// Blocks too many for the pairwise search below; their functions keep every counter.
-const MAX_BLOCKS_FOR_SAME_COUNTS: usize = 2000;
+/// Functions with more blocks keep a counter at the top of every block: the analyses below grow
+/// faster than linearly, and the compile must stay quick.
+const MAX_BLOCKS_FOR_ANALYSIS: usize = 1500;
 
 /// Pairs (block, from) of blocks that run exactly as often as an earlier block, thread and
 /// warp level: `from` dominates `block`, `block` post-dominates `from`, both are in the same
@@ -919,9 +920,6 @@ fn same_counts(
     plan: &Plan,
 ) -> Vec<(usize, usize)> {
     let n = cfg.blocks.len();
-    if n > MAX_BLOCKS_FOR_SAME_COUNTS {
-        return Vec::new();
-    }
     let statements = function.statements();
     let idoms = cfg.idoms();
     let has_call: Vec<bool> = cfg
@@ -992,7 +990,7 @@ fn same_counts(
         let block_loops = loops_of(block);
         let mut found = None;
         let mut a = block;
-        for _ in 0..64 {
+        for _ in 0..32 {
             match idoms[a] {
                 Some(d) if d != a => a = d,
                 _ => break,
