@@ -1,19 +1,24 @@
-//! Where the counter code goes: which blocks are counted where they start, and which loops are
-//! counted in registers and flushed once when the warp leaves them.
+//! Where the counter code goes: which blocks are counted where they start, which loops are
+//! counted in registers and flushed once when the warp leaves them, and which blocks need no
+//! counter on the device at all.
 //!
-//! A *region* is a natural loop whose every branch is warp-uniform (the same for every active
-//! lane, by the divergence analysis below) and which holds no `call`, `ret`, `exit`, `trap` or
-//! `brx.idx`. A warp that enters a region leaves it with exactly the lanes it entered with (no
-//! branch in it can split them, and nothing in it ends a thread), so every lane of that group
-//! executes every block of the region equally often, and so does the group as a whole: one
-//! block count per lane gives the block's warp count (the same number) and its thread count
-//! (that number times the group's size). Those per-lane counts obey flow conservation, so only
-//! the edges off a spanning tree of the region (Knuth and Stevenson) carry a counter: an add to
-//! a register. When the group leaves the region, it derives every block's count from those
-//! registers and the exit it takes, and its first active lane adds them to the global counters
-//! (two reductions per block); then the registers are reset. ARCHITECTURE.md has the argument.
+//! A *region* is a natural loop whose branches are warp-uniform (the same for every active lane,
+//! by the divergence analysis below), or divergent but reconverging inside the loop, and which
+//! holds no `call`, `ret`, `exit`, `trap` or `brx.idx`. A warp that enters a region leaves it
+//! with exactly the lanes it entered with, so every lane of that group executes every block
+//! outside the divergent parts equally often, and so does the group as a whole: one block count
+//! per lane gives the block's warp count (the same number) and its thread count (that number
+//! times the group's size). Those per-lane counts obey flow conservation, so only the edges off
+//! a spanning tree of the region (Knuth and Stevenson) carry a counter: an add to a register.
+//! When the group leaves the region, it derives every block's count from those registers and the
+//! exit it takes, and its first active lane adds them to the global counters (two reductions per
+//! block); then the registers are reset.
 //!
-//! Every other block keeps the direct update at its top (`block_update`).
+//! Blocks that run exactly as often as an earlier block (control equivalence) get no counter: the
+//! runtime copies the earlier block's counts; so does a kernel's entry block, which the runtime
+//! counts from the launch. Every other block keeps the direct update at its top
+//! (`block_update`). ARCHITECTURE.md has the argument and its one assumption (a divergent warp
+//! reconverges at the branch's immediate post-dominator).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -27,13 +32,13 @@ pub const MAX_COUNTER_REGISTERS: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Placement {
     /// Loops counted in registers and flushed at their exits, where no branch in them can split
-    /// the warp past the branch's immediate post-dominator; the blocks between a divergent
-    /// branch and that post-dominator, and every block outside such loops, counted at their
-    /// tops.
+    /// the warp past the branch's immediate post-dominator; blocks control-equivalent to an
+    /// earlier block copied; a kernel's unreached entry block counted from the launch; every
+    /// other block counted at its top.
     #[default]
     Derived,
-    /// As `Derived`, but only loops in which no branch can split the warp at all: no
-    /// assumption about where a divergent warp reconverges.
+    /// Only what needs no assumption about where a divergent warp reconverges: loops in which
+    /// no branch can split the warp at all, and the entry block from the launch.
     UniformLoops,
     /// Every block counted at its top (the reference the derived counts are tested against).
     EveryBlock,
