@@ -18,7 +18,7 @@ use ptx_lexer::{
 use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, region_flush, CountForm, CounterRegisters,
+    function_prologue, region_flush, shrinking_flush, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -63,6 +63,17 @@ pub fn instrument_module_with(
     module: &mut Module,
     placement: Placement,
 ) -> Vec<KernelInstrumentation> {
+    // `redux.sync` (sm_80 and later) lets the lanes of a warp sum their counts in one
+    // instruction; without it, loops that lanes leave at different times are counted directly.
+    let warp_reductions = module.target().iter().any(|t| {
+        t.strip_prefix("sm_")
+            .and_then(|n| {
+                n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                    .parse::<u32>()
+                    .ok()
+            })
+            .is_some_and(|n| n >= 80)
+    });
     let kernels: Vec<String> = module
         .functions()
         .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
@@ -72,7 +83,7 @@ pub fn instrument_module_with(
     for (index, kernel) in kernels.iter().enumerate() {
         // Work on a copy so that a failure leaves the module untouched.
         let mut attempt = module.clone();
-        match instrument_kernel_in(&mut attempt, kernel, index, placement) {
+        match instrument_kernel_in(&mut attempt, kernel, index, placement, warp_reductions) {
             Ok(result) => {
                 *module = attempt;
                 results.push(result);
@@ -226,6 +237,7 @@ fn instrument_kernel_in(
     kernel: &str,
     kernel_index: usize,
     placement: Placement,
+    warp_reductions: bool,
 ) -> Result<KernelInstrumentation, RewriteError> {
     let targets = address_taken_functions(module);
     let functions = reachable_functions(module, kernel, &targets);
@@ -262,7 +274,7 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let mut plan = placement::plan(kernel_fn, placement);
+    let mut plan = placement::plan(kernel_fn, placement, warp_reductions);
     plan.entry_from_launch =
         placement != Placement::EveryBlock && placement::entry_is_unreached(kernel_fn);
     let entry_from_launch = plan.entry_from_launch;
@@ -290,7 +302,7 @@ fn instrument_kernel_in(
         let function = module.clone_function(name, clone_name)?;
         let base_param = format!("{clone_name}_param_cf");
         function.push_param(Param::new(".param .b64", base_param.clone()));
-        let plan = placement::plan(function, placement);
+        let plan = placement::plan(function, placement, warp_reductions);
         copied_counts.extend(
             plan.copies
                 .iter()
@@ -345,9 +357,10 @@ fn place_counters(
         let counted_elsewhere =
             plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
         if !counted_elsewhere {
+            // After the code on edges into it (0) and a loop's flush where lanes meet (1).
             inserts.push((
                 block.insertion_point(),
-                1,
+                2,
                 block_update(regs, offset + b as u64),
             ));
         }
@@ -357,6 +370,13 @@ fn place_counters(
     for region in &plan.regions {
         let counters: Vec<usize> = (first_counter..first_counter + region.counted.len()).collect();
         first_counter += region.counted.len();
+        // A shrinking region also counts its exit edges per lane (lanes leave at different
+        // times), and flushes once, where they meet again.
+        let exit_counters: Vec<usize> = match region.shrinking_to {
+            Some(_) => (first_counter..first_counter + region.exits.len()).collect(),
+            None => Vec::new(),
+        };
+        first_counter += exit_counters.len();
         // Where code on an edge out of `from` goes: before its branch, or after its last
         // instruction.
         let terminator = |from: usize| {
@@ -370,7 +390,12 @@ fn place_counters(
             terminator(from)
                 .unwrap_or_else(|| cfg.blocks[from].instructions.last().map_or(0, |&s| s + 1))
         };
-        for (edge, &counter) in region.counted.iter().zip(&counters) {
+        let counted_edges = region
+            .counted
+            .iter()
+            .zip(&counters)
+            .chain(region.exits.iter().zip(&exit_counters));
+        for (edge, &counter) in counted_edges {
             let (at, guard) = match edge.site {
                 EdgeSite::EndOfSource => (end_of(edge.from), None),
                 EdgeSite::Taken => {
@@ -385,6 +410,32 @@ fn place_counters(
                 EdgeSite::FallThrough => (end_of(edge.from) + 1, None),
             };
             inserts.push((at, 0, vec![counter_increment(regs, counter, guard)]));
+        }
+        if let Some(meeting) = region.shrinking_to {
+            let forms: Vec<(u64, CountForm)> = region
+                .counts
+                .iter()
+                .filter(|(block, _)| !region.direct.contains(block))
+                .map(|(block, form)| {
+                    let terms = form
+                        .counters
+                        .iter()
+                        .zip(&counters)
+                        .chain(form.exits.iter().zip(&exit_counters))
+                        .filter(|(k, _)| **k != 0)
+                        .map(|(k, &c)| (c, *k))
+                        .collect();
+                    let count = CountForm { constant: 0, terms };
+                    (offset + *block as u64, count)
+                })
+                .collect();
+            let reset: Vec<usize> = counters.iter().chain(&exit_counters).copied().collect();
+            inserts.push((
+                cfg.blocks[meeting].insertion_point(),
+                1,
+                shrinking_flush(regs, &forms, &reset),
+            ));
+            continue;
         }
         for (j, edge) in region.exits.iter().enumerate() {
             let forms: Vec<(u64, CountForm)> = region

@@ -34,9 +34,9 @@ pub const MODE_ALL: u32 = 0;
 pub const MODE_CTA: u32 = 1;
 pub const MODE_WARP: u32 = 2;
 
-const B32_REGISTERS: u32 = 6;
-const B64_REGISTERS: u32 = 4;
-const PRED_REGISTERS: u32 = 3;
+const B32_REGISTERS: u32 = 10;
+const B64_REGISTERS: u32 = 6;
+const PRED_REGISTERS: u32 = 5;
 /// `{b32}5`: `%lanemask_lt` where this thread is counted, all ones where it is not, so that
 /// "no lower active lane" (`activemask & it == 0`) elects a leader only among counted threads.
 const LOWER_LANES: u32 = 5;
@@ -44,14 +44,14 @@ const LOWER_LANES: u32 = 5;
 /// Registers the counter code uses, declared once per instrumented function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRegisters {
-    /// `.b32` registers: `{b32}0`..`{b32}4` scratch, `{b32}5` the lower-lanes mask (live
-    /// through the function).
+    /// `.b32` registers: `{b32}0`..`{b32}4` and `{b32}6`..`{b32}9` scratch, `{b32}5` the
+    /// lower-lanes mask (live through the function).
     pub b32: String,
     /// `.b64` registers: `{b64}0` is the bank's base address (null when this thread is not
-    /// counted), `{b64}1`..`{b64}3` scratch.
+    /// counted), `{b64}1`..`{b64}5` scratch.
     pub b64: String,
-    /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted",
-    /// `{pred}2` scratch.
+    /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted"
+    /// (in the prologue), `{pred}1`..`{pred}4` scratch.
     pub pred: String,
     /// `.b64` per-lane counters of the function's register-counted loops: `{counter}0`...
     pub counter: String,
@@ -321,6 +321,148 @@ pub struct CountForm {
     pub terms: Vec<(usize, i64)>,
 }
 
+/// The blocks' non-zero counts, blocks with the same count together (one evaluation each).
+fn distinct_forms(blocks: &[(u64, CountForm)]) -> Vec<(&CountForm, Vec<u64>)> {
+    let mut forms: Vec<(&CountForm, Vec<u64>)> = Vec::new();
+    for (block, form) in blocks {
+        if form.constant == 0 && form.terms.is_empty() {
+            continue;
+        }
+        match forms.iter_mut().find(|(f, _)| *f == form) {
+            Some((_, list)) => list.push(*block),
+            None => forms.push((form, vec![*block])),
+        }
+    }
+    forms
+}
+
+/// Code that evaluates `form` (into `{b64}1` unless it is a single counter or a constant);
+/// returns the operand that holds the value. Wrapping 64-bit arithmetic, exact because every
+/// final count fits.
+fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>) -> Operand {
+    match (form.constant, form.terms.as_slice()) {
+        (0, [(counter, 1)]) => regs.c(*counter),
+        (constant, []) => Operand::int(constant),
+        (constant, terms) => {
+            let value = regs.r64(1);
+            code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
+            for &(counter, coefficient) in terms {
+                code.push(match coefficient {
+                    1 => ins(
+                        "add.s64",
+                        vec![value.clone(), value.clone(), regs.c(counter)],
+                    ),
+                    -1 => ins(
+                        "sub.s64",
+                        vec![value.clone(), value.clone(), regs.c(counter)],
+                    ),
+                    k => ins(
+                        "mad.lo.s64",
+                        vec![
+                            value.clone(),
+                            regs.c(counter),
+                            Operand::int(k),
+                            value.clone(),
+                        ],
+                    ),
+                });
+            }
+            value
+        }
+    }
+}
+
+/// The flush where the lanes that left a loop in different iterations meet again (the
+/// immediate post-dominator of its divergent exits). Each lane holds its own counts: a block's
+/// thread count is their sum, its warp count their maximum (the lanes that ran it last ran it
+/// every time the warp did, since lanes only leave). The maximum is exact in two 32-bit
+/// reductions (high halves, then low halves among the lanes with the largest high half); the
+/// sum takes one reduction when every lane's count is below 2^27 (so 32 of them fit 32 bits),
+/// else each counted lane adds its own. Lanes that did not run the loop hold zeros. Then the
+/// loop's counters (`reset`) go back to zero. Needs `redux.sync` (sm_80).
+pub fn shrinking_flush(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let guarded = |predicate: u32, negated: bool, opcode: &str, operands| {
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated,
+                predicate: format!("{}{predicate}", regs.pred).into(),
+            }),
+            ptx_lexer::Opcode::new(opcode),
+            operands,
+        ))
+    };
+    let counter = |offset: u64| {
+        Operand::Address(vec![Operand::Offset {
+            base: Box::new(rd(0)),
+            offset: offset.to_string().into(),
+        }])
+    };
+    let mut code = elect_leader(regs);
+    let mask = r(3);
+    // p3: this lane is counted (the mode gives uncounted lanes an all-ones lower-lanes mask).
+    code.push(ins(
+        "setp.ne.u32",
+        vec![p(3), r(LOWER_LANES), Operand::int("0xFFFFFFFF")],
+    ));
+    for (form, list) in distinct_forms(blocks) {
+        let value = evaluate(regs, form, &mut code);
+        code.extend([
+            // Warps: the largest count, high half first.
+            ins("shr.b64", vec![rd(4), value.clone(), Operand::int(32)]),
+            ins("cvt.u32.u64", vec![r(6), rd(4)]),
+            ins("redux.sync.max.u32", vec![r(7), r(6), mask.clone()]),
+            ins("setp.eq.u32", vec![p(4), r(6), r(7)]),
+            ins("cvt.u32.u64", vec![r(8), value.clone()]),
+            ins("selp.b32", vec![r(9), r(8), Operand::int(0), p(4)]),
+            ins("redux.sync.max.u32", vec![r(9), r(9), mask.clone()]),
+            ins("mov.b64", vec![rd(5), Operand::Vector(vec![r(9), r(7)])]),
+            // Threads: the sum, in one reduction where every count is small.
+            ins(
+                "setp.lt.u64",
+                vec![p(4), value.clone(), Operand::int(1u64 << 27)],
+            ),
+            ins("vote.sync.all.pred", vec![p(4), p(4), mask.clone()]),
+            ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
+            ins("cvt.u64.u32", vec![rd(4), r(8)]),
+            ins("and.pred", vec![p(1), p(4), p(0)]),
+            ins("not.pred", vec![p(2), p(4)]),
+            ins("and.pred", vec![p(2), p(2), p(3)]),
+        ]);
+        for block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(guarded(
+                1,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads), rd(4)],
+            ));
+            code.push(guarded(
+                2,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads), value.clone()],
+            ));
+            code.push(guarded(
+                0,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads + 8), rd(5)],
+            ));
+        }
+    }
+    code.extend(
+        reset
+            .iter()
+            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
+    );
+    code
+}
+
 /// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
 /// that entered (no branch in the loop splits it), so every lane holds the same counts; each
 /// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
@@ -334,48 +476,9 @@ pub fn region_flush(
 ) -> Vec<Statement> {
     let mut code = elect_leader(regs);
     code.push(ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)]));
-    // Blocks with the same count share one evaluation.
-    let mut forms: Vec<(&CountForm, Vec<u64>)> = Vec::new();
-    for (block, form) in blocks {
-        if form.constant == 0 && form.terms.is_empty() {
-            continue;
-        }
-        match forms.iter_mut().find(|(f, _)| *f == form) {
-            Some((_, list)) => list.push(*block),
-            None => forms.push((form, vec![*block])),
-        }
-    }
+    let forms = distinct_forms(blocks);
     for (form, list) in forms {
-        let warps = match (form.constant, form.terms.as_slice()) {
-            (0, [(counter, 1)]) => regs.c(*counter),
-            (constant, []) => Operand::int(constant),
-            (constant, terms) => {
-                let value = regs.r64(1);
-                code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
-                for &(counter, coefficient) in terms {
-                    code.push(match coefficient {
-                        1 => ins(
-                            "add.s64",
-                            vec![value.clone(), value.clone(), regs.c(counter)],
-                        ),
-                        -1 => ins(
-                            "sub.s64",
-                            vec![value.clone(), value.clone(), regs.c(counter)],
-                        ),
-                        k => ins(
-                            "mad.lo.s64",
-                            vec![
-                                value.clone(),
-                                regs.c(counter),
-                                Operand::int(k),
-                                value.clone(),
-                            ],
-                        ),
-                    });
-                }
-                value
-            }
-        };
+        let warps = evaluate(regs, form, &mut code);
         code.push(ins(
             "mul.lo.s64",
             vec![regs.r64(2), warps.clone(), regs.r64(3)],

@@ -800,12 +800,34 @@ pub(crate) struct Region {
     /// Blocks of the loop between a divergent branch and its immediate post-dominator: counted
     /// at their tops, not by the flush.
     pub direct: BTreeSet<usize>,
+    /// Lanes may leave in different iterations (a divergent exit): every exit goes to this
+    /// block, where the lanes meet again; each exit edge then carries a counter too, and the
+    /// flush at the top of this block sums (threads) and takes the maximum (warps) of the
+    /// lanes' counts.
+    pub shrinking_to: Option<usize>,
     /// Edges that carry a counter register: index = register number within the region.
     pub counted: Vec<RegionEdge>,
     /// Edges out of the region, where the counts are flushed.
     pub exits: Vec<RegionEdge>,
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
+}
+
+impl Region {
+    /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
+    /// leave in different iterations.
+    pub fn counter_registers(&self) -> usize {
+        self.counted.len()
+            + if self.shrinking_to.is_some() {
+                self.exits.len()
+            } else {
+                0
+            }
+    }
+}
+
+fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
+    exits.len() > MAX_COUNTER_REGISTERS
 }
 
 /// The counter placement of one function.
@@ -828,7 +850,7 @@ pub(crate) fn entry_is_unreached(function: &Function) -> bool {
 
 impl Plan {
     pub fn counter_registers(&self) -> usize {
-        self.regions.iter().map(|r| r.counted.len()).sum()
+        self.regions.iter().map(Region::counter_registers).sum()
     }
 
     /// Whether block `b` is counted by a region's flush (and not at its top).
@@ -849,7 +871,7 @@ impl Plan {
 }
 
 /// Plans the counters of `function` (a kernel or a device function).
-pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
+pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: bool) -> Plan {
     if placement == Placement::EveryBlock {
         return Plan::default();
     }
@@ -878,12 +900,14 @@ pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
             continue;
         }
         let enclosed_divergence = placement == Placement::Derived;
+        let shrinking = enclosed_divergence && warp_reductions;
         if let Some(region) = region_of(
             function,
             &cfg,
             &divergence,
             &ipdoms,
             enclosed_divergence,
+            shrinking,
             &depths,
             l,
             &loops,
@@ -892,10 +916,10 @@ pub(crate) fn plan(function: &Function, placement: Placement) -> Plan {
             if needs_new_blocks && !last_is_unconditional_transfer {
                 continue;
             }
-            if registers + region.counted.len() > MAX_COUNTER_REGISTERS {
+            if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
                 continue;
             }
-            registers += region.counted.len();
+            registers += region.counter_registers();
             plan.regions.push(region);
         }
     }
@@ -1023,6 +1047,7 @@ fn region_of(
     divergence: &Divergence,
     ipdoms: &[Option<usize>],
     enclosed_divergence: bool,
+    shrinking: bool,
     depths: &[usize],
     l: &NaturalLoop,
     loops: &[NaturalLoop],
@@ -1032,12 +1057,28 @@ fn region_of(
     // placement sits in the body's own scope (labels are scoped).
     // A divergent branch may stay in the loop if the warp reconverges inside it: the blocks
     // from the branch to its immediate post-dominator are then counted directly.
+    // A divergent branch whose post-dominator is outside the loop lets lanes leave in different
+    // iterations: allowed (a shrinking region) when every exit leads to that one block, where
+    // the lanes meet again and the counts are flushed.
     let mut direct: BTreeSet<usize> = BTreeSet::new();
+    let mut shrinking_to: Option<usize> = None;
     for &b in l.blocks.iter().filter(|&&b| divergence.divergent_branch[b]) {
         if !enclosed_divergence {
             return None;
         }
-        let join = ipdoms[b].filter(|j| l.blocks.contains(j))?;
+        let join = ipdoms[b]?;
+        if !l.blocks.contains(&join) {
+            // The lanes that leave go straight to the meeting block; the others stay together.
+            let succs = &cfg.succs[b];
+            let leaves_directly = succs.len() == 2
+                && succs.contains(&join)
+                && succs.iter().any(|s| l.blocks.contains(s));
+            if !shrinking || !leaves_directly || shrinking_to.is_some_and(|x| x != join) {
+                return None;
+            }
+            shrinking_to = Some(join);
+            continue;
+        }
         let mut stack: Vec<usize> = cfg.succs[b].clone();
         while let Some(x) = stack.pop() {
             if x == join || direct.contains(&x) {
@@ -1120,6 +1161,13 @@ fn region_of(
     if exits.iter().any(|e| direct.contains(&e.from)) {
         return None; // a warp may leave it divided
     }
+    if let Some(x) = shrinking_to {
+        // Every exit goes straight to the meeting block, so a lane is flushed there exactly once
+        // per execution of the loop, and no lane re-enters the loop before it is.
+        if exits.iter().any(|e| e.exit_to != Some(x)) || counted_exits_too_many(&exits) {
+            return None;
+        }
+    }
     // Spanning tree over the region's blocks (Kruskal, heaviest first): edges on the tree are
     // derived, the others carry a counter. Edges of inner loops run most often and go first, so
     // that counters land on the least frequent edge of each cycle; guarded counter code costs an
@@ -1166,7 +1214,14 @@ fn region_of(
         .filter(|(_, t)| !**t)
         .map(|(e, _)| e.clone())
         .collect();
-    if counted.len() > MAX_COUNTER_REGISTERS {
+    if counted.len()
+        + if shrinking_to.is_some() {
+            exits.len()
+        } else {
+            0
+        }
+        > MAX_COUNTER_REGISTERS
+    {
         return None;
     }
     // Solve the tree edges from flow conservation, leaves first. Node `blocks.len()` is the
@@ -1278,6 +1333,7 @@ fn region_of(
     Some(Region {
         blocks: l.blocks.clone(),
         direct,
+        shrinking_to,
         counted,
         exits,
         counts,
@@ -1301,7 +1357,7 @@ mod tests {
             "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
         );
         let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived);
+        let plan = plan(f, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.counted.len(), 1);
@@ -1316,7 +1372,7 @@ mod tests {
         let m = function(
             "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
         );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived)
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
             .regions
             .is_empty());
     }
@@ -1327,7 +1383,7 @@ mod tests {
         let m = function(
             "\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p2, %r1, 0;\n\tmov.u32 %r3, 1;\n\t@%p2 bra $L0;\n\tmov.u32 %r3, 2;\n$L0:\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r3;\n\t@%p1 bra $L1;\n\tret;",
         );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived)
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
             .regions
             .is_empty());
     }
@@ -1338,7 +1394,7 @@ mod tests {
             "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;",
         );
         assert_eq!(
-            plan(m.function("k").unwrap(), Placement::Derived)
+            plan(m.function("k").unwrap(), Placement::Derived, false)
                 .regions
                 .len(),
             1
@@ -1352,7 +1408,7 @@ mod tests {
         let m = function(
             "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tmov.u32 %r5, 0;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.u32 %p3, %r5, %r2;\n\t@%p3 bra $L2;\n\tret;",
         );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived)
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
             .regions
             .is_empty());
     }
@@ -1364,12 +1420,30 @@ mod tests {
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L3;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
         let m = function(src);
         let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived);
+        let plan = plan(f, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.direct.iter().copied().collect::<Vec<_>>(), vec![2]);
         assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
         // Without the reconvergence assumption the loop is counted directly.
-        assert!(super::plan(f, Placement::UniformLoops).regions.is_empty());
+        assert!(super::plan(f, Placement::UniformLoops, true)
+            .regions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_loop_that_lanes_leave_at_different_times_is_a_shrinking_region_with_warp_reductions() {
+        // The trip count depends on the thread: lanes leave in different iterations and meet
+        // again at the block after the loop, where the counts are flushed.
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        assert_eq!(plan.regions[0].shrinking_to, Some(2));
+        // One counter for the back edge, one for the exit edge.
+        assert_eq!(plan.counter_registers(), 2);
+        // Without redux.sync (before sm_80) it is counted directly.
+        assert!(super::plan(f, Placement::Derived, false).regions.is_empty());
     }
 }
