@@ -826,6 +826,9 @@ impl Region {
     }
 }
 
+/// At most this many distinct block counts in a loop that lanes leave at different times.
+const MAX_SHRINKING_COUNTS: usize = 2;
+
 fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
     exits.len() > MAX_COUNTER_REGISTERS
 }
@@ -1329,7 +1332,21 @@ fn region_of(
             }
             (b, count)
         })
-        .collect();
+        .collect::<Vec<(usize, Form)>>();
+    if shrinking_to.is_some() {
+        // Each distinct count costs the flush two reductions for the maximum and one for the
+        // sum; with many, short loops (a few iterations per lane) would cost more than counting
+        // their blocks directly.
+        let mut distinct: Vec<&Form> = Vec::new();
+        for (b, form) in &counts {
+            if !direct.contains(b) && !distinct.contains(&form) {
+                distinct.push(form);
+            }
+        }
+        if distinct.len() > MAX_SHRINKING_COUNTS {
+            return None;
+        }
+    }
     Some(Region {
         blocks: l.blocks.clone(),
         direct,
