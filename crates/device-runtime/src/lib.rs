@@ -1,7 +1,8 @@
 //! `device-runtime`: the counter code cuda-flux runs on the GPU, as PTX.
 //!
 //! Counters are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses
-//! bank `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. Where
+//! bank `%smid % banks` (the SM it runs on), so that CTAs running at the same time on different
+//! SMs never update the same copy. Where
 //! each block is counted is planned by [`placement`]: loops whose branches are all warp-uniform
 //! are counted in registers on a few edges and flushed once when the warp leaves them
 //! ([`region_flush`]); every other block begins with a warp-aggregated update
@@ -127,7 +128,7 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
 /// least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted blocks,
 /// and zeroes the loop counters. Runs once, at the top of the kernel. Threads the mode does not
 /// count get a null base and an all-ones mask; the mode's test is skipped by a uniform branch
-/// to `label` when every thread is counted, the common case.
+/// to `label` when every thread is counted, the common case (11 instructions then).
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
@@ -141,15 +142,8 @@ pub fn entry_prologue(
     let mut code = vec![
         ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
-        // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
-        ins("mov.u32", vec![r(0), special("%ctaid.z")]),
-        ins("mov.u32", vec![r(1), special("%nctaid.y")]),
-        ins("mov.u32", vec![r(2), special("%ctaid.y")]),
-        ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
-        ins("mov.u32", vec![r(1), special("%nctaid.x")]),
-        ins("mov.u32", vec![r(2), special("%ctaid.x")]),
-        ins("mad.lo.u32", vec![r(0), r(0), r(1), r(2)]),
-        // Bank base: counters + (r0 % banks) * blocks * 16.
+        // Bank base: counters + (%smid % banks) * blocks * 16.
+        ins("mov.u32", vec![r(0), special("%smid")]),
         ins("ld.param.u32", vec![r(1), addr(banks_param)]),
         ins("and.b32", vec![r(2), r(1), Operand::int(0x00FF_FFFF)]),
         ins("rem.u32", vec![r(2), r(0), r(2)]),
@@ -169,6 +163,14 @@ pub fn entry_prologue(
             ptx_lexer::Opcode::new("bra.uni"),
             vec![Operand::sym(label)],
         )),
+        // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
+        ins("mov.u32", vec![r(0), special("%ctaid.z")]),
+        ins("mov.u32", vec![r(2), special("%nctaid.y")]),
+        ins("mov.u32", vec![r(3), special("%ctaid.y")]),
+        ins("mad.lo.u32", vec![r(0), r(0), r(2), r(3)]),
+        ins("mov.u32", vec![r(2), special("%nctaid.x")]),
+        ins("mov.u32", vec![r(3), special("%ctaid.x")]),
+        ins("mad.lo.u32", vec![r(0), r(0), r(2), r(3)]),
         // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
         ins("shr.u32", vec![r(1), r(1), Operand::int(24)]),
         ins("mov.u32", vec![r(2), special("%tid.z")]),
