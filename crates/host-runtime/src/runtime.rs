@@ -479,11 +479,14 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        // The bank count, with the counting mode in the top byte (banks are at most 4096).
-        let mut banks: u32 = self.config.banks | (self.config.mode().device_code() << 24);
+        // The clone's `banks` parameter: the bank count, with the counting mode in the top
+        // byte (banks are at most 4096). The harvest folds `self.config.banks` banks, never
+        // this packed value.
+        let banks = self.config.banks as usize;
+        let mut banks_param: u32 = self.config.banks | (self.config.mode().device_code() << 24);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
-            (&mut banks as *mut u32).cast(),
+            (&mut banks_param as *mut u32).cast(),
         ];
         // SAFETY: `args` holds the original's `params` arguments (cudaLaunchKernel's contract).
         let Some(mut clone_args) = (unsafe { extend_args(args, params, extra) }) else {
@@ -558,7 +561,7 @@ impl<C: Cuda> Runtime<C> {
                     kernel,
                     variant,
                     launch,
-                    banks: banks as usize,
+                    banks,
                     blocks,
                     bytes,
                 };

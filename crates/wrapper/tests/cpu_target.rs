@@ -184,6 +184,121 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
 }
 
+/// `witness-cta:` / `witness-warp:` (`-DCORPUS_WITNESS_MODES`): the witness counts of the
+/// threads `CUDA_FLUX_MODE=cta` / `warp` counts, as the program printed them.
+fn mode_witness(text: &str, mode: &str) -> Option<(u64, u64)> {
+    let prefix = format!("witness-{mode}:");
+    let line = text.lines().find(|l| l.starts_with(&prefix))?;
+    witness(&line.replacen(&prefix, "witness:", 1))
+}
+
+/// The witness check for a run under `CUDA_FLUX_MODE=mode` of a program built with
+/// `-DCORPUS_WITNESS_MODES`: PASS, every launch recorded with the mode and counted, and the
+/// witness opcodes' counts equal to the witness of the threads the mode counts.
+fn check_mode_witness(
+    name: &str,
+    mode: &str,
+    output: &Output,
+    profile: Option<&Value>,
+) -> Result<(), String> {
+    let name = format!("{name} (CUDA_FLUX_MODE={mode})");
+    let text = text(output);
+    if output.status.code() != Some(0) || !text.contains("result: PASS") {
+        return Err(format!(
+            "{name}: did not pass on the CPU target ({:?}):\n{text}",
+            output.status.code()
+        ));
+    }
+    let (threads, warps) = match mode {
+        "all" => witness(&text),
+        _ => mode_witness(&text, mode),
+    }
+    .ok_or_else(|| format!("{name}: no witness line for the mode:\n{text}"))?;
+    let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
+    let mut launches = 0;
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        for launch in kernel["launches"].as_array().into_iter().flatten() {
+            launches += 1;
+            if launch["mode"] != mode {
+                return Err(format!(
+                    "{name}: a launch of {} records mode {}",
+                    kernel["name"], launch["mode"]
+                ));
+            }
+            if launch["instrumented"] != Value::Bool(true) {
+                return Err(format!(
+                    "{name}: a launch of {} was not counted: {}",
+                    kernel["name"], launch["reason"]
+                ));
+            }
+        }
+    }
+    if launches == 0 {
+        return Err(format!("{name}: no launch recorded"));
+    }
+    let totals = opcode_totals(profile);
+    let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
+    let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
+    if (u32, u64) != ((threads, warps), (warps, warps)) {
+        return Err(format!(
+            "{name}: witness threads={threads} warps={warps}, but the profile says \
+             atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_counting_mode_matches_its_witness_on_the_cpu_target() {
+    // Built with -DCORPUS_WITNESS_MODES, every corpus program also counts its witness for the
+    // threads of linear CTA 0 of each launch and for the first warp of that CTA: the truth for
+    // CUDA_FLUX_MODE=cta and warp, thread- and warp-level.
+    let dir = scratch("cpu-target-modes");
+    let mut programs: Vec<(String, Vec<PathBuf>)> = support::corpus_sources()
+        .into_iter()
+        .map(|source| {
+            let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, vec![source])
+        })
+        .collect();
+    let multi_tu = support::repo_root().join("corpus/multi_tu");
+    programs.push((
+        "multi_tu".into(),
+        vec![multi_tu.join("kernels.cu"), multi_tu.join("main.cu")],
+    ));
+    assert!(programs.len() >= 17, "the corpus shrank: {programs:?}");
+    // Per program: the witness thread counts of all, cta and warp.
+    let seen = std::sync::Mutex::new(Vec::new());
+    let errors = support::parallel(&programs, |(name, sources)| {
+        let program = dir.join(name);
+        build_cpu(sources, &program, &["-DCORPUS_WITNESS_MODES"])?;
+        let mut threads = Vec::new();
+        for mode in ["all", "cta", "warp"] {
+            let (output, profile) = run(&program, &[("CUDA_FLUX_MODE", mode)])?;
+            check_mode_witness(name, mode, &output, profile.as_ref())?;
+            let text = text(&output);
+            let truth = if mode == "all" {
+                witness(&text)
+            } else {
+                mode_witness(&text, mode)
+            };
+            threads.push(truth.map_or(0, |(t, _)| t));
+        }
+        if !(threads[0] >= threads[1] && threads[1] >= threads[2]) {
+            return Err(format!("{name}: mode witnesses not nested: {threads:?}"));
+        }
+        seen.lock().unwrap().push(threads);
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+    // The restricted witnesses are real restrictions for the multi-CTA, multi-warp programs.
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        seen.iter().any(|t| t[0] > t[1] && t[1] > t[2] && t[2] > 0),
+        "{seen:?}"
+    );
+}
+
 #[test]
 fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
     // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's

@@ -844,6 +844,36 @@ fn the_mode_reaches_the_clone_and_the_record() {
 }
 
 #[test]
+fn launches_are_counted_in_every_mode() {
+    // Issue 14, item 1: the packed `banks` parameter (mode in the top byte) was also taken as
+    // the bank count when the counters were folded, so `cta` and `warp` launches were all
+    // recorded "not instrumented: the counter buffer has the wrong size".
+    for (value, mode) in [("all", Mode::All), ("cta", Mode::Cta), ("warp", Mode::Warp)] {
+        for banks in ["1", "32", "4096"] {
+            let s = setup(
+                Fake::gpu(70),
+                &[("CUDA_FLUX_MODE", value), ("CUDA_FLUX_BANKS", banks)],
+            );
+            s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+            assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+            s.runtime.exit();
+            assert!(messages(&s).is_empty(), "{value}: {:?}", messages(&s));
+            let (report, _) = read_report(&s.output);
+            let launch = &report.kernels[0].launches[0];
+            assert_eq!(launch.mode, mode);
+            assert!(
+                launch.instrumented,
+                "{value}, {banks} banks: {:?}",
+                launch.reason
+            );
+            let counts = launch.block_counts.as_ref().expect("counts");
+            assert_eq!(counts.threads, [64, 512, 60], "{value}, {banks} banks");
+            assert_eq!(counts.warps, [2, 16, 2], "{value}, {banks} banks");
+        }
+    }
+}
+
+#[test]
 fn an_unwritable_output_is_one_message_naming_the_path() {
     let s = setup(
         Fake::gpu(70),
