@@ -602,3 +602,94 @@ fn per_launch_json_keeps_the_merged_order_and_no_progress_bar_off_a_terminal() {
     assert!(axpy[1]["metrics"].is_null());
     assert_eq!(kernels[0]["launches"], 3);
 }
+
+/// Every command that takes `-o`, on the synthetic profiles: (name, arguments before `-o`).
+fn commands_with_output() -> Vec<(&'static str, Vec<std::ffi::OsString>)> {
+    let [a, b] = ranks();
+    let files = || vec![a.clone().into_os_string(), b.clone().into_os_string()];
+    let with = |extra: &[&str]| {
+        let mut args = files();
+        args.extend(extra.iter().map(Into::into));
+        args
+    };
+    vec![
+        ("metrics", with(&[])),
+        ("metrics", with(&["--per-launch", "--format", "csv"])),
+        ("features", with(&[])),
+        (
+            "annotate",
+            vec![a.clone().into_os_string(), "--kernel".into(), "axpy".into()],
+        ),
+        ("html", with(&[])),
+    ]
+}
+
+/// `cuda-flux COMMAND ARGS -o OUT`.
+fn run_with_output(command: &str, args: &[std::ffi::OsString], out: &Path) -> Output {
+    let mut all: Vec<&std::ffi::OsStr> = vec![command.as_ref()];
+    all.extend(args.iter().map(|a| a.as_os_str()));
+    all.extend(["-o".as_ref(), out.as_os_str()]);
+    cuda_flux(&all)
+}
+
+#[test]
+fn outputs_are_written_through_links_and_into_devices_and_pipes() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (command, args) in commands_with_output() {
+        let what = format!("{command} {args:?}");
+        let plain = dir.path().join("plain.out");
+        ok(&run_with_output(command, &args, &plain));
+        let expected = std::fs::read(&plain).unwrap();
+        assert!(!expected.is_empty(), "{what}");
+
+        // A link: followed; the link stays, its target gets the output.
+        let target = dir.path().join("target.out");
+        std::fs::write(&target, b"old").unwrap();
+        let link = dir.path().join("link.out");
+        let _ = std::fs::remove_file(&link);
+        symlink("target.out", &link).unwrap();
+        ok(&run_with_output(command, &args, &link));
+        let meta = std::fs::symlink_metadata(&link).unwrap();
+        assert!(
+            meta.file_type().is_symlink(),
+            "{what}: the link was replaced"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), expected, "{what}");
+
+        // /dev/stdout (a pipe here): the output arrives on standard output.
+        let output = run_with_output(command, &args, Path::new("/dev/stdout"));
+        assert_eq!(ok(&output).into_bytes(), expected, "{what}");
+
+        // /dev/null: written, and still the device.
+        ok(&run_with_output(command, &args, Path::new("/dev/null")));
+        let meta = std::fs::symlink_metadata("/dev/null").unwrap();
+        assert!(
+            meta.file_type().is_char_device(),
+            "{what}: /dev/null replaced"
+        );
+
+        // A named pipe: written into, not replaced.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        ok(&run_with_output(command, &args, &fifo));
+        let meta = std::fs::symlink_metadata(&fifo).unwrap();
+        assert!(meta.file_type().is_fifo(), "{what}: the pipe was replaced");
+        assert_eq!(reader.join().unwrap(), expected, "{what}");
+    }
+    // Nothing left behind in the directory.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["fifo", "link.out", "plain.out", "target.out"]);
+}

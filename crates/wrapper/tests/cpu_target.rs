@@ -300,6 +300,68 @@ fn every_counting_mode_matches_its_witness_on_the_cpu_target() {
 }
 
 #[test]
+fn the_profile_is_written_through_links_and_into_devices_and_pipes() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = scratch("cpu-target-output-kinds");
+    let program = dir.join("loops");
+    build_cpu(
+        &[support::repo_root().join("corpus/loops.cu")],
+        &program,
+        &[],
+    )
+    .unwrap();
+    let is_profile = |bytes: &[u8]| -> bool {
+        serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v["schema"] == "cuda-flux/1")
+    };
+
+    // CUDA_FLUX_OUTPUT a link: the link stays, its target gets the profile.
+    let target = dir.join("target.json");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.join("link.json");
+    symlink("target.json", &link).unwrap();
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", link.to_str().unwrap())]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    assert!(is_profile(&std::fs::read(&target).unwrap()));
+
+    // /dev/stdout (a pipe here): the profile arrives on standard output.
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", "/dev/stdout")]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no profile on stdout: {}", text(&output)));
+    assert!(is_profile(json.as_bytes()), "{json}");
+    assert!(stdout.contains("result: PASS"));
+
+    // /dev/null: written, still the device.
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", "/dev/null")]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stderr.is_empty(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata("/dev/null").unwrap();
+    assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
+
+    // A named pipe: written into, not replaced.
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", fifo.to_str().unwrap())]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(meta.file_type().is_fifo(), "the pipe was replaced");
+    assert!(is_profile(&reader.join().unwrap()));
+}
+
+#[test]
 fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
     // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's
     // nvcc flags.
