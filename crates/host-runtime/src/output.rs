@@ -87,7 +87,8 @@ pub fn destination(path: &Path) -> io::Result<Destination> {
 
 /// Writes `bytes` to `path` whole or not at all (see [`Destination`]): a regular file gets a
 /// temporary file in its directory, flushed to disk, then renamed over it (on failure nothing is
-/// left behind and the file is unchanged); a device or pipe is written in place.
+/// left behind and the file is unchanged); a device or pipe is written in place. A new file's
+/// mode is `0666` less the umask; a replaced file keeps its mode ([`replaced_permissions`]).
 pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static SEQUENCE: AtomicU32 = AtomicU32::new(0);
     let target = match destination(path)? {
@@ -122,6 +123,9 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .write(true)
             .create_new(true)
             .open(&temp)?;
+        if let Some(permissions) = replaced_permissions(&target) {
+            file.set_permissions(permissions)?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -131,6 +135,16 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&temp);
     }
     result
+}
+
+/// The permissions a file written over `target` takes: those of the regular file it replaces,
+/// or `None` for a new file, which gets `0666` less the umask (as `open` gives it, and as the
+/// shell's `>` does).
+pub fn replaced_permissions(target: &Path) -> Option<fs::Permissions> {
+    fs::symlink_metadata(target)
+        .ok()
+        .filter(fs::Metadata::is_file)
+        .map(|meta| meta.permissions())
 }
 
 /// Writes the profile `bytes` to `path` with [`write_file`]: whole or not at all.
@@ -310,6 +324,28 @@ mod tests {
         let fd = std::os::fd::AsRawFd::as_raw_fd(file.as_file());
         let by_fd = PathBuf::from(format!("/dev/fd/{fd}"));
         assert_eq!(destination(&by_fd).unwrap(), Destination::Direct(by_fd));
+    }
+
+    #[test]
+    fn a_new_file_gets_the_umask_mode_and_a_replaced_file_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let status = fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+        let path = dir.path().join("p.json");
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(mode(&path), 0o666 & !umask);
+        for kept in [0o600, 0o640, 0o664] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(kept)).unwrap();
+            write_atomically(&path, b"{\"b\": 2}").unwrap();
+            assert_eq!(mode(&path), kept);
+            assert_eq!(fs::read(&path).unwrap(), b"{\"b\": 2}");
+        }
     }
 
     #[test]

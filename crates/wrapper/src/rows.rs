@@ -12,10 +12,11 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek as _, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use host_runtime::output::{destination, Destination};
+use host_runtime::output::{destination, replaced_permissions, Destination};
 use host_runtime::report::{Launch, OpcodeCounts};
 
 use crate::aggregate::{Aggregator, Kernel};
@@ -51,7 +52,12 @@ impl Output {
                 .to_path_buf(),
             None => std::env::temp_dir(),
         };
-        let file = tempfile::NamedTempFile::new_in(&dir)
+        // The file that becomes the output: 0666 less the umask, as any new file; a spool that
+        // is copied to stdout or a device stays private (tempfile's 0600).
+        let mode = if replace.is_some() { 0o666 } else { 0o600 };
+        let file = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(mode))
+            .tempfile_in(&dir)
             .with_context(|| format!("cannot create a file in {}", dir.display()))?;
         Ok(Output {
             target: target.map(Path::to_path_buf),
@@ -83,6 +89,12 @@ impl Output {
             .map_err(|e| e.into_error())
             .with_context(|| failure.clone())?;
         if let Some(path) = self.replace {
+            // A replaced file keeps its mode.
+            if let Some(permissions) = replaced_permissions(&path) {
+                file.as_file()
+                    .set_permissions(permissions)
+                    .with_context(|| failure.clone())?;
+            }
             file.persist(&path).with_context(|| failure.clone())?;
             return Ok(());
         }

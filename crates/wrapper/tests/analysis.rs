@@ -693,3 +693,48 @@ fn outputs_are_written_through_links_and_into_devices_and_pipes() {
     names.sort();
     assert_eq!(names, ["fifo", "link.out", "plain.out", "target.out"]);
 }
+
+#[test]
+fn output_files_get_the_umask_mode_and_replaced_files_keep_theirs() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    let mut commands = commands_with_output();
+    let ptx = dir.path().join("k.ptx");
+    std::fs::write(
+        &ptx,
+        ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n",
+    )
+    .unwrap();
+    commands.push(("ptx", vec![ptx.into_os_string()]));
+    for (command, args) in commands {
+        let what = format!("{command} {args:?}");
+        for umask in ["022", "077", "002"] {
+            let out = dir.path().join(format!("new-{umask}.out"));
+            let _ = std::fs::remove_file(&out);
+            let script = format!("umask {umask}; exec \"$0\" \"$@\"");
+            let status = std::process::Command::new("sh")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_cuda-flux"), command])
+                .args(&args)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            ok(&status);
+            let expected = 0o666 & !u32::from_str_radix(umask, 8).unwrap();
+            assert_eq!(
+                mode(&out),
+                expected,
+                "{what}, umask {umask}: {:o}",
+                mode(&out)
+            );
+        }
+        // An existing file keeps its mode.
+        let existing = dir.path().join("existing.out");
+        std::fs::write(&existing, b"old").unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o640)).unwrap();
+        ok(&run_with_output(command, &args, &existing));
+        assert_ne!(std::fs::read(&existing).unwrap(), b"old", "{what}");
+        assert_eq!(mode(&existing), 0o640, "{what}: {:o}", mode(&existing));
+    }
+}
