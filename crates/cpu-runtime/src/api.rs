@@ -460,6 +460,16 @@ pub unsafe extern "C" fn cudaFuncSetCacheConfig(func: *const c_void, config: c_i
     })
 }
 
+/// Accepted and validated; bank-size preferences do not change results.
+#[no_mangle]
+pub unsafe extern "C" fn cudaFuncSetSharedMemConfig(func: *const c_void, config: c_int) -> Code {
+    api(|| {
+        runtime::kernel_info(func as usize)?;
+        enum_value(config, 2)?;
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     num_blocks: *mut c_int,

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::args::extend_args;
 use crate::config::{Config, Mode};
 use crate::counts::{add_opcode_counts, fold_banks, OpcodeTable};
-use crate::cuda::{Code, Cuda, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
+use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
 use crate::output::{program_arguments, write_atomically};
 use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot};
@@ -344,6 +344,32 @@ impl<C: Cuda> Runtime<C> {
                 }
             }
         }
+    }
+
+    /// `cudaFuncSetAttribute`, `cudaFuncSetCacheConfig` or `cudaFuncSetSharedMemConfig` on
+    /// `func`, as the program made it: applied to `func`, and when that succeeds and `func` is
+    /// a kernel with a counting clone, to the clone too, so that the clone launches wherever
+    /// the original does (a kernel opted in to more than 48 KiB of dynamic shared memory).
+    /// Returns the original's result; a failure on the clone is cleared (its launches then fall
+    /// back to the original, with the reason in the profile).
+    pub(crate) fn func_set(&self, func: usize, setting: FuncSetting) -> Code {
+        let code = self.cuda.func_set(func, setting);
+        if code != SUCCESS {
+            return code;
+        }
+        let clone = {
+            let state = self.lock();
+            state
+                .by_stub
+                .get(&func)
+                .and_then(|&kernel| state.kernels[kernel].clone)
+        };
+        if let Some(clone) = clone {
+            if self.cuda.func_set(clone, setting) != SUCCESS {
+                self.cuda.clear_error();
+            }
+        }
+        code
     }
 
     /// Decides how to run a launch of `func` on `stream` (a handle any API call understands:

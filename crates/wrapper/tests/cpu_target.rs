@@ -362,6 +362,97 @@ fn the_profile_is_written_through_links_and_into_devices_and_pipes() {
 }
 
 #[test]
+fn kernels_opted_in_to_more_than_48_kib_of_shared_memory_are_counted() {
+    // Issue 14, item 7: cudaFuncSetAttribute (and the cache and shared-memory configs) made on
+    // the original are repeated on the counting clone, so that the clone launches with 64 KiB
+    // of dynamic shared memory instead of failing (and the original running uncounted).
+    let dir = scratch("cpu-target-big-shared");
+    let source = dir.join("big_shared.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+constexpr int WORDS = 16384; // 64 KiB of floats
+__global__ void reverse_sum(const float* in, float* out) {
+    extern __shared__ float buf[];
+    for (int i = threadIdx.x; i < WORDS; i += blockDim.x) buf[i] = in[blockIdx.x * WORDS + i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < WORDS; i += blockDim.x)
+        out[blockIdx.x * WORDS + i] = buf[i] + buf[WORDS - 1 - i];
+}
+__global__ void scale(float* data, float factor) {
+    extern __shared__ float tile[];
+    tile[threadIdx.x] = data[threadIdx.x] * factor;
+    __syncthreads();
+    data[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+}
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
+    std::printf("%s: %s\n", #x, cudaGetErrorName(e)); return 2; } } while (0)
+int main() {
+    const int blocks = 3, n = blocks * WORDS;
+    const size_t bytes = WORDS * sizeof(float);
+    float *in, *out, *host = new float[n], *result = new float[n];
+    for (int i = 0; i < n; ++i) host[i] = float(i % 1000);
+    CHECK(cudaMalloc(&in, n * sizeof(float)));
+    CHECK(cudaMalloc(&out, n * sizeof(float)));
+    CHECK(cudaMemcpy(in, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    // The C form, and the C++ template form with the cache and shared-memory configs.
+    CHECK(cudaFuncSetAttribute((const void*)reverse_sum,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CHECK(cudaFuncSetCacheConfig(reverse_sum, cudaFuncCachePreferShared));
+    CHECK(cudaFuncSetAttribute(scale, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CHECK(cudaFuncSetSharedMemConfig(scale, cudaSharedMemBankSizeFourByte));
+    reverse_sum<<<blocks, 256, bytes>>>(in, out);
+    CHECK(cudaGetLastError());
+    scale<<<1, 128, bytes>>>(out, 2.0f);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(result, out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int b = 0; b < blocks; ++b)
+        for (int i = 0; i < WORDS; ++i) {
+            int k = b * WORDS + i;
+            float expect = host[k] + host[b * WORDS + WORDS - 1 - i];
+            if (k < 128) {
+                int j = 127 - k;
+                expect = 2.0f * (host[j] + host[WORDS - 1 - j]);
+            }
+            if (result[k] != expect) ++bad;
+        }
+    std::printf(bad ? "result: FAIL %ld\n" : "result: PASS\n", bad);
+    return bad != 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("big_shared");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    assert!(
+        output.status.success() && text(&output).contains("result: PASS"),
+        "{}",
+        text(&output)
+    );
+    let profile = profile.expect("a profile");
+    let kernels = profile["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2, "{profile}");
+    for kernel in kernels {
+        let launches = kernel["launches"].as_array().unwrap();
+        assert_eq!(launches.len(), 1, "{}", kernel["name"]);
+        let launch = &launches[0];
+        assert_eq!(launch["dynamic_shared_bytes"], 65536);
+        assert_eq!(
+            launch["instrumented"], true,
+            "{}: {}",
+            kernel["name"], launch["reason"]
+        );
+        assert!(launch["block_counts"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_u64() > Some(0)));
+    }
+}
+
+#[test]
 fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
     // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's
     // nvcc flags.
