@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod annotate;
 pub mod compare;
+pub mod consistency;
 pub mod csv;
 pub mod driver;
 pub mod features;

@@ -26,10 +26,13 @@ impl Profile {
     pub fn parse(path: &Path, text: &str) -> Result<Profile> {
         let name = path.display();
         match serde_json::from_str::<Report>(text) {
-            Ok(report) if report.schema == SCHEMA => Ok(Profile {
-                path: path.to_path_buf(),
-                report,
-            }),
+            Ok(report) if report.schema == SCHEMA => {
+                crate::consistency::check_report(&name.to_string(), &report)?;
+                Ok(Profile {
+                    path: path.to_path_buf(),
+                    report,
+                })
+            }
             Ok(report) => bail!("{name}: schema is {:?}, expected {SCHEMA:?}", report.schema),
             Err(error) => {
                 // A well-formed JSON document of another schema says so, rather than naming the

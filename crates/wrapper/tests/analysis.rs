@@ -738,3 +738,139 @@ fn output_files_get_the_umask_mode_and_replaced_files_keep_theirs() {
         assert_eq!(mode(&existing), 0o640, "{what}: {:o}", mode(&existing));
     }
 }
+
+#[test]
+fn inconsistent_profiles_are_refused_by_every_command() {
+    // Issue 14, item 8: a rebuilt kernel's entries were summed block by block by position,
+    // block_counts of the wrong length were zero-filled or cut, and totals that disagree with
+    // the launches were taken as they were.
+    let [a, b] = ranks();
+    let dir = tempfile::tempdir().unwrap();
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    let variant = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| -> PathBuf {
+        let mut value = original.clone();
+        edit(&mut value);
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
+    };
+    let axpy = |v: &mut serde_json::Value| -> serde_json::Value {
+        v["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "_Z4axpyifPKfPf")
+            .unwrap()
+            .clone()
+    };
+    let set_axpy = |v: &mut serde_json::Value, k: serde_json::Value| {
+        let kernels = v["kernels"].as_array_mut().unwrap();
+        let i = kernels
+            .iter()
+            .position(|k| k["name"] == "_Z4axpyifPKfPf")
+            .unwrap();
+        kernels[i] = k;
+    };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            // The same kernel and architecture with other code: a block relabelled.
+            variant("rebuilt.json", &|v| {
+                let mut k = axpy(v);
+                let blocks = k["blocks"].as_array_mut().unwrap();
+                let last = blocks.len() - 1;
+                blocks[last]["label"] = "$L__BB0_99".into();
+                set_axpy(v, k);
+            }),
+            "has different blocks in",
+        ),
+        (
+            variant("short.json", &|v| {
+                let mut k = axpy(v);
+                let launch = &mut k["launches"][0]["block_counts"];
+                launch["threads"].as_array_mut().unwrap().pop();
+                set_axpy(v, k);
+            }),
+            "launch 0: block_counts has",
+        ),
+        (
+            variant("long.json", &|v| {
+                let mut k = axpy(v);
+                let launch = &mut k["launches"][0]["block_counts"];
+                launch["warps"].as_array_mut().unwrap().push(7.into());
+                set_axpy(v, k);
+            }),
+            "launch 0: block_counts has",
+        ),
+        (
+            variant("totals.json", &|v| {
+                let mut k = axpy(v);
+                let totals = k["totals"].as_object_mut().unwrap();
+                let (_, first) = totals.iter_mut().next().unwrap();
+                let threads = first["threads"].as_u64().unwrap();
+                first["threads"] = (threads + 1).into();
+                set_axpy(v, k);
+            }),
+            "totals are not the sum of the launches' instructions",
+        ),
+        (
+            variant("instructions.json", &|v| {
+                let mut k = axpy(v);
+                let instructions = k["launches"][0]["instructions"].as_object_mut().unwrap();
+                let (_, first) = instructions.iter_mut().next().unwrap();
+                first["warps"] = 123456.into();
+                set_axpy(v, k);
+            }),
+            "instructions do not follow from block_counts and blocks",
+        ),
+    ];
+    let nvprof = data("nvprof_summary.csv");
+    for (path, expected) in &cases {
+        let mut runs: Vec<Vec<&std::ffi::OsStr>> = vec![
+            vec!["report".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec!["metrics".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec![
+                "metrics".as_ref(),
+                "--per-launch".as_ref(),
+                a.as_os_str(),
+                path.as_os_str(),
+            ],
+            vec!["features".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec!["html".as_ref(), a.as_os_str(), path.as_os_str()],
+        ];
+        if !path.ends_with("rebuilt.json") {
+            // Within one file (compare and annotate read one).
+            runs.push(vec![
+                "annotate".as_ref(),
+                path.as_os_str(),
+                "--kernel".as_ref(),
+                "axpy".as_ref(),
+            ]);
+            runs.push(vec![
+                "compare".as_ref(),
+                path.as_os_str(),
+                "--nvprof".as_ref(),
+                nvprof.as_os_str(),
+            ]);
+        }
+        for args in runs {
+            let line = fails(&cuda_flux(&args));
+            assert!(line.contains(expected), "{args:?}: {line}");
+            assert!(
+                line.contains(&*path.file_name().unwrap().to_string_lossy()),
+                "{args:?}: {line}"
+            );
+        }
+    }
+    // The same file twice is no conflict, and the untouched profiles still merge.
+    ok(&cuda_flux(&[
+        "report".as_ref(),
+        b.as_os_str(),
+        b.as_os_str(),
+    ]));
+    ok(&cuda_flux(&[
+        "report".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]));
+}
