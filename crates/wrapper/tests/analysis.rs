@@ -874,3 +874,84 @@ fn inconsistent_profiles_are_refused_by_every_command() {
         b.as_os_str(),
     ]));
 }
+
+#[test]
+fn compare_refuses_nonsense_references_and_reads_units_and_spreadsheet_csv() {
+    // Issue 14, item 10.
+    let [a, _] = ranks();
+    let dir = tempfile::tempdir().unwrap();
+    let ncu = std::fs::read_to_string(data("ncu.csv")).unwrap();
+    let nvprof = std::fs::read_to_string(data("nvprof_summary.csv")).unwrap();
+    let run = |tool: &str, text: &str| -> Output {
+        let path = dir.path().join("reference.csv");
+        std::fs::write(&path, text).unwrap();
+        cuda_flux(args(&[
+            "compare".as_ref(),
+            a.as_os_str(),
+            tool.as_ref(),
+            path.as_os_str(),
+        ]))
+    };
+    let inst = r#""inst","608""#;
+    assert!(ncu.contains(inst));
+    // Values that are not counts: refused with the line and the value.
+    for bad in ["inf", "NaN", "-608", "6%08", "60,8", "1e999", "+608", " "] {
+        let err = fails(&run(
+            "--ncu",
+            &ncu.replacen(inst, &format!(r#""inst","{bad}""#), 1),
+        ));
+        assert!(
+            err.contains("reference.csv: line 5: value") && err.contains("is not a number"),
+            "{bad:?}: {err}"
+        );
+    }
+    let err = fails(&run(
+        "--nvprof",
+        &nvprof.replacen(",608,608,608", ",608,608,nan", 1),
+    ));
+    assert!(err.contains("line 7") && err.contains("\"nan\""), "{err}");
+    // Unit prefixes are applied; a unit not understood is refused.
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""Kinst","0.608""#, 1)));
+    assert_eq!(row(&out, "axpy(", "inst_executed"), ["608", "608", "1.000"]);
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""Tinst","5""#, 1)));
+    assert_eq!(
+        row(&out, "axpy(", "inst_executed")[0],
+        "5000000000000",
+        "{out}"
+    );
+    let err = fails(&run("--ncu", &ncu.replacen(inst, r#""Xinst","5""#, 1)));
+    assert!(err.contains("unit \"Xinst\""), "{err}");
+    // A trailing percent sign and thousands separators are still read.
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""inst","0,608""#, 1)));
+    assert_eq!(row(&out, "axpy(", "inst_executed")[0], "608");
+    // A value given twice: refused, naming both lines.
+    let duplicated = {
+        let line = ncu.lines().find(|l| l.contains(inst)).unwrap();
+        format!("{ncu}{line}\n")
+    };
+    let err = fails(&run("--ncu", &duplicated));
+    assert!(err.contains("is given again (first on line 5)"), "{err}");
+    let duplicated = {
+        let line = nvprof
+            .lines()
+            .find(|l| l.contains("inst_executed"))
+            .unwrap();
+        format!("{nvprof}{line}\n")
+    };
+    let err = fails(&run("--nvprof", &duplicated));
+    assert!(err.contains("is given again"), "{err}");
+    // A byte order mark, as spreadsheets save CSV: read as without.
+    let plain = ok(&run("--ncu", &ncu));
+    assert_eq!(ok(&run("--ncu", &format!("\u{feff}{ncu}"))), plain);
+    let plain = ok(&run("--nvprof", &nvprof));
+    assert_eq!(ok(&run("--nvprof", &format!("\u{feff}{nvprof}"))), plain);
+    let table: String = ncu
+        .lines()
+        .filter(|l| !l.starts_with("=="))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    assert_eq!(
+        ok(&run("--ncu", &format!("\u{feff}{table}"))),
+        ok(&run("--ncu", &ncu))
+    );
+}
