@@ -243,7 +243,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Compare { file, nvprof, ncu } => {
             use wrapper::compare::{self, Tool};
             let profiles = profile::load_all(std::slice::from_ref(&file))?;
-            let kernels = profile::merge(&profiles);
+            let kernels = profile::merge(&profiles)?;
             let (tool, path) = match (nvprof, ncu) {
                 (Some(path), _) => (Tool::Nvprof, path),
                 (None, Some(path)) => (Tool::Ncu, path),

@@ -955,3 +955,118 @@ fn compare_refuses_nonsense_references_and_reads_units_and_spreadsheet_csv() {
         ok(&run("--ncu", &ncu))
     );
 }
+
+/// A profile of one kernel (one block: `fma.rn.f32`, `add.rn.f32`) with one launch per entry
+/// of `per_launch` (threads, warps of the block), as the runtime writes it.
+fn huge_profile(path: &Path, grid: [u32; 3], block: [u32; 3], per_launch: &[(u64, u64)]) {
+    use host_runtime::report::{BlockCounts, Launch, OpcodeCounts};
+    let blocks = vec![host_runtime::snapshot::Block {
+        function: "_Z4hugePf".into(),
+        label: None,
+        instructions: vec!["fma.rn.f32".into(), "add.rn.f32".into()],
+        ..Default::default()
+    }];
+    let table = host_runtime::counts::OpcodeTable::new(&blocks);
+    let mut totals = OpcodeCounts::new();
+    let launches: Vec<Launch> = per_launch
+        .iter()
+        .map(|&(threads, warps)| {
+            let instructions = table.count(&[threads], &[warps]);
+            host_runtime::counts::add_opcode_counts(&mut totals, &instructions);
+            Launch {
+                grid,
+                block,
+                dynamic_shared_bytes: 0,
+                stream: 0,
+                device: 0,
+                mode: host_runtime::config::Mode::All,
+                instrumented: true,
+                reason: None,
+                block_counts: Some(BlockCounts {
+                    threads: vec![threads],
+                    warps: vec![warps],
+                }),
+                instructions: Some(instructions),
+            }
+        })
+        .collect();
+    let profile = serde_json::json!({
+        "schema": "cuda-flux/1", "program": ["./huge"], "pid": 1, "devices": [],
+        "kernels": [{
+            "name": "_Z4hugePf", "demangled": "huge(float*)", "source": "huge.cu", "arch": 90,
+            "instrumented": true, "blocks": blocks, "launches": launches, "totals": totals,
+        }],
+    });
+    std::fs::write(path, profile.to_string()).unwrap();
+}
+
+#[test]
+fn counts_beyond_64_bits_are_exact_or_refused_never_wrapped_or_saturated() {
+    // Issue 14, item 11.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // One launch: each opcode 2^63 thread executions (fits), so thread_inst_executed = 2^64 and
+    // flop_count_sp = 3 * 2^63 (fma counts twice) do not fit in 64 bits: computed exactly.
+    let max = [u32::MAX; 3];
+    huge_profile(&big, max, max, &[(1 << 63, 1 << 58)]);
+    // (The JSON numbers are exact integers; serde_json's Value would read them as floats.)
+    let text = ok(&cuda_flux(&["metrics".as_ref(), big.as_os_str()]));
+    let compact: String = text.split_whitespace().collect();
+    for expected in [
+        "\"thread_inst_executed\":18446744073709551616,",
+        "\"flop_count_sp\":27670116110564327424,",
+        "\"inst_executed\":576460752303423488,",
+        "\"warp_execution_efficiency\":100.0",
+    ] {
+        assert!(compact.contains(expected), "{expected} in {text}");
+    }
+    let csv = ok(&cuda_flux(&[
+        "metrics".as_ref(),
+        big.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]));
+    assert!(csv.contains("18446744073709551616"), "{csv}");
+    let report = ok(&cuda_flux(&["report".as_ref(), big.as_os_str()]));
+    assert!(
+        report.contains("instructions: 18446744073709551616 thread, 576460752303423488 warp; SIMD efficiency 100.00%"),
+        "{report}"
+    );
+    // features: grid x block of six 32-bit dimensions, exactly; the mix and bytes in 128 bits.
+    let features = ok(&cuda_flux(&["features".as_ref(), big.as_os_str()]));
+    let rows = wrapper::csv::parse(&features).unwrap();
+    let col = |name: &str| -> String {
+        rows[1].1[rows[0].1.iter().position(|h| h == name).unwrap()].clone()
+    };
+    assert_eq!(
+        col("threads"),
+        "6277101726617670944954607416215071121746690847213956890625"
+    );
+    assert_eq!(col("thread_instructions"), "18446744073709551616");
+    assert_eq!(col("flops"), "27670116110564327424");
+    assert_eq!(col("simd_efficiency"), "1.000000");
+
+    // Two such launches: the block's summed count (2^64) cannot be a 64-bit count: refused
+    // with a message, not saturated into a wrong SIMD efficiency.
+    let two = dir.path().join("two.json");
+    huge_profile(
+        &two,
+        [1, 1, 1],
+        [32, 1, 1],
+        &[(1 << 63, 1 << 58), (1 << 63, 1 << 58)],
+    );
+    for command in ["report", "metrics", "html", "features"] {
+        let line = fails(&cuda_flux(&[command.as_ref(), two.as_os_str()]));
+        assert!(
+            line.contains("_Z4hugePf") && line.contains("cannot be represented"),
+            "{command}: {line}"
+        );
+    }
+    // Across files too.
+    let err = fails(&cuda_flux(&[
+        "report".as_ref(),
+        big.as_os_str(),
+        big.as_os_str(),
+    ]));
+    assert!(err.contains("cannot be represented"), "{err}");
+}
