@@ -22,17 +22,18 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Parses a profile from text; `path` only names it in errors.
+    /// Parses a profile from text; `path` only names it in errors. The text is first read by
+    /// the streaming reader every other command uses ([`crate::stream`]), so that the same
+    /// profiles are refused with the same messages (repeated keys, counts that do not fit
+    /// together: [`crate::consistency`]).
     pub fn parse(path: &Path, text: &str) -> Result<Profile> {
         let name = path.display();
+        crate::stream::read_from(&name.to_string(), text.as_bytes(), 0, &mut Discard)?;
         match serde_json::from_str::<Report>(text) {
-            Ok(report) if report.schema == SCHEMA => {
-                crate::consistency::check_report(&name.to_string(), &report)?;
-                Ok(Profile {
-                    path: path.to_path_buf(),
-                    report,
-                })
-            }
+            Ok(report) if report.schema == SCHEMA => Ok(Profile {
+                path: path.to_path_buf(),
+                report,
+            }),
             Ok(report) => bail!("{name}: schema is {:?}, expected {SCHEMA:?}", report.schema),
             Err(error) => {
                 // A well-formed JSON document of another schema says so, rather than naming the
@@ -64,6 +65,31 @@ impl Profile {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         Profile::parse(path, &text)
+    }
+}
+
+/// A sink that keeps nothing: the streaming reader as a checker.
+struct Discard;
+
+impl crate::stream::Sink for Discard {
+    fn launch(
+        &mut self,
+        _: usize,
+        _: &crate::stream::KernelHead,
+        _: usize,
+        _: Launch,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn kernel(
+        &mut self,
+        _: usize,
+        _: crate::stream::KernelHead,
+        _: OpcodeCounts,
+        _: usize,
+    ) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context as _, Result};
 
 use crate::consistency::{different_builds, Builds, EntryCheck};
-use host_runtime::report::{Device, Launch, OpcodeCounts, SCHEMA};
+use host_runtime::report::{Device, Launch, OpcodeCounts, UniqueMap, SCHEMA};
 use host_runtime::snapshot::Block;
 use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess};
 
@@ -211,7 +211,9 @@ impl<'de> de::Visitor<'de> for ProfileVisitor<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.first_time(&key)?;
             match key.as_str() {
                 "schema" => {
                     let schema: String = map.next_value()?;
@@ -288,7 +290,9 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
         let mut launches = 0usize;
         let mut early: Option<Vec<Launch>> = None;
         let mut check: Option<EntryCheck> = None;
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.first_time(&key)?;
             match key.as_str() {
                 "name" => (head.name, seen.name) = (map.next_value()?, true),
                 "demangled" => (head.demangled, seen.demangled) = (map.next_value()?, true),
@@ -299,8 +303,8 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
                 }
                 "reason" => head.reason = map.next_value()?,
                 "blocks" => (head.blocks, seen.blocks) = (map.next_value()?, true),
-                "files" => head.files = map.next_value()?,
-                "totals" => totals = Some(map.next_value()?),
+                "files" => head.files = map.next_value::<UniqueMap<_, _>>()?.0,
+                "totals" => totals = Some(map.next_value::<UniqueMap<_, _>>()?.0),
                 "launches" if seen.complete() => {
                     let check = check.insert(EntryCheck::new(&head.blocks));
                     launches = map.next_value_seed(LaunchesSeed {
@@ -368,6 +372,21 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
             return Err(self.state.fail(Failure::Sink(error)));
         }
         Ok(())
+    }
+}
+
+/// The keys of one JSON object read so far: a key given twice is an error, as serde's derived
+/// readers (and so `compare`) make it, rather than the last value silently winning.
+#[derive(Default)]
+struct Keys(std::collections::BTreeSet<String>);
+
+impl Keys {
+    fn first_time<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
+        if self.0.insert(key.to_owned()) {
+            Ok(())
+        } else {
+            Err(E::custom(format_args!("duplicate field `{key}`")))
+        }
     }
 }
 

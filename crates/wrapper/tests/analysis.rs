@@ -1070,3 +1070,63 @@ fn counts_beyond_64_bits_are_exact_or_refused_never_wrapped_or_saturated() {
     ]));
     assert!(err.contains("cannot be represented"), "{err}");
 }
+
+#[test]
+fn a_repeated_json_key_is_refused_by_every_command() {
+    // Issue 14, item 12: report, metrics, features, annotate and html took the last value of a
+    // repeated key; compare refused some. One rule now: a key given twice is an error.
+    let [a, _] = ranks();
+    let text = std::fs::read_to_string(&a).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let nvprof = data("nvprof_summary.csv");
+    let cases = [
+        ("top", "\"pid\": 4242,", "\"pid\": 1, \"pid\": 4242,"),
+        ("kernel", "\"arch\": 90,", "\"arch\": 70, \"arch\": 90,"),
+        ("launch", "\"stream\": 0,", "\"stream\": 5, \"stream\": 0,"),
+        (
+            "totals",
+            "\"totals\": {",
+            "\"totals\": {\"ret\": {\"threads\": 1, \"warps\": 1},",
+        ),
+        (
+            "instructions",
+            "\"instructions\": {",
+            "\"instructions\": {\"add.s64\": {\"threads\": 0, \"warps\": 0},",
+        ),
+    ];
+    for (what, from, to) in cases {
+        assert!(text.contains(from), "{what}");
+        let path = dir.path().join(format!("{what}.json"));
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        let runs: Vec<Vec<&std::ffi::OsStr>> = vec![
+            vec!["report".as_ref(), path.as_os_str()],
+            vec!["metrics".as_ref(), path.as_os_str()],
+            vec![
+                "metrics".as_ref(),
+                "--per-launch".as_ref(),
+                path.as_os_str(),
+            ],
+            vec!["features".as_ref(), path.as_os_str()],
+            vec!["html".as_ref(), path.as_os_str()],
+            vec![
+                "annotate".as_ref(),
+                path.as_os_str(),
+                "--kernel".as_ref(),
+                "axpy".as_ref(),
+            ],
+            vec![
+                "compare".as_ref(),
+                path.as_os_str(),
+                "--nvprof".as_ref(),
+                nvprof.as_os_str(),
+            ],
+        ];
+        for args in runs {
+            let line = fails(&cuda_flux(&args));
+            assert!(
+                line.contains(&format!("{what}.json")) && line.contains("duplicate"),
+                "{what}: {args:?}: {line}"
+            );
+        }
+    }
+}
