@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line: the chain of causes, outermost first.
-            eprintln!("cuda-flux: error: {error:#}");
+            eprintln!("cuda-flux: error: {}", wrapper::error_line(&error));
             ExitCode::FAILURE
         }
     }

@@ -95,7 +95,10 @@ impl Output {
                     .set_permissions(permissions)
                     .with_context(|| failure.clone())?;
             }
-            file.persist(&path).with_context(|| failure.clone())?;
+            // The persist error's text repeats its I/O error: keep the I/O error alone.
+            file.persist(&path)
+                .map_err(|e| e.error)
+                .with_context(|| failure.clone())?;
             return Ok(());
         }
         file.as_file_mut()

@@ -1130,3 +1130,53 @@ fn a_repeated_json_key_is_refused_by_every_command() {
         }
     }
 }
+
+#[test]
+fn an_error_never_repeats_itself() {
+    // Issue 14, item 15: "cannot write out: failed to persist temporary file: Is a directory
+    // (os error 21): Is a directory (os error 21)". The output path becomes a directory while
+    // the input is read (after -o was checked): the rename fails, said once.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("input.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = dir.path().join("out.csv");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
+        .arg("features")
+        .arg(&fifo)
+        .arg("-o")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the pipe for writing waits for cuda-flux to open it for reading, which it does
+    // after preparing its output.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let [a, _] = ranks();
+    std::io::Write::write_all(&mut writer, &std::fs::read(&a).unwrap()).unwrap();
+    drop(writer);
+    let line = fails(&child.wait_with_output().unwrap());
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "cuda-flux: error: cannot write {}: Is a directory (os error 21)",
+            out.display()
+        )
+    );
+
+    // The general rule, on every cause chain: a cause the line already ends with is left out.
+    let persist = tempfile::NamedTempFile::new_in(dir.path())
+        .unwrap()
+        .persist(&out)
+        .unwrap_err();
+    let error = anyhow::Error::new(persist).context("cannot write out.csv");
+    assert_eq!(
+        wrapper::error_line(&error),
+        "cannot write out.csv: failed to persist temporary file: Is a directory (os error 21)"
+    );
+}

@@ -425,8 +425,9 @@ impl Driver {
             }
             Err(error) => {
                 warn(format!(
-                    "{}: host pass failed ({error:#}); its kernels run uninstrumented",
-                    source.display()
+                    "{}: host pass failed ({}); its kernels run uninstrumented",
+                    source.display(),
+                    crate::error_line(&error)
                 ));
                 let mut command = self.host_compile(&fatbin);
                 command.arg(source).arg("-o").arg(object);
