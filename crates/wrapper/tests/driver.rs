@@ -567,3 +567,41 @@ fn cooperative_and_per_thread_stream_launches_go_to_the_runtime() {
         }
     }
 }
+
+#[test]
+fn an_object_that_cannot_be_written_is_one_error_without_a_fallback_warning() {
+    // Issue 14, item 13: `-c -o` naming an unwritable path first warned "host pass failed ...
+    // its kernels run uninstrumented", then failed in the plain compile.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("k.cu");
+    std::fs::write(
+        &source,
+        "__global__ void k(int* p) { p[threadIdx.x] = 1; }\n",
+    )
+    .unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    for object in [dir.path().join("no/such/dir/k.o"), taken] {
+        let output = driver()
+            .args(["-O2", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            !stderr.contains("host pass failed") && !stderr.contains("uninstrumented"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "cuda-flux-clang: error: cannot write {}: ",
+                object.display()
+            )),
+            "{stderr}"
+        );
+    }
+}

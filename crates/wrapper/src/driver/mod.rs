@@ -424,6 +424,16 @@ impl Driver {
                 Ok(())
             }
             Err(error) => {
+                // An object that cannot be written is the user's error, not the pass's: say
+                // that, instead of a fallback warning that the plain compile then contradicts.
+                if let Err(io) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(object)
+                {
+                    return Err(io).with_context(|| format!("cannot write {}", object.display()));
+                }
                 warn(format!(
                     "{}: host pass failed ({}); its kernels run uninstrumented",
                     source.display(),
