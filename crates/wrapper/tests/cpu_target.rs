@@ -453,6 +453,47 @@ int main() {
 }
 
 #[test]
+fn the_cpp_occupancy_overloads_link_and_run_on_the_cpu_target() {
+    // Issue 14, item 14: cuda_runtime.h's template overloads call
+    // cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, which the CPU runtime lacked.
+    let dir = scratch("cpu-target-occupancy");
+    let source = dir.join("occupancy.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__global__ void k(float* p) { p[threadIdx.x] = 1.0f; }
+int main() {
+    int by_template = -1, with_flags = -1, by_pointer = -1;
+    cudaError_t a = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_template, k, 256, 0);
+    cudaError_t b = cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &with_flags, k, 256, 0, cudaOccupancyDisableCachingOverride);
+    cudaError_t c = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &by_pointer, (const void*)k, 256, 0);
+    cudaError_t d = cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &with_flags, k, 256, 0, 7u);
+    std::printf("%d %d %d %d %d %d %d\n", a, b, c, d == cudaErrorInvalidValue, by_template,
+                with_flags, by_pointer);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("occupancy");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, _) = run(&program, &[]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let fields: Vec<i64> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(&fields[..4], [0, 0, 0, 1], "{fields:?}");
+    assert!(
+        fields[4] > 0 && fields[4] == fields[5] && fields[5] == fields[6],
+        "{fields:?}"
+    );
+}
+
+#[test]
 fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
     // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's
     // nvcc flags.
