@@ -260,6 +260,9 @@ impl<'a> Exec<'a, '_> {
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
                         for (i, &d) in dsts[..*count as usize].iter().enumerate() {
                             // SAFETY: `resolve` checked the whole vector's range.
                             let mut v = unsafe { memory::load(host + i as u64 * bytes, ty.bytes) };
@@ -283,6 +286,9 @@ impl<'a> Exec<'a, '_> {
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
                         for (i, src) in srcs[..*count as usize].iter().enumerate() {
                             let v = self.read(src, lane);
                             // SAFETY: `resolve` checked the whole vector's range.
@@ -340,7 +346,7 @@ impl<'a> Exec<'a, '_> {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, bytes, lane, pc)?;
                         if host % bytes != 0 {
-                            return Err(self.invalid_address(pc, address, bytes, lane));
+                            return Err(self.misaligned(pc, address, bytes, lane));
                         }
                         let (bv, cv) = (self.read(b, lane), self.read(c, lane));
                         // SAFETY: checked accessible and aligned above.
@@ -1039,6 +1045,22 @@ impl<'a> Exec<'a, '_> {
 
     pub(crate) fn invalid_address(&self, pc: u32, address: u64, len: u64, lane: usize) -> SimError {
         SimError::InvalidAddress {
+            space: self.space_name(pc),
+            address,
+            len,
+            instruction: self.instruction_text(pc),
+            line: self.line(pc),
+            cta: self.cta.ctaid,
+            thread: self.warp.tid[lane],
+        }
+    }
+
+    /// A load, store or atomic whose address is not a multiple of its size. (Shared and local
+    /// windows start at multiples of 16 or more, so the host address's alignment is the
+    /// PTX address's.)
+    #[cold]
+    pub(crate) fn misaligned(&self, pc: u32, address: u64, len: u64, lane: usize) -> SimError {
+        SimError::MisalignedAddress {
             space: self.space_name(pc),
             address,
             len,

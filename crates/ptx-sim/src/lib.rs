@@ -112,6 +112,22 @@ pub enum SimError {
         cta: [u32; 3],
         thread: [u32; 3],
     },
+    /// A load or store whose address is not a multiple of its size (the whole vector's for
+    /// `.v2`/`.v4`): what a GPU reports as `cudaErrorMisalignedAddress`.
+    #[error(
+        "misaligned {space} address {address:#x} ({len}-byte access) by `{instruction}` at PTX \
+         line {line}, block ({}, {}, {}), thread ({}, {}, {})",
+        cta[0], cta[1], cta[2], thread[0], thread[1], thread[2]
+    )]
+    MisalignedAddress {
+        space: &'static str,
+        address: u64,
+        len: u64,
+        instruction: String,
+        line: u32,
+        cta: [u32; 3],
+        thread: [u32; 3],
+    },
     #[error("kernel executed `trap` at PTX line {line}")]
     Trap { line: u32 },
     #[error("device assertion failed: {0}")]

@@ -668,6 +668,42 @@ int main() {
 }
 
 #[test]
+fn a_misaligned_access_is_a_fault_as_on_a_gpu() {
+    // Issue 14, item 5: an int read at +1 of a float buffer succeeded silently on the CPU target.
+    let dir = scratch("cpu-target-misaligned");
+    let source = dir.join("misaligned.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__global__ void peek(const char* bytes, int* out) { *out = *(const int*)(bytes + 1); }
+int main() {
+    char* bytes = nullptr;
+    int* out = nullptr;
+    cudaMalloc(&bytes, 64);
+    cudaMalloc(&out, sizeof(int));
+    peek<<<1, 1>>>(bytes, out);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("status %d\n", (int)e);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("misaligned");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: misaligned global address")
+            && stderr.contains("(4-byte access)")
+            && stderr.contains("PTX line"),
+        "{stderr}"
+    );
+    assert!(profile.is_none());
+}
+
+#[test]
 fn an_api_call_the_cpu_target_lacks_is_named_at_link_time() {
     let dir = scratch("cpu-target-missing-api");
     let source = dir.join("graph.cu");
