@@ -302,6 +302,16 @@ pub unsafe fn launch(
     let args: Vec<*const u8> = (0..params)
         .map(|i| unsafe { *args.add(i) } as *const u8)
         .collect();
+    // A cooperative launch may synchronise its CTAs with each other (grid.sync(), or an
+    // inter-block barrier of its own), which only ends if all of them run at once, as they do
+    // on a GPU: one host thread per CTA (at most 32 per emulated multiprocessor, checked
+    // above), instead of `workers` threads taking CTAs one after the other.
+    let workers = if cooperative {
+        usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
+            .unwrap_or(usize::MAX)
+    } else {
+        workers
+    };
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],
         block: [block.x, block.y, block.z],

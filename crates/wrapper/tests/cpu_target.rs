@@ -703,6 +703,70 @@ int main() {
     assert!(profile.is_none());
 }
 
+/// Runs `program` with a time limit; `None` when it had to be stopped.
+fn run_limited(program: &Path, seconds: u32) -> Option<Output> {
+    let output = Command::new("timeout")
+        .arg(seconds.to_string())
+        .arg(program)
+        .current_dir(program.parent().unwrap())
+        .env("CUDA_FLUX_OUTPUT", program.with_extension("json"))
+        .env_remove("CUDA_FLUX_MODE")
+        .env_remove("CUDA_FLUX_KERNELS")
+        .output()
+        .unwrap();
+    (output.status.code() != Some(124)).then_some(output)
+}
+
+#[test]
+fn a_cooperative_launch_at_the_reported_limit_with_an_inter_block_barrier_completes() {
+    // Issue 14, item 4: a cooperative launch of (blocks per SM) x (SMs), which the device
+    // accepts, hung when its CTAs waited for each other: CTAs ran on one host thread per SM,
+    // one after the other.
+    let dir = scratch("cpu-target-cooperative-limit");
+    let source = dir.join("barrier.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__device__ unsigned arrived;
+__global__ void meet(int* seen) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(&arrived, 1u);
+        while (atomicAdd(&arrived, 0u) < gridDim.x) {}
+        seen[blockIdx.x] = (int)atomicAdd(&arrived, 0u);
+    }
+    __syncthreads();
+}
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, meet, 256, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms;
+    int* seen = nullptr;
+    cudaMalloc(&seen, blocks * sizeof(int));
+    void* args[] = {&seen};
+    cudaError_t e = cudaLaunchCooperativeKernel((const void*)meet, blocks, 256, args, 0, 0);
+    cudaError_t s = cudaDeviceSynchronize();
+    int* host = new int[blocks];
+    cudaMemcpy(host, seen, blocks * sizeof(int), cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int b = 0; b < blocks; ++b) bad += host[b] != blocks;
+    std::printf("blocks %d launch %d sync %d bad %d\n", blocks, (int)e, (int)s, bad);
+    return bad != 0 || e != cudaSuccess || s != cudaSuccess;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("barrier");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("the cooperative launch hung");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(stdout.contains(" launch 0 sync 0 bad 0"), "{stdout}");
+    let blocks: u32 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(blocks >= 2, "{stdout}");
+}
+
 #[test]
 fn an_api_call_the_cpu_target_lacks_is_named_at_link_time() {
     let dir = scratch("cpu-target-missing-api");
