@@ -1207,7 +1207,7 @@ fn read_other(
                         .map_or(0, |d| d.as_nanos() as u64),
                     Special::DynamicSmemSize => config.dynamic_shared_bytes as u64,
                     Special::TotalSmemSize => launch.shared_bytes,
-                    Special::EnvReg => 0,
+                    Special::EnvReg(index) => u64::from(launch.env.env_reg(index)),
                 }
             }
         }

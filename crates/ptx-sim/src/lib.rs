@@ -84,6 +84,13 @@ pub trait Environment: Sync {
     fn global_accessible(&self, address: u64, len: u64) -> bool;
     /// The memory bound to a texture, if any.
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture>;
+    /// The value of `%envreg<index>` (index < 32) in this launch: 0 unless the environment says
+    /// otherwise. CUDA's cooperative groups read the grid workspace's address from `%envreg1`
+    /// (high half) and `%envreg2` (low half); a cooperative launch provides one.
+    fn env_reg(&self, index: u8) -> u32 {
+        let _ = index;
+        0
+    }
 }
 
 /// Why PTX could not be loaded or a kernel could not run. `Display` is one line that names the

@@ -768,6 +768,75 @@ int main() {
 }
 
 #[test]
+fn cooperative_groups_grid_sync_works_on_the_cpu_target() {
+    // Issue 14, item 3: this_grid().is_valid() was false and grid.sync() trapped in a
+    // cooperative launch (the grid workspace read through %envreg1/%envreg2 was 0).
+    let dir = scratch("cpu-target-grid-sync");
+    let source = dir.join("grid_sync.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void rotate(int* data, int* valid) {
+    cg::grid_group grid = cg::this_grid();
+    if (grid.thread_rank() == 0) *valid = grid.is_valid();
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned n = gridDim.x * blockDim.x;
+    data[i] = (int)i;
+    grid.sync();
+    int v = data[(i + blockDim.x) % n]; // written by the next block
+    grid.sync();
+    data[i] = v;
+}
+__global__ void validity(int* valid) { *valid = cg::this_grid().is_valid(); }
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rotate, 128, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms, n = blocks * 128;
+    int *data = nullptr, *valid = nullptr;
+    cudaMalloc(&data, n * sizeof(int));
+    cudaMalloc(&valid, 2 * sizeof(int));
+    void* args[] = {&data, &valid};
+    cudaError_t e = cudaLaunchCooperativeKernel((const void*)rotate, blocks, 128, args, 0, 0);
+    int* plain_valid = valid + 1;
+    validity<<<1, 1>>>(plain_valid);
+    cudaError_t s = cudaDeviceSynchronize();
+    int* host = new int[n];
+    int flags[2];
+    cudaMemcpy(host, data, n * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaMemcpy(flags, valid, sizeof flags, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < n; ++i) bad += host[i] != (i + 128) % n;
+    std::printf("blocks %d launch %d sync %d valid %d %d bad %d\n", blocks, (int)e, (int)s,
+                flags[0], flags[1], bad);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("grid_sync");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("grid.sync() hung");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output));
+    // Valid in the cooperative launch, not in the plain one (as on a GPU); every value moved.
+    assert!(
+        stdout.contains(" launch 0 sync 0 valid 1 0 bad 0"),
+        "{stdout}"
+    );
+    let profile: Value =
+        serde_json::from_str(&std::fs::read_to_string(program.with_extension("json")).unwrap())
+            .unwrap();
+    for kernel in profile["kernels"].as_array().unwrap() {
+        for launch in kernel["launches"].as_array().unwrap() {
+            assert_eq!(launch["instrumented"], true, "{}", kernel["name"]);
+        }
+    }
+}
+
+#[test]
 fn an_api_call_the_cpu_target_lacks_is_named_at_link_time() {
     let dir = scratch("cpu-target-missing-api");
     let source = dir.join("graph.cu");
