@@ -67,27 +67,37 @@ __device__ __forceinline__ unsigned witness_lane_id() {
 // Mode witnesses (only with -DCORPUS_WITNESS_MODES): the same two counts restricted to the
 // threads that CUDA_FLUX_MODE=cta counts (linear CTA id 0 of each launch) and to those that
 // CUDA_FLUX_MODE=warp counts (linear thread id < 32 of linear CTA 0). They use
-// `atom.global.inc.u32`, never `atom.global.add.*`, so the witness invariant above holds, and
-// both conditions are uniform per warp, so they split no warp.
+// `atom.global.inc.u32` (predicated, no branch), never `atom.global.add.*`, so the witness
+// invariant above holds.
 __device__ unsigned witness_cta_threads;
 __device__ unsigned witness_cta_warps;
 __device__ unsigned witness_warp_threads;
 __device__ unsigned witness_warp_warps;
 
+// Adds 1 to `counter` in every active thread where `condition` is true, without a branch
+// (a predicated atom.global.inc.u32), so that witness_predicated() stays branch-free too.
+__device__ __forceinline__ void witness_count_if(unsigned* counter, unsigned condition) {
+    asm volatile("{\n\t"
+                 ".reg .pred p;\n\t"
+                 ".reg .b32 old;\n\t"
+                 ".reg .b64 address;\n\t"
+                 "setp.ne.u32 p, %1, 0;\n\t"
+                 "cvta.to.global.u64 address, %0;\n\t"
+                 "@p atom.global.inc.u32 old, [address], -1;\n\t"
+                 "}" ::"l"(counter), "r"(condition)
+                 : "memory");
+}
+
 __device__ __forceinline__ void witness_modes(bool leader) {
     unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    if (cta == 0) {
-        unsigned old = atomicInc(&witness_cta_threads, 0xffffffffu);
-        if (leader)
-            old += atomicInc(&witness_cta_warps, 0xffffffffu);
-        if (tid < 32) {
-            old += atomicInc(&witness_warp_threads, 0xffffffffu);
-            if (leader)
-                old += atomicInc(&witness_warp_warps, 0xffffffffu);
-        }
-        asm volatile("" ::"r"(old));
-    }
+    unsigned in_cta = cta == 0;
+    unsigned in_warp = in_cta & (tid < 32);
+    unsigned lead = leader;
+    witness_count_if(&witness_cta_threads, in_cta);
+    witness_count_if(&witness_cta_warps, in_cta & lead);
+    witness_count_if(&witness_warp_threads, in_warp);
+    witness_count_if(&witness_warp_warps, in_warp & lead);
 }
 #endif
 
@@ -102,6 +112,32 @@ __device__ __forceinline__ void witness() {
     }
 #ifdef CORPUS_WITNESS_MODES
     witness_modes(leader);
+#endif
+}
+
+// witness_predicated(): the same counts without a branch, for code that must stay
+// branch-free (a loop whose branches are all warp-uniform stays one for cuda-flux's
+// counter placement). Every active thread does the atom.global.add.u32; the
+// atom.global.add.u64 is issued by every active thread but predicated on the
+// first active lane, so it executes `threads` times at thread level and `warps`
+// times at warp level (the witness line says `predicated`).
+__device__ __forceinline__ void witness_predicated() {
+    unsigned old_t = atomicAdd(&witness_threads, 1u);
+    asm volatile("" ::"r"(old_t)); // keep atom.global.add.u32 (not red)
+    asm volatile("{\n\t"
+                 ".reg .pred leader;\n\t"
+                 ".reg .b32 active, lower;\n\t"
+                 ".reg .b64 address, old;\n\t"
+                 "activemask.b32 active;\n\t"
+                 "mov.u32 lower, %%lanemask_lt;\n\t"
+                 "and.b32 lower, lower, active;\n\t"
+                 "setp.eq.u32 leader, lower, 0;\n\t"
+                 "cvta.to.global.u64 address, %0;\n\t"
+                 "@leader atom.global.add.u64 old, [address], 1;\n\t"
+                 "}" ::"l"(&witness_warps)
+                 : "memory");
+#ifdef CORPUS_WITNESS_MODES
+    witness_modes(witness_lane_id() == (unsigned)(__ffs(__activemask()) - 1));
 #endif
 }
 
@@ -127,14 +163,15 @@ static inline void witness_reset() {
 #endif
 }
 
-// Copy the counters back and print the witness line (with -DCORPUS_WITNESS_MODES also
-// `witness-cta: threads=N warps=M` and `witness-warp: threads=N warps=M`).
-static inline void witness_report() {
+// Copy the counters back and print the witness line (`predicated`: the program
+// uses witness_predicated()); with -DCORPUS_WITNESS_MODES also
+// `witness-cta: threads=N warps=M` and `witness-warp: threads=N warps=M`.
+static inline void witness_report(bool predicated = false) {
     unsigned t = 0;
     unsigned long long w = 0;
     CHECK(cudaMemcpyFromSymbol(&t, witness_threads, sizeof(t)));
     CHECK(cudaMemcpyFromSymbol(&w, witness_warps, sizeof(w)));
-    std::printf("witness: threads=%u warps=%llu\n", t, w);
+    std::printf("witness: threads=%u warps=%llu%s\n", t, w, predicated ? " predicated" : "");
 #ifdef CORPUS_WITNESS_MODES
     unsigned ct = 0, cw = 0, wt = 0, ww = 0;
     CHECK(cudaMemcpyFromSymbol(&ct, witness_cta_threads, sizeof(ct)));

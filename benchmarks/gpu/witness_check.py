@@ -6,6 +6,8 @@ witnessed path) and `warps` (one `atom.global.add.u64` per warp visit, from the 
 The profile must say exactly the same:
   atom.global.add.u32: threads == threads, warps == warps
   atom.global.add.u64: threads == warps,   warps == warps
+(or, where the witness line says `predicated` (witness_predicated(), no branch):
+  atom.global.add.u64: threads == threads, warps == warps)
 Prints one JSON line; exits 1 if anything differs.
 """
 import json
@@ -14,8 +16,8 @@ import sys
 
 
 def witness(text):
-    m = re.search(r"witness: threads=(\d+) warps=(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    m = re.search(r"witness: threads=(\d+) warps=(\d+)( predicated)?", text)
+    return (int(m.group(1)), int(m.group(2)), bool(m.group(3))) if m else None
 
 
 def result_line(text):
@@ -52,10 +54,11 @@ def main():
                 t[1] += c["warps"]
         u32 = totals.get("atom.global.add.u32", [0, 0])
         u64 = totals.get("atom.global.add.u64", [0, 0])
-        threads, warps = w
+        threads, warps, predicated = w
         row.update({"witness_threads": threads, "witness_warps": warps,
                     "u32_threads": u32[0], "u32_warps": u32[1], "u64_threads": u64[0], "u64_warps": u64[1]})
-        if (u32[0], u32[1], u64[0], u64[1]) != (threads, warps, warps, warps):
+        u64_threads = threads if predicated else warps
+        if (u32[0], u32[1], u64[0], u64[1]) != (threads, warps, u64_threads, warps):
             problems.append("profile counts differ from the witness")
     row["problems"] = problems
     row["ok"] = not problems

@@ -13,7 +13,8 @@
 //!
 //! Device memory is host memory ([`memory`]); kernels run in `ptx-sim` at call time on
 //! `CUDA_FLUX_CPU_THREADS` host threads ([`config`]); the emulated device is described in
-//! [`device`]. A kernel fault prints one line, `cuda-flux cpu: <error>`, and ends the process
+//! [`device`]; `CUDA_FLUX_CPU_STATS` asks for per-kernel execution statistics ([`stats`]).
+//! A kernel fault prints one line, `cuda-flux cpu: <error>`, and ends the process
 //! with status 1 without running exit handlers. See README.md.
 
 // Linked for its exported `__cuda_flux_*` entry points, which nothing here calls.
@@ -25,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod memory;
 pub mod registry;
+pub mod stats;
 
 mod api;
 mod error_table;

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::io::Write;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
+use std::time::Instant;
 
 use ptx_sim::{ChannelKind, Environment, LaunchConfig, Program, SimError, Texture, TextureRef};
 use thiserror::Error;
@@ -21,6 +22,7 @@ use crate::device::{self, DeviceShape};
 use crate::error::CudaError;
 use crate::memory::{self, AddressTable, MemoryKind, ModuleId};
 use crate::registry::{Function, Module, Registry};
+use crate::stats;
 
 /// Why a call failed: an API error the program sees, or a fault that ends the program.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -130,6 +132,9 @@ fn program_of(module: &Module) -> Result<Arc<Program>> {
 
 /// Registers a CPU image; returns the module id.
 pub fn register_image(images: Vec<ptx_sim::image::ArchPtx>, handle: usize) -> Result<()> {
+    // Reads CUDA_FLUX_CPU_STATS before `main`: the file is written at exit even if nothing is
+    // launched.
+    stats::collector();
     let mut registry = registry();
     let module = registry
         .add_module(images)
@@ -379,9 +384,21 @@ unsafe fn launch_with(
         grid_workspace,
     };
     let _work = work_shared();
+    let collector = stats::collector();
+    let start = collector.map(|_| Instant::now());
     // SAFETY: the arguments are the program's; the environment lists memory that stays
     // allocated while `_work` is held.
-    unsafe { program.launch(&function.name, &config, &args, &environment) }?;
+    let executed = unsafe { program.launch(&function.name, &config, &args, &environment) }?;
+    if let (Some(collector), Some(start)) = (collector, start) {
+        let kernel_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        collector.record(
+            &function.name,
+            config.grid,
+            config.block,
+            executed,
+            kernel_ns,
+        );
+    }
     Ok(())
 }
 

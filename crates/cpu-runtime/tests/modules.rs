@@ -202,3 +202,43 @@ fn a_kernel_fault_ends_the_program_with_one_line_and_no_exit_handlers() {
     );
     assert!(stderr.contains("PTX line"), "{stderr}");
 }
+
+#[test]
+fn cuda_flux_cpu_stats_writes_the_kernels_counts_at_exit_and_nothing_after_a_fault() {
+    let (dir, exe) = program();
+    let stats = dir.path().join("stats.json");
+    let stats_var = stats.to_str().unwrap();
+    expect_success(&run(&exe, &[], &[("CUDA_FLUX_CPU_STATS", stats_var)]));
+    let text = std::fs::read_to_string(&stats).expect("statistics written");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["format"], "cuda-flux-cpu-stats/1");
+    let kernels = json["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 1, "{text}");
+    let kernel = &kernels[0];
+    // One successful launch (the three rejected ones are not launches): 2 CTAs of 64 threads
+    // for n = 100. Every warp issues the 8 instructions up to the branch, the 7 of the body
+    // and `ret` (16); the last warp (threads 96..127) runs the body with 4 lanes.
+    // Threads: 3 warps x 16 x 32, plus 8 x 32 + 7 x 4 + 32.
+    assert_eq!(kernel["name"], "add_gvar");
+    assert_eq!(kernel["launches"], 1);
+    assert_eq!(kernel["grid_ctas"], 2);
+    assert_eq!(kernel["block_threads"], serde_json::json!([64, 1, 1]));
+    assert_eq!(kernel["warp_instructions"], 4 * 16);
+    assert_eq!(
+        kernel["thread_instructions"],
+        3 * 16 * 32 + 8 * 32 + 7 * 4 + 32
+    );
+    assert_eq!(kernel["global_atomics"], 0);
+    assert!(kernel["kernel_ns"].as_u64().unwrap() > 0, "{text}");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+
+    std::fs::remove_file(&stats).unwrap();
+    let output = run(&exe, &["fault"], &[("CUDA_FLUX_CPU_STATS", stats_var)]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!stats.exists(), "a run that faulted writes no statistics");
+}

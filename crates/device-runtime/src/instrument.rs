@@ -11,13 +11,14 @@
 use std::collections::HashMap;
 
 use ptx_lexer::{
-    BasicBlock, Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError,
-    Statement, StatementKind,
+    Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError, Statement,
+    StatementKind,
 };
 
+use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::{
-    block_update, counter_params, declare_registers, entry_prologue, function_prologue,
-    CounterRegisters,
+    block_update, counter_increment, counter_params, declare_registers, entry_prologue,
+    function_prologue, region_flush, shrinking_flush, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -42,11 +43,37 @@ pub struct KernelInstrumentation {
     pub params: usize,
     /// The blocks that `block_counts` index: the kernel's, then each reachable function's.
     pub blocks: Vec<SnapshotBlock>,
+    /// Block 0, the kernel's entry, has no counter: nothing branches to it, so every launched
+    /// thread runs it exactly once and every warp with all its launched lanes; the runtime
+    /// takes its counts from the launch configuration.
+    pub entry_from_launch: bool,
+    /// (block, from): blocks without a counter whose counts equal those of block `from`
+    /// (control equivalence, ARCHITECTURE.md), copied by the runtime.
+    pub copied_counts: Vec<(usize, usize)>,
 }
 
-/// Instruments every kernel of `module` in place. A kernel that cannot be instrumented is left
-/// as it is and reported with `clone: None` and the reason.
+/// Instruments every kernel of `module` in place, with the default counter placement. A kernel
+/// that cannot be instrumented is left as it is and reported with `clone: None` and the reason.
 pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
+    instrument_module_with(module, Placement::default())
+}
+
+/// [`instrument_module`] with the counter placement chosen.
+pub fn instrument_module_with(
+    module: &mut Module,
+    placement: Placement,
+) -> Vec<KernelInstrumentation> {
+    // `redux.sync` (sm_80 and later) lets the lanes of a warp sum their counts in one
+    // instruction; without it, loops that lanes leave at different times are counted directly.
+    let warp_reductions = module.target().iter().any(|t| {
+        t.strip_prefix("sm_")
+            .and_then(|n| {
+                n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                    .parse::<u32>()
+                    .ok()
+            })
+            .is_some_and(|n| n >= 80)
+    });
     let kernels: Vec<String> = module
         .functions()
         .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
@@ -56,7 +83,7 @@ pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
     for (index, kernel) in kernels.iter().enumerate() {
         // Work on a copy so that a failure leaves the module untouched.
         let mut attempt = module.clone();
-        match instrument_kernel_in(&mut attempt, kernel, index) {
+        match instrument_kernel_in(&mut attempt, kernel, index, placement, warp_reductions) {
             Ok(result) => {
                 *module = attempt;
                 results.push(result);
@@ -69,6 +96,8 @@ pub fn instrument_module(module: &mut Module) -> Vec<KernelInstrumentation> {
                     note: Some(error.to_string()),
                     params: original.map_or(0, |f| f.params().len()),
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
+                    entry_from_launch: false,
+                    copied_counts: Vec::new(),
                 });
             }
         }
@@ -207,6 +236,8 @@ fn instrument_kernel_in(
     module: &mut Module,
     kernel: &str,
     kernel_index: usize,
+    placement: Placement,
+    warp_reductions: bool,
 ) -> Result<KernelInstrumentation, RewriteError> {
     let targets = address_taken_functions(module);
     let functions = reachable_functions(module, kernel, &targets);
@@ -243,12 +274,26 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let regs = declare_registers(kernel_fn)?;
-    count_blocks(kernel_fn, &regs, offsets[0])?;
+    let mut plan = placement::plan(kernel_fn, placement, warp_reductions);
+    plan.entry_from_launch =
+        placement != Placement::EveryBlock && placement::entry_is_unreached(kernel_fn);
+    let entry_from_launch = plan.entry_from_launch;
+    let mut copied_counts: Vec<(usize, usize)> = plan
+        .copies
+        .iter()
+        .map(|&(b, from)| (offsets[0] as usize + b, offsets[0] as usize + from))
+        .collect();
+    let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
+    let counted_here = place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
-    let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks);
-    insert_prologue(kernel_fn, prologue)?;
+    // Nothing to count on the device (every block counted from the launch or copied) and no
+    // counted function to pass a base to: the clone needs no prologue at all.
+    if counted_here || !functions.is_empty() {
+        let label = unused_label(kernel_fn, "$__cf_counted");
+        let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks, &label);
+        insert_prologue(kernel_fn, prologue)?;
+    }
 
     // Function clones, each with its counter base as an extra parameter.
     let mut declarations = Vec::new();
@@ -257,8 +302,14 @@ fn instrument_kernel_in(
         let function = module.clone_function(name, clone_name)?;
         let base_param = format!("{clone_name}_param_cf");
         function.push_param(Param::new(".param .b64", base_param.clone()));
-        let regs = declare_registers(function)?;
-        count_blocks(function, &regs, offset)?;
+        let plan = placement::plan(function, placement, warp_reductions);
+        copied_counts.extend(
+            plan.copies
+                .iter()
+                .map(|&(b, from)| (offset as usize + b, offset as usize + from)),
+        );
+        let regs = declare_registers(function, plan.counter_registers() as u32)?;
+        place_counters(function, &regs, offset, &plan)?;
         redirect_calls(function, &regs, &clones)?;
         unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
@@ -281,17 +332,191 @@ fn instrument_kernel_in(
         }),
         params,
         blocks,
+        entry_from_launch,
+        copied_counts,
     })
 }
 
-fn count_blocks(
+/// Inserts the counter code `plan` calls for: an update at the top of every block outside the
+/// register-counted loops (except an entry block counted from the launch); in those loops, an increment on each counted edge and a flush on
+/// each exit edge. Block `i` is counted at counter pair `offset + i`. Returns whether any
+/// counter code went in.
+fn place_counters(
     function: &mut ptx_lexer::Function,
     regs: &CounterRegisters,
     offset: u64,
-) -> Result<(), RewriteError> {
-    function.insert_at_every_block_top(|index, _: &BasicBlock| {
-        block_update(regs, offset + index as u64)
-    })
+    plan: &Plan,
+) -> Result<bool, RewriteError> {
+    let cfg = placement::Cfg::of(function);
+    let statements = function.statements();
+    // (statement index, order among inserts at that index, code)
+    let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
+    let mut new_blocks: Vec<Statement> = Vec::new();
+    let mut retargets: Vec<(usize, String, String)> = Vec::new();
+    for (b, block) in cfg.blocks.iter().enumerate() {
+        let counted_elsewhere =
+            plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
+        if !counted_elsewhere {
+            // After the code on edges into it (0) and a loop's flush where lanes meet (1).
+            inserts.push((
+                block.insertion_point(),
+                2,
+                block_update(regs, offset + b as u64),
+            ));
+        }
+    }
+    let mut exit_labels = 0usize;
+    let mut first_counter = 0usize;
+    for region in &plan.regions {
+        let counters: Vec<usize> = (first_counter..first_counter + region.counted.len()).collect();
+        first_counter += region.counted.len();
+        // A shrinking region also counts its exit edges per lane (lanes leave at different
+        // times), and flushes once, where they meet again.
+        let exit_counters: Vec<usize> = match region.shrinking_to {
+            Some(_) => (first_counter..first_counter + region.exits.len()).collect(),
+            None => Vec::new(),
+        };
+        first_counter += exit_counters.len();
+        // Where code on an edge out of `from` goes: before its branch, or after its last
+        // instruction.
+        let terminator = |from: usize| {
+            cfg.blocks[from].instructions.last().copied().filter(|&s| {
+                statements[s]
+                    .as_instruction()
+                    .is_some_and(|i| i.is_terminator())
+            })
+        };
+        let end_of = |from: usize| {
+            terminator(from)
+                .unwrap_or_else(|| cfg.blocks[from].instructions.last().map_or(0, |&s| s + 1))
+        };
+        let counted_edges = region
+            .counted
+            .iter()
+            .zip(&counters)
+            .chain(region.exits.iter().zip(&exit_counters));
+        for (edge, &counter) in counted_edges {
+            let (at, guard) = match edge.site {
+                EdgeSite::EndOfSource => (end_of(edge.from), None),
+                EdgeSite::Taken => {
+                    let at = end_of(edge.from);
+                    (
+                        at,
+                        statements[at]
+                            .as_instruction()
+                            .and_then(|i| i.guard.clone()),
+                    )
+                }
+                EdgeSite::FallThrough => (end_of(edge.from) + 1, None),
+            };
+            inserts.push((at, 0, vec![counter_increment(regs, counter, guard)]));
+        }
+        if let Some(meeting) = region.shrinking_to {
+            let forms: Vec<(u64, CountForm)> = region
+                .counts
+                .iter()
+                .filter(|(block, _)| !region.direct.contains(block))
+                .map(|(block, form)| {
+                    let terms = form
+                        .counters
+                        .iter()
+                        .zip(&counters)
+                        .chain(form.exits.iter().zip(&exit_counters))
+                        .filter(|(k, _)| **k != 0)
+                        .map(|(k, &c)| (c, *k))
+                        .collect();
+                    let count = CountForm { constant: 0, terms };
+                    (offset + *block as u64, count)
+                })
+                .collect();
+            let reset: Vec<usize> = counters.iter().chain(&exit_counters).copied().collect();
+            inserts.push((
+                cfg.blocks[meeting].insertion_point(),
+                1,
+                shrinking_flush(regs, &forms, &reset),
+            ));
+            continue;
+        }
+        for (j, edge) in region.exits.iter().enumerate() {
+            let forms: Vec<(u64, CountForm)> = region
+                .counts
+                .iter()
+                .filter(|(block, _)| !region.direct.contains(block))
+                .map(|(block, form)| {
+                    let count = CountForm {
+                        constant: form.exits[j],
+                        terms: form
+                            .counters
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, k)| **k != 0)
+                            .map(|(i, k)| (counters[i], *k))
+                            .collect(),
+                    };
+                    (offset + *block as u64, count)
+                })
+                .collect();
+            let mut flush = region_flush(regs, &forms, &counters);
+            match edge.site {
+                EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
+                EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),
+                EdgeSite::Taken => {
+                    // A block of its own at the end of the body (after its final unconditional
+                    // transfer), ending in a branch to the exit's target.
+                    let branch = end_of(edge.from);
+                    let target = edge
+                        .exit_to
+                        .and_then(|t| cfg.blocks[t].label.clone())
+                        .ok_or_else(|| RewriteError::NoSuchEdge {
+                            function: function.name().to_string(),
+                            from: edge.from,
+                            to: edge.exit_to.unwrap_or(0),
+                        })?;
+                    let label = loop {
+                        let candidate = format!("$__cf_exit{exit_labels}");
+                        exit_labels += 1;
+                        if !function.has_label(&candidate) {
+                            break candidate;
+                        }
+                    };
+                    new_blocks.push(Statement::label(label.clone()));
+                    new_blocks.append(&mut flush);
+                    new_blocks.push(Statement::instruction(Instruction::simple(
+                        "bra.uni",
+                        vec![Operand::sym(target.to_string())],
+                    )));
+                    retargets.push((branch, target.to_string(), label));
+                }
+            }
+        }
+    }
+    let end = statements.len();
+    for (at, old, new) in retargets {
+        if let StatementKind::Instruction(branch) = function.statements_mut()[at].kind_mut() {
+            for operand in &mut branch.operands {
+                if matches!(operand, Operand::Symbol(s) if *s == old) {
+                    *operand = Operand::sym(new.clone());
+                }
+            }
+        }
+    }
+    // From the last insertion point backwards, so that earlier indices stay valid; at one
+    // index, the later-ordered code first, so that it ends up after.
+    inserts.sort_by_key(|(at, order, _)| std::cmp::Reverse((*at, *order)));
+    let any = !inserts.is_empty();
+    function.insert_statements(end, new_blocks)?;
+    for (at, _, code) in inserts {
+        function.insert_statements(at, code)?;
+    }
+    Ok(any)
+}
+
+/// `base`, or `base` with a number, whichever the function does not use yet.
+fn unused_label(function: &ptx_lexer::Function, base: &str) -> String {
+    std::iter::once(base.to_string())
+        .chain((1u32..).map(|n| format!("{base}{n}")))
+        .find(|l| !function.has_label(l))
+        .unwrap_or_else(|| base.to_string())
 }
 
 /// Inserts `code` before the first label or instruction, so that it runs once on entry even

@@ -1,11 +1,14 @@
 //! `device-runtime`: the counter code cuda-flux runs on the GPU, as PTX.
 //!
-//! Each counted block begins with a warp-aggregated update: the first active lane adds the
-//! number of active threads to the block's thread counter and 1 to its warp counter. Counters
-//! are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses bank
-//! `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. The updates
-//! use `red` (no result) and predication instead of branches, so they add no basic blocks and
-//! no labels to the code they instrument.
+//! Counters are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses
+//! bank `linear CTA id % banks`, so that CTAs spread their atomics over `banks` copies. Where
+//! each block is counted is planned by [`placement`]: loops whose branches are all warp-uniform
+//! are counted in registers on a few edges and flushed once when the warp leaves them
+//! ([`region_flush`]); every other block begins with a warp-aggregated update
+//! ([`block_update`]): the first active lane adds the number of active threads to the block's
+//! thread counter and 1 to its warp counter. The updates use `red` (no result) and predication
+//! instead of branches; only a flush on the taken side of a loop's exit branch gets a block of
+//! its own.
 //!
 //! The kernel's `banks` parameter carries the bank count in its low 24 bits and the counting
 //! mode in its top byte: 0 counts every thread, 1 only the first CTA (linear id 0), 2 only the
@@ -14,8 +17,12 @@
 //! functions need no extra parameter for the mode.
 
 mod instrument;
+pub mod placement;
 
-pub use instrument::{instrument_module, KernelInstrumentation, SnapshotBlock};
+pub use instrument::{
+    instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
+};
+pub use placement::Placement;
 
 use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Statement};
 
@@ -27,21 +34,29 @@ pub const MODE_ALL: u32 = 0;
 pub const MODE_CTA: u32 = 1;
 pub const MODE_WARP: u32 = 2;
 
-const B32_REGISTERS: u32 = 5;
-const B64_REGISTERS: u32 = 3;
-const PRED_REGISTERS: u32 = 3;
+const B32_REGISTERS: u32 = 10;
+const B64_REGISTERS: u32 = 6;
+const PRED_REGISTERS: u32 = 5;
+/// `{b32}5`: `%lanemask_lt` where this thread is counted, all ones where it is not, so that
+/// "no lower active lane" (`activemask & it == 0`) elects a leader only among counted threads.
+const LOWER_LANES: u32 = 5;
 
 /// Registers the counter code uses, declared once per instrumented function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRegisters {
-    /// `.b32` scratch registers: `{b32}0`..`{b32}4`.
+    /// `.b32` registers: `{b32}0`..`{b32}4` and `{b32}6`..`{b32}9` scratch, `{b32}5` the
+    /// lower-lanes mask (live through the function).
     pub b32: String,
     /// `.b64` registers: `{b64}0` is the bank's base address (null when this thread is not
-    /// counted), `{b64}1`..`{b64}2` scratch.
+    /// counted), `{b64}1`..`{b64}5` scratch.
     pub b64: String,
     /// `.pred` registers: `{pred}0` "this lane updates", `{pred}1` "this thread is counted"
-    /// (live through the function), `{pred}2` scratch.
+    /// (in the prologue), `{pred}1`..`{pred}4` scratch.
     pub pred: String,
+    /// `.b64` per-lane counters of the function's register-counted loops: `{counter}0`...
+    pub counter: String,
+    /// How many of them.
+    pub counters: u32,
 }
 
 impl CounterRegisters {
@@ -54,13 +69,20 @@ impl CounterRegisters {
     fn p(&self, i: u32) -> Operand {
         Operand::reg(format!("{}{i}", self.pred))
     }
+    fn c(&self, i: usize) -> Operand {
+        Operand::reg(format!("{}{i}", self.counter))
+    }
     fn leader(&self) -> String {
         format!("{}0", self.pred)
     }
 }
 
-/// Declares the counter registers in `function` under fresh names.
-pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, RewriteError> {
+/// Declares the counter registers in `function` under fresh names, with `counters` per-lane
+/// loop counters.
+pub fn declare_registers(
+    function: &mut Function,
+    counters: u32,
+) -> Result<CounterRegisters, RewriteError> {
     // A user's own register names could, in principle, match ours: try numbered variants.
     for attempt in 0u32.. {
         let suffix = if attempt == 0 {
@@ -72,11 +94,14 @@ pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, Re
             b32: format!("%__cf{suffix}r"),
             b64: format!("%__cf{suffix}rd"),
             pred: format!("%__cf{suffix}p"),
+            counter: format!("%__cf{suffix}c"),
+            counters,
         };
         let free = [
             (&regs.b32, B32_REGISTERS),
             (&regs.b64, B64_REGISTERS),
             (&regs.pred, PRED_REGISTERS),
+            (&regs.counter, counters),
         ]
         .iter()
         .all(|(prefix, n)| (0..*n).all(|i| !function.declares_register(&format!("{prefix}{i}"))));
@@ -84,6 +109,9 @@ pub fn declare_registers(function: &mut Function) -> Result<CounterRegisters, Re
             function.declare_registers(".b32", &regs.b32, B32_REGISTERS)?;
             function.declare_registers(".b64", &regs.b64, B64_REGISTERS)?;
             function.declare_registers(".pred", &regs.pred, PRED_REGISTERS)?;
+            if counters > 0 {
+                function.declare_registers(".b64", &regs.counter, counters)?;
+            }
             return Ok(regs);
         }
     }
@@ -94,20 +122,23 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
     Statement::instruction(Instruction::simple(opcode, operands))
 }
 
-/// Computes the bank's base address into `{b64}0` and the "counted" predicate `{pred}1`, from
-/// the kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count,
-/// at least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted
-/// blocks. Runs once, at the top of the kernel. Threads the mode does not count get a null base.
+/// Computes the bank's base address into `{b64}0` and the lower-lanes mask `{b32}5` from the
+/// kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count, at
+/// least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted blocks,
+/// and zeroes the loop counters. Runs once, at the top of the kernel. Threads the mode does not
+/// count get a null base and an all-ones mask; the mode's test is skipped by a uniform branch
+/// to `label` when every thread is counted, the common case.
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
     banks_param: &str,
     blocks: u64,
+    label: &str,
 ) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let addr = |name: &str| Operand::Address(vec![Operand::sym(name)]);
     let special = |name: &str| Operand::reg(name);
-    vec![
+    let mut code = vec![
         ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
         // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
@@ -127,6 +158,17 @@ pub fn entry_prologue(
             vec![rd(1), r(2), Operand::int(blocks * COUNTER_PAIR_BYTES)],
         ),
         ins("add.s64", vec![rd(0), rd(0), rd(1)]),
+        ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
+        // Mode all (top byte 0): every thread counts.
+        ins("setp.le.u32", vec![p(1), r(1), Operand::int(0x00FF_FFFF)]),
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated: false,
+                predicate: format!("{}1", regs.pred).into(),
+            }),
+            ptx_lexer::Opcode::new("bra.uni"),
+            vec![Operand::sym(label)],
+        )),
         // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
         ins("shr.u32", vec![r(1), r(1), Operand::int(24)]),
         ins("mov.u32", vec![r(2), special("%tid.z")]),
@@ -136,16 +178,53 @@ pub fn entry_prologue(
         ins("mov.u32", vec![r(3), special("%ntid.x")]),
         ins("mov.u32", vec![r(4), special("%tid.x")]),
         ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
-        // counted = mode == all || (CTA 0 && (mode == cta || first warp))
+        // counted = CTA 0 && (mode == cta || first warp)
         ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
         ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_CTA)]),
         ins("or.pred", vec![p(2), p(2), p(1)]),
         ins("setp.eq.u32", vec![p(1), r(0), Operand::int(0)]),
         ins("and.pred", vec![p(2), p(2), p(1)]),
-        ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_ALL)]),
-        ins("or.pred", vec![p(1), p(1), p(2)]),
-        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(1)]),
-    ]
+        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
+        ins(
+            "selp.b32",
+            vec![
+                r(LOWER_LANES),
+                r(LOWER_LANES),
+                Operand::int("0xFFFFFFFF"),
+                p(2),
+            ],
+        ),
+        Statement::label(label),
+    ];
+    code.extend(zero_counters(regs));
+    code
+}
+
+/// The loop counters zeroed: a warp enters each counted loop with zero counts, and the flush at
+/// its exit resets them.
+fn zero_counters(regs: &CounterRegisters) -> Vec<Statement> {
+    (0..regs.counters as usize)
+        .map(|i| ins("mov.u64", vec![regs.c(i), Operand::int(0)]))
+        .collect()
+}
+
+/// The end of a device function's prologue: the lower-lanes mask from the "counted" predicate
+/// `{pred}1`, and the loop counters zeroed.
+fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
+    let mut code = vec![
+        ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_lt")]),
+        ins(
+            "selp.b32",
+            vec![
+                regs.r32(LOWER_LANES),
+                regs.r32(3),
+                Operand::int("0xFFFFFFFF"),
+                regs.p(1),
+            ],
+        ),
+    ];
+    code.extend(zero_counters(regs));
+    code
 }
 
 /// The prologue of a device-function copy: its counter base comes in parameter `base_param`
@@ -161,18 +240,157 @@ pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<State
         ),
         ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
     ]
+    .into_iter()
+    .chain(lower_lanes_and_counters(regs))
+    .collect()
+}
+
+/// Elects the group's leader into `{pred}0` (the first active lane, among counted threads
+/// only) and leaves the active mask in `{b32}3` and its size in `{b32}2`.
+fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
+    let r = |i| regs.r32(i);
+    vec![
+        ins("activemask.b32", vec![r(3)]),
+        ins("and.b32", vec![r(1), r(3), r(LOWER_LANES)]),
+        ins(
+            "setp.eq.u32",
+            vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
+        ),
+        ins("popc.b32", vec![r(2), r(3)]),
+    ]
+}
+
+fn leader_adds(
+    regs: &CounterRegisters,
+    block: u64,
+    threads: Operand,
+    warps: Operand,
+) -> [Statement; 2] {
+    let leader = regs.leader();
+    let guarded = |operands| {
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated: false,
+                predicate: leader.as_str().into(),
+            }),
+            ptx_lexer::Opcode::new("red.global.add.u64"),
+            operands,
+        ))
+    };
+    let counter = |offset: u64| {
+        Operand::Address(vec![Operand::Offset {
+            base: Box::new(regs.r64(0)),
+            offset: offset.to_string().into(),
+        }])
+    };
+    let threads_offset = block * COUNTER_PAIR_BYTES;
+    [
+        guarded(vec![counter(threads_offset), threads]),
+        guarded(vec![counter(threads_offset + 8), warps]),
+    ]
 }
 
 /// The update at the top of counted block `block`: the first active lane adds the active-thread
 /// count to the block's thread counter and 1 to its warp counter.
 pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
-    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
-    let leader = regs.leader();
-    let guarded = |opcode: &str, operands| {
+    let mut code = elect_leader(regs);
+    code.push(ins("cvt.u64.u32", vec![regs.r64(2), regs.r32(2)]));
+    code.extend(leader_adds(regs, block, regs.r64(2), Operand::int(1)));
+    code
+}
+
+/// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it
+/// follows where it sits before one.
+pub fn counter_increment(
+    regs: &CounterRegisters,
+    counter: usize,
+    guard: Option<Guard>,
+) -> Statement {
+    Statement::instruction(Instruction::new(
+        guard,
+        ptx_lexer::Opcode::new("add.s64"),
+        vec![regs.c(counter), regs.c(counter), Operand::int(1)],
+    ))
+}
+
+/// A block count as the flush computes it: `constant + Σ coefficient × {counter}i`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CountForm {
+    pub constant: i64,
+    /// (counter register, coefficient), coefficients non-zero.
+    pub terms: Vec<(usize, i64)>,
+}
+
+/// The blocks' non-zero counts, blocks with the same count together (one evaluation each).
+fn distinct_forms(blocks: &[(u64, CountForm)]) -> Vec<(&CountForm, Vec<u64>)> {
+    let mut forms: Vec<(&CountForm, Vec<u64>)> = Vec::new();
+    for (block, form) in blocks {
+        if form.constant == 0 && form.terms.is_empty() {
+            continue;
+        }
+        match forms.iter_mut().find(|(f, _)| *f == form) {
+            Some((_, list)) => list.push(*block),
+            None => forms.push((form, vec![*block])),
+        }
+    }
+    forms
+}
+
+/// Code that evaluates `form` (into `{b64}1` unless it is a single counter or a constant);
+/// returns the operand that holds the value. Wrapping 64-bit arithmetic, exact because every
+/// final count fits.
+fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>) -> Operand {
+    match (form.constant, form.terms.as_slice()) {
+        (0, [(counter, 1)]) => regs.c(*counter),
+        (constant, []) => Operand::int(constant),
+        (constant, terms) => {
+            let value = regs.r64(1);
+            code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
+            for &(counter, coefficient) in terms {
+                code.push(match coefficient {
+                    1 => ins(
+                        "add.s64",
+                        vec![value.clone(), value.clone(), regs.c(counter)],
+                    ),
+                    -1 => ins(
+                        "sub.s64",
+                        vec![value.clone(), value.clone(), regs.c(counter)],
+                    ),
+                    k => ins(
+                        "mad.lo.s64",
+                        vec![
+                            value.clone(),
+                            regs.c(counter),
+                            Operand::int(k),
+                            value.clone(),
+                        ],
+                    ),
+                });
+            }
+            value
+        }
+    }
+}
+
+/// The flush where the lanes that left a loop in different iterations meet again (the
+/// immediate post-dominator of its divergent exits). Each lane holds its own counts: a block's
+/// thread count is their sum, its warp count their maximum (the lanes that ran it last ran it
+/// every time the warp did, since lanes only leave). The maximum is exact in two 32-bit
+/// reductions (high halves, then low halves among the lanes with the largest high half); the
+/// sum takes one reduction when every lane's count is below 2^27 (so 32 of them fit 32 bits),
+/// else each counted lane adds its own. Lanes that did not run the loop hold zeros. Then the
+/// loop's counters (`reset`) go back to zero. Needs `redux.sync` (sm_80).
+pub fn shrinking_flush(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let guarded = |predicate: u32, negated: bool, opcode: &str, operands| {
         Statement::instruction(Instruction::new(
             Some(Guard {
-                negated: false,
-                predicate: leader.as_str().into(),
+                negated,
+                predicate: format!("{}{predicate}", regs.pred).into(),
             }),
             ptx_lexer::Opcode::new(opcode),
             operands,
@@ -184,27 +402,97 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
             offset: offset.to_string().into(),
         }])
     };
-    let threads_offset = block * COUNTER_PAIR_BYTES;
-    vec![
-        ins("activemask.b32", vec![r(3)]),
-        ins("popc.b32", vec![r(2), r(3)]),
-        ins("mov.u32", vec![r(1), Operand::reg("%lanemask_lt")]),
-        ins("and.b32", vec![r(1), r(1), r(3)]),
-        ins(
-            "setp.eq.u32",
-            vec![Operand::reg(&leader), r(1), Operand::int(0)],
-        ),
-        ins(
-            "and.pred",
-            vec![Operand::reg(&leader), Operand::reg(&leader), regs.p(1)],
-        ),
-        ins("cvt.u64.u32", vec![rd(2), r(2)]),
-        guarded("red.global.add.u64", vec![counter(threads_offset), rd(2)]),
-        guarded(
-            "red.global.add.u64",
-            vec![counter(threads_offset + 8), Operand::int(1)],
-        ),
-    ]
+    let mut code = elect_leader(regs);
+    let mask = r(3);
+    // p3: this lane is counted (the mode gives uncounted lanes an all-ones lower-lanes mask).
+    code.push(ins(
+        "setp.ne.u32",
+        vec![p(3), r(LOWER_LANES), Operand::int("0xFFFFFFFF")],
+    ));
+    for (form, list) in distinct_forms(blocks) {
+        let value = evaluate(regs, form, &mut code);
+        code.extend([
+            // Warps: the largest count, high half first.
+            ins("shr.b64", vec![rd(4), value.clone(), Operand::int(32)]),
+            ins("cvt.u32.u64", vec![r(6), rd(4)]),
+            ins("redux.sync.max.u32", vec![r(7), r(6), mask.clone()]),
+            ins("setp.eq.u32", vec![p(4), r(6), r(7)]),
+            ins("cvt.u32.u64", vec![r(8), value.clone()]),
+            ins("selp.b32", vec![r(9), r(8), Operand::int(0), p(4)]),
+            ins("redux.sync.max.u32", vec![r(9), r(9), mask.clone()]),
+            ins("mov.b64", vec![rd(5), Operand::Vector(vec![r(9), r(7)])]),
+            // Threads: the sum, in one reduction where every count is small.
+            ins(
+                "setp.lt.u64",
+                vec![p(4), value.clone(), Operand::int(1u64 << 27)],
+            ),
+            ins("vote.sync.all.pred", vec![p(4), p(4), mask.clone()]),
+            ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
+            ins("cvt.u64.u32", vec![rd(4), r(8)]),
+            ins("and.pred", vec![p(1), p(4), p(0)]),
+            ins("not.pred", vec![p(2), p(4)]),
+            ins("and.pred", vec![p(2), p(2), p(3)]),
+        ]);
+        for block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(guarded(
+                1,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads), rd(4)],
+            ));
+            code.push(guarded(
+                2,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads), value.clone()],
+            ));
+            code.push(guarded(
+                0,
+                false,
+                "red.global.add.u64",
+                vec![counter(threads + 8), rd(5)],
+            ));
+        }
+    }
+    code.extend(
+        reset
+            .iter()
+            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
+    );
+    code
+}
+
+/// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
+/// that entered (no branch in the loop splits it), so every lane holds the same counts; each
+/// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
+/// the first active lane adds count × group size threads and count warps. Then the loop's
+/// counters (`reset`) go back to zero. The forms are evaluated in wrapping 64-bit arithmetic,
+/// which is exact because every final count fits.
+pub fn region_flush(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+) -> Vec<Statement> {
+    let mut code = elect_leader(regs);
+    code.push(ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)]));
+    let forms = distinct_forms(blocks);
+    for (form, list) in forms {
+        let warps = evaluate(regs, form, &mut code);
+        code.push(ins(
+            "mul.lo.s64",
+            vec![regs.r64(2), warps.clone(), regs.r64(3)],
+        ));
+        for block in list {
+            code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
+        }
+    }
+    code.extend(
+        reset
+            .iter()
+            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
+    );
+    code
 }
 
 /// The parameters an instrumented kernel takes after its own.
@@ -225,6 +513,8 @@ mod tests {
             b32: "%r".into(),
             b64: "%rd".into(),
             pred: "%p".into(),
+            counter: "%c".into(),
+            counters: 2,
         }
     }
 
@@ -238,13 +528,13 @@ mod tests {
             })
             .collect();
         // Block 3's pair starts at 3 * 16 bytes: threads there, warps 8 bytes on.
-        assert_eq!(text[7], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
-        assert_eq!(text[8], "@%p0 red.global.add.u64 [%rd0+56], 1;");
-        // ...and only where this thread is counted (the mode).
-        assert_eq!(text[5], "and.pred %p0, %p0, %p1;");
-        // Only the first active lane (no lower active lane) updates.
-        assert_eq!(text[2], "mov.u32 %r1, %lanemask_lt;");
-        assert_eq!(text[4], "setp.eq.u32 %p0, %r1, 0;");
+        assert_eq!(text[5], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
+        assert_eq!(text[6], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        // Only the first active lane (no lower active lane) updates, and only where this thread
+        // is counted (the mode): the lower-lanes mask is all ones where it is not.
+        assert_eq!(text[1], "and.b32 %r1, %r3, %r5;");
+        assert_eq!(text[2], "setp.eq.u32 %p0, %r1, 0;");
+        assert_eq!(text.len(), 7);
     }
 
     #[test]
@@ -252,7 +542,7 @@ mod tests {
         let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %__cfr<4>;\n\tret;\n}\n";
         let mut module = ptx_lexer::parse(ptx).unwrap();
         let k = module.function_mut("k").unwrap();
-        let regs = declare_registers(k).unwrap();
+        let regs = declare_registers(k, 0).unwrap();
         assert_eq!(regs.b32, "%__cfx1_r");
         assert!(k.declares_register("%__cfx1_r3"));
     }

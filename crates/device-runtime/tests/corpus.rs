@@ -13,13 +13,41 @@ use ptx_lexer::{parse, FunctionKind, Instruction, Operand};
 /// indirect call gets back the register its target was selected from (the unguarded
 /// `mov.u64 %__cf…rd1, %target` before it) and its original prototype.
 fn original_code_of(f: &ptx_lexer::Function) -> Vec<Instruction> {
+    // A loop's exit branch may lead to a flush block (`$__cf_exit<n>:` ... `bra.uni target;`):
+    // the original branch went to that block's target.
+    let mut exit_targets: std::collections::HashMap<String, Operand> = Default::default();
+    let mut open_exit: Option<String> = None;
+    for s in f.statements() {
+        if let Some(label) = s.as_label() {
+            open_exit = label.starts_with("$__cf_exit").then(|| label.to_string());
+        } else if let (Some(label), Some(i)) = (&open_exit, s.as_instruction()) {
+            if i.opcode.as_str() == "bra.uni" {
+                exit_targets.insert(label.clone(), i.operands[0].clone());
+                open_exit = None;
+            }
+        }
+    }
     let mut selected_from: Option<Operand> = None;
     f.statements()
         .iter()
         .filter_map(|s| {
             let i = s.as_instruction()?;
-            if s.is_from_source() {
-                return Some(i.clone());
+            let retargeted = i.opcode.base() == "bra"
+                && i.operands.iter().any(
+                    |o| matches!(o, Operand::Symbol(t) if exit_targets.contains_key(t.as_str())),
+                );
+            if s.is_from_source() || retargeted {
+                let mut i = i.clone();
+                if i.opcode.base() == "bra" {
+                    for operand in &mut i.operands {
+                        if let Operand::Symbol(target) = operand {
+                            if let Some(original) = exit_targets.get(target.as_str()) {
+                                *operand = original.clone();
+                            }
+                        }
+                    }
+                }
+                return Some(i);
             }
             if i.opcode.base() != "call" {
                 if i.opcode.as_str() == "mov.u64" && i.guard.is_none() {
@@ -144,15 +172,27 @@ fn every_corpus_kernel_instruments_and_assembles() {
                     f.is_definition() && (f.name() == clone_name || f.name().contains("__cf"))
                 })
                 .collect();
-            let updates: usize = copies
+            // Every block's counter pair is updated somewhere in its copy: at the block's top or
+            // in the flush of the loop that counts it in registers.
+            let updated: std::collections::BTreeSet<(String, u64)> = copies
                 .iter()
-                .flat_map(|f| f.instructions())
-                .filter(|i| i.opcode.as_str() == "red.global.add.u64" && i.guard.is_some())
-                .count();
-            let expected: usize = results.iter().map(|r| 2 * r.blocks.len()).sum();
-            if updates != expected {
+                .flat_map(|f| {
+                    f.instructions()
+                        .filter(|i| i.opcode.as_str() == "red.global.add.u64" && i.guard.is_some())
+                        .filter_map(|i| counter_offset(i).filter(|o| o % 16 == 0))
+                        .map(|o| (f.name().to_string(), o))
+                })
+                .collect();
+            // ...except a kernel entry that the runtime counts from the launch, and blocks whose
+            // counts it copies from another block.
+            let expected: usize = results
+                .iter()
+                .map(|r| r.blocks.len() - usize::from(r.entry_from_launch) - r.copied_counts.len())
+                .sum();
+            if updated.len() != expected {
                 return Err(format!(
-                    "{describe}: {updates} guarded updates, expected {expected}"
+                    "{describe}: {} counter pairs updated, expected {expected}",
+                    updated.len()
                 ));
             }
         }
@@ -290,22 +330,32 @@ fn indirect_calls_reach_the_kernels_own_copies_of_every_address_taken_function()
     }
 }
 
-/// The byte offset of a block update's thread counter: `[%base+N]` of the first guarded
-/// `red.global.add.u64` at or after statement `from`.
-fn update_offset(function: &ptx_lexer::Function, from: usize) -> Option<u64> {
-    function.statements()[from..].iter().find_map(|s| {
-        let i = s.as_instruction()?;
-        if i.opcode.as_str() != "red.global.add.u64" || i.guard.is_none() {
-            return None;
-        }
-        match &i.operands[0] {
-            Operand::Address(parts) => match parts.first() {
-                Some(Operand::Offset { offset, .. }) => offset.parse().ok(),
-                _ => None,
-            },
+/// The byte offset `N` of a counter update `@p red.global.add.u64 [%base+N], ...`.
+fn counter_offset(i: &Instruction) -> Option<u64> {
+    if i.opcode.as_str() != "red.global.add.u64" || i.guard.is_none() {
+        return None;
+    }
+    match &i.operands[0] {
+        Operand::Address(parts) => match parts.first() {
+            Some(Operand::Offset { offset, .. }) => offset.parse().ok(),
             _ => None,
-        }
-    })
+        },
+        _ => None,
+    }
+}
+
+/// The thread-counter offset of the update at the top of `block`, if it has one: the last
+/// update in the counter code (instructions not from the original) that follows its label.
+fn top_update_offset(function: &ptx_lexer::Function, block: &ptx_lexer::BasicBlock) -> Option<u64> {
+    let offsets: Vec<u64> = function.statements()[block.insertion_point()..]
+        .iter()
+        .take_while(|s| !s.is_from_source() && s.as_label().is_none())
+        .filter_map(|s| s.as_instruction().and_then(counter_offset))
+        .collect();
+    match offsets[..] {
+        [.., threads, warps] if warps == threads + 8 => Some(threads),
+        _ => None,
+    }
 }
 
 #[test]
@@ -342,16 +392,21 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     .ok_or_else(|| format!("{describe}: no {copy_name}"))?;
                 // The prologue sits before the first label (clang -g starts bodies with one), so
                 // it can form a block of its own: counter code only, not part of the original.
+                // Flush blocks of register-counted loops (`$__cf_exit<n>`), flush code on a
+                // fall-through edge and the prologue's own label (`$__cf_counted`) are counter
+                // code too.
                 let blocks: Vec<ptx_lexer::BasicBlock> = copy
                     .blocks()
                     .into_iter()
                     .filter(|b| {
-                        b.label.is_some()
+                        b.label.as_deref().is_some_and(|l| !l.starts_with("$__cf_"))
                             || b.instructions
                                 .iter()
                                 .any(|&s| copy.statements()[s].is_from_source())
                     })
                     .collect();
+                let flushed: std::collections::BTreeSet<u64> =
+                    copy.instructions().filter_map(counter_offset).collect();
                 if blocks.len() != count {
                     return Err(format!(
                         "{describe}: {copy_name} has {} blocks, snapshot {count}",
@@ -360,8 +415,19 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                 }
                 for (i, block) in blocks.iter().enumerate() {
                     let entry = &result.blocks[start + i];
-                    let offset = update_offset(copy, block.insertion_point());
-                    if offset != Some(((start + i) * 16) as u64) {
+                    let pair = ((start + i) * 16) as u64;
+                    // Counted at its top, or else (in a register-counted loop) by a flush.
+                    let offset = top_update_offset(copy, block);
+                    let from_launch = start + i == 0 && result.entry_from_launch;
+                    let copied = result.copied_counts.iter().any(|&(b, _)| b == start + i);
+                    // (A loop's flush may sit at the top of the block that follows it.)
+                    let counted = if from_launch || copied {
+                        offset != Some(pair) && !flushed.contains(&pair)
+                    } else {
+                        offset == Some(pair)
+                            || (flushed.contains(&pair) && flushed.contains(&(pair + 8)))
+                    };
+                    if !counted {
                         return Err(format!(
                             "{describe}: {copy_name} block {i} updates offset {offset:?}, snapshot index {}",
                             start + i
@@ -372,16 +438,22 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                         .iter()
                         .map(|&s| &copy.statements()[s])
                         .filter(|s| {
+                            // Calls are redirected and loop exits retargeted: still the original's.
                             s.is_from_source()
-                                || s.as_instruction()
-                                    .is_some_and(|i| i.opcode.base() == "call")
+                                || s.as_instruction().is_some_and(|i| {
+                                    i.opcode.base() == "call"
+                                        || (i.opcode.base() == "bra"
+                                            && i.branch_targets()
+                                                .any(|t| t.starts_with("$__cf_exit")))
+                                })
                         })
                         .filter_map(|s| s.as_instruction())
                         .map(|i| i.opcode.to_string())
                         .collect();
                     let expected: Vec<String> =
                         entry.instructions.iter().map(|o| o.to_string()).collect();
-                    if block.label.as_deref() != entry.label.as_deref() || opcodes != expected {
+                    let label = block.label.as_deref().filter(|l| !l.starts_with("$__cf_"));
+                    if label != entry.label.as_deref() || opcodes != expected {
                         return Err(format!(
                             "{describe}: {copy_name} block {i} differs from its snapshot entry"
                         ));

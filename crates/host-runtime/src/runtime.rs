@@ -909,7 +909,17 @@ impl<C: Cuda> Runtime<C> {
                     let buffer =
                         unsafe { std::slice::from_raw_parts(slot.host_ptr as *const u64, words) };
                     match fold_banks(buffer, target.banks, target.blocks) {
-                        Some((threads, warps)) => Outcome::Counted { threads, warps },
+                        Some((mut threads, mut warps)) => {
+                            match self.fill_uncounted_blocks(
+                                state,
+                                &target,
+                                &mut threads,
+                                &mut warps,
+                            ) {
+                                Ok(()) => Outcome::Counted { threads, warps },
+                                Err(reason) => Outcome::Uncounted(reason),
+                            }
+                        }
                         None => {
                             Outcome::Uncounted("the counter buffer has the wrong size".to_owned())
                         }
@@ -927,6 +937,60 @@ impl<C: Cuda> Runtime<C> {
             state.dirty = true;
         }
         self.release(state, device, slot);
+    }
+
+    /// Fills in the counts of the blocks the device does not count (see the snapshot): the
+    /// entry block's from the launch, then the copies.
+    fn fill_uncounted_blocks(
+        &self,
+        state: &State,
+        target: &Target,
+        threads: &mut [u64],
+        warps: &mut [u64],
+    ) -> Result<(), String> {
+        let Some(variant) = state
+            .kernels
+            .get(target.kernel)
+            .and_then(|k| k.variants.get(target.variant))
+        else {
+            return Ok(());
+        };
+        if variant.snapshot.entry_from_launch && !threads.is_empty() {
+            if let Some(launch) = variant.launches.get(target.launch) {
+                let (entry_threads, entry_warps) = self.entry_counts(launch)?;
+                threads[0] = entry_threads;
+                warps[0] = entry_warps;
+            }
+        }
+        for &[block, from] in &variant.snapshot.copied_counts {
+            if block >= threads.len() || from >= threads.len() {
+                return Err(format!(
+                    "the snapshot copies counts between blocks {from} and {block} of {}",
+                    threads.len()
+                ));
+            }
+            threads[block] = threads[from];
+            warps[block] = warps[from];
+        }
+        Ok(())
+    }
+
+    /// The counts of a launch's entry block where the device does not count it (the snapshot's
+    /// `entry_from_launch`): every thread the mode counts runs it once, and every counted warp
+    /// with all its launched lanes.
+    fn entry_counts(&self, launch: &LaunchRecord) -> Result<(u64, u64), String> {
+        let (grid, block) = (launch.grid, launch.block);
+        let cta_threads = u64::from(block.x) * u64::from(block.y) * u64::from(block.z);
+        let cta_warps = cta_threads.div_ceil(32);
+        let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+        let counts = match self.config.mode() {
+            Mode::All => ctas
+                .checked_mul(cta_threads)
+                .zip(ctas.checked_mul(cta_warps)),
+            Mode::Cta => Some((cta_threads, cta_warps)),
+            Mode::Warp => Some((cta_threads.min(32), cta_warps.min(1))),
+        };
+        counts.ok_or_else(|| "the launch has more threads than a 64-bit count holds".to_owned())
     }
 
     /// Waits for every pending launch on every device and stores its counts.

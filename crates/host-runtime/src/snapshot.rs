@@ -29,6 +29,15 @@ pub struct Snapshot {
     pub params: usize,
     /// The counted blocks, in counter order.
     pub blocks: Vec<Block>,
+    /// Whether block 0 (the kernel's entry, which nothing branches to) has no counter on the
+    /// device: every launched thread runs it once, and every warp with all its lanes, so the
+    /// runtime takes its counts from the launch configuration. Absent (false) in older builds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub entry_from_launch: bool,
+    /// `[block, from]`: blocks without a counter on the device because they run exactly as
+    /// often as block `from` (thread and warp level); the runtime copies `from`'s counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copied_counts: Vec<[usize; 2]>,
     /// The PTX module's `.file` table (index to file name), present when the PTX has line
     /// information (built with `-g` or `-lineinfo`); what [`Block::lines`] file indices name.
     /// Optional so that snapshots and profiles from older builds still read.

@@ -157,13 +157,17 @@ impl<'a> Exec<'a, '_> {
             budget -= 1;
             let pc = top.pc;
             let active = top.mask;
+            // One issue per instruction the warp executes, whatever its active mask or guard
+            // (a re-executed target group of a divergent indirect call is no new issue).
+            let issued = !top.reissue;
             let func = self.func;
             let Some(inst) = func.code.get(pc as usize) else {
                 return Err(self.unsupported(pc, "control reached past the end of the function"));
             };
             let exec = self.guard(inst, active);
-            self.warp.clock += 1;
-            self.warp.thread_instructions += u64::from(exec.count_ones());
+            self.warp.clock += u64::from(issued);
+            self.warp.thread_instructions +=
+                u64::from(if issued { active.count_ones() } else { 0 });
             match &inst.op {
                 Op::Alu(alu) => {
                     // Operands column by column (contiguous lanes of a register), then the
@@ -341,12 +345,21 @@ impl<'a> Exec<'a, '_> {
                     c,
                 } => {
                     let bytes = ty.bytes();
+                    let cta = self.cta;
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, bytes, lane, pc)?;
                         if host % bytes != 0 {
                             return Err(self.misaligned(pc, address, bytes, lane));
+                        }
+                        // Global: `.global`, or a generic address outside the CTA's shared
+                        // and local windows.
+                        if *space == Space::Host
+                            && host.wrapping_sub(cta.shared_base) >= cta.shared_len
+                            && host.wrapping_sub(cta.local_base) >= cta.local_len
+                        {
+                            self.warp.global_atomics += 1;
                         }
                         let (bv, cv) = (self.read(b, lane), self.read(c, lane));
                         // SAFETY: checked accessible and aligned above.
@@ -579,6 +592,7 @@ impl<'a> Exec<'a, '_> {
                     pc: pc + 1,
                     rpc: reconverge,
                     mask: not_taken,
+                    reissue: false,
                 });
             }
             if target != reconverge {
@@ -586,6 +600,7 @@ impl<'a> Exec<'a, '_> {
                     pc: target,
                     rpc: reconverge,
                     mask: taken,
+                    reissue: false,
                 });
             }
         }
@@ -632,6 +647,7 @@ impl<'a> Exec<'a, '_> {
                     pc: target,
                     rpc: reconverge,
                     mask,
+                    reissue: false,
                 });
             }
         }
@@ -882,12 +898,14 @@ impl<'a> Exec<'a, '_> {
                     if let Some(top) = frame.stack.last_mut() {
                         top.pc = pc + 1;
                     }
-                    // Lanes that skip the call (guard false) wait in the top entry.
+                    // Lanes that skip the call (guard false) wait in the top entry. The call
+                    // was issued (and counted) once, now; its re-executions are not.
                     for &(_, mask) in groups.iter().rev() {
                         frame.stack.push(Entry {
                             pc,
                             rpc: pc + 1,
                             mask,
+                            reissue: true,
                         });
                     }
                     return Ok(());
@@ -956,6 +974,7 @@ impl<'a> Exec<'a, '_> {
                 pc: 0,
                 rpc: EXIT_PC,
                 mask: exec,
+                reissue: false,
             }],
             reg_base,
             local_base: new_base,

@@ -9,7 +9,7 @@ use crate::exec::{self, Yield};
 use crate::memory::HostBuffer;
 use crate::program::Program;
 use crate::warp::{Warp, WarpState};
-use crate::{Environment, LaunchConfig, SimError};
+use crate::{Environment, LaunchConfig, LaunchStats, SimError};
 
 /// Warp instructions a warp runs before the next warp gets its turn. Large enough that
 /// switching costs nothing measurable, small enough that a warp spinning on a flag another
@@ -70,15 +70,17 @@ struct Barrier {
     kind: Option<BarKind>,
 }
 
-/// Runs every CTA of the grid.
-pub(crate) fn run_grid(launch: &Launch<'_>) -> Result<(), SimError> {
+/// Runs every CTA of the grid; returns what the launch executed.
+pub(crate) fn run_grid(launch: &Launch<'_>) -> Result<LaunchStats, SimError> {
     let grid = launch.config.grid;
     let total = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
     let next = AtomicU64::new(0);
     let error: Mutex<Option<SimError>> = Mutex::new(None);
+    let stats: Mutex<LaunchStats> = Mutex::new(LaunchStats::default());
     let workers = (launch.config.workers.max(1) as u64).min(total).max(1) as usize;
-    let work = |worker_index: usize| {
-        if let Err(e) = worker_loop(launch, worker_index, &next, total) {
+    let work = |worker_index: usize| match worker_loop(launch, worker_index, &next, total) {
+        Ok(worker_stats) => *stats.lock().unwrap_or_else(|p| p.into_inner()) += worker_stats,
+        Err(e) => {
             launch.stop.store(true, Ordering::SeqCst);
             let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(e);
@@ -96,16 +98,17 @@ pub(crate) fn run_grid(launch: &Launch<'_>) -> Result<(), SimError> {
     }
     match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(stats.into_inner().unwrap_or_else(|p| p.into_inner())),
     }
 }
 
+/// Runs CTAs until none is left; returns what this worker's CTAs executed.
 fn worker_loop(
     launch: &Launch<'_>,
     worker_index: usize,
     next: &AtomicU64,
     total: u64,
-) -> Result<(), SimError> {
+) -> Result<LaunchStats, SimError> {
     let block = launch.config.block;
     let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
     let local_len = threads.saturating_mul(launch.window);
@@ -121,13 +124,14 @@ fn worker_loop(
     let warps = threads.div_ceil(32) as u32;
     worker.warps.resize_with(warps as usize, Warp::new);
     let grid = launch.config.grid;
+    let mut stats = LaunchStats::default();
     loop {
         if launch.stop.load(Ordering::Relaxed) {
-            return Ok(());
+            return Ok(stats);
         }
         let index = next.fetch_add(1, Ordering::Relaxed);
         if index >= total {
-            return Ok(());
+            return Ok(stats);
         }
         let ctaid = [
             (index % u64::from(grid[0])) as u32,
@@ -155,6 +159,13 @@ fn worker_loop(
             }
         }
         run_cta(&cta, &mut worker.warps)?;
+        for warp in &worker.warps {
+            stats += LaunchStats {
+                warp_instructions: warp.clock,
+                thread_instructions: warp.thread_instructions,
+                global_atomics: warp.global_atomics,
+            };
+        }
     }
 }
 

@@ -44,6 +44,32 @@ pub struct LaunchConfig {
     pub workers: usize,
 }
 
+/// What one launch executed, counted exactly by the interpreter (plain `u64` sums: at the
+/// interpreter's ~10^8 instructions per second, they cannot overflow in any real run).
+///
+/// Every instruction counts alike: counter code, or any other, is not told apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// PTX instructions issued by warps: one per warp per instruction executed, whatever its
+    /// active mask or guard. (A divergent indirect `call`, which runs its target groups one
+    /// after the other, is one instruction.)
+    pub warp_instructions: u64,
+    /// Active lanes summed over the issued instructions, lanes whose guard is false included:
+    /// the thread-level count of a cuda-flux profile, Σ over blocks of threads × length.
+    pub thread_instructions: u64,
+    /// Lane operations of `atom`/`red` on global memory (`.global`, or a generic address
+    /// outside the CTA's shared and local windows) whose guard held.
+    pub global_atomics: u64,
+}
+
+impl std::ops::AddAssign for LaunchStats {
+    fn add_assign(&mut self, other: LaunchStats) {
+        self.warp_instructions += other.warp_instructions;
+        self.thread_instructions += other.thread_instructions;
+        self.global_atomics += other.global_atomics;
+    }
+}
+
 /// A texture as a kernel names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextureRef<'a> {

@@ -14,7 +14,7 @@ use crate::decode::{
 };
 use crate::launch::{run_grid, Launch};
 use crate::memory::HostBuffer;
-use crate::{Environment, LaunchConfig, SimError};
+use crate::{Environment, LaunchConfig, LaunchStats, SimError};
 
 /// What the CPU runtime reports for a kernel (`cudaFuncGetAttributes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -305,7 +305,8 @@ impl Program {
         self.globals.get(name).copied()
     }
 
-    /// Runs `kernel` on the grid of `config` and returns when every CTA finished.
+    /// Runs `kernel` on the grid of `config` and returns, when every CTA finished, what the
+    /// launch executed.
     ///
     /// # Safety
     /// `args` holds one pointer per kernel parameter, each to a value of that parameter's
@@ -317,7 +318,7 @@ impl Program {
         config: &LaunchConfig,
         args: &[*const u8],
         env: &dyn Environment,
-    ) -> Result<(), SimError> {
+    ) -> Result<LaunchStats, SimError> {
         let unknown = || SimError::UnknownKernel(kernel.to_owned());
         let index = *self.function_index.get(kernel).ok_or_else(unknown)?;
         let function = &self.functions[index as usize];

@@ -13,6 +13,9 @@ pub(crate) struct Entry {
     /// Where this entry's lanes meet the lanes of the other path (`EXIT_PC`: never).
     pub rpc: u32,
     pub mask: u32,
+    /// The entry re-executes an instruction the warp already issued (one target group of a
+    /// divergent indirect `call`): that execution is not counted again.
+    pub reissue: bool,
 }
 
 /// One activation of a function.
@@ -65,10 +68,13 @@ pub(crate) struct Warp {
     pub carry: u32,
     pub state: WarpState,
     pub pending: Option<PendingReduction>,
-    /// Warp instructions executed (`%clock`).
+    /// Warp instructions issued since the warp started (`%clock`, and the launch's
+    /// `LaunchStats::warp_instructions`).
     pub clock: u64,
-    /// Thread instructions executed.
+    /// Active lanes summed over the issued instructions, guarded-off lanes included.
     pub thread_instructions: u64,
+    /// Lane operations of `atom`/`red` on global memory whose guard held.
+    pub global_atomics: u64,
     /// The last host range found accessible: `[lo, hi)`.
     pub accessible: (u64, u64),
 }
@@ -88,6 +94,7 @@ impl Warp {
             pending: None,
             clock: 0,
             thread_instructions: 0,
+            global_atomics: 0,
             accessible: (0, 0),
         }
     }
@@ -119,6 +126,7 @@ impl Warp {
                 pc: 0,
                 rpc: crate::decode::EXIT_PC,
                 mask: self.lanes,
+                reissue: false,
             }],
             reg_base: 0,
             local_base: 0,
@@ -133,6 +141,8 @@ impl Warp {
         };
         self.pending = None;
         self.clock = 0;
+        self.thread_instructions = 0;
+        self.global_atomics = 0;
         self.accessible = (0, 0);
     }
 }

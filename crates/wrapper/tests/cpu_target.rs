@@ -4,6 +4,11 @@
 //! exactly with the program's witness counters (see corpus/README.md):
 //!   `atom.global.add.u32`: threads == witness threads, warps == witness warps
 //!   `atom.global.add.u64`: threads == warps == witness warps
+//!   (with `witness_predicated()`: threads == witness threads, warps == witness warps)
+//! Every block's counts agree between the derived counter placement and counting every block
+//! at its top (`CUDA_FLUX_COUNTERS=every-block`), the reference it is derived against; and the
+//! interpreter's own statistics (`CUDA_FLUX_CPU_STATS`) of the original kernels equal the
+//! instructions their profile counts.
 
 mod common;
 #[path = "../../ptx-lexer/tests/support/mod.rs"]
@@ -23,7 +28,18 @@ fn driver() -> Command {
 
 /// Builds `sources` into `program` for the CPU target (sm_70 and sm_90 PTX, as on the GPU).
 fn build_cpu(sources: &[PathBuf], program: &Path, extra: &[&str]) -> Result<(), String> {
+    build_cpu_placed(sources, program, extra, "derived")
+}
+
+/// [`build_cpu`] with the counter placement `placement` (`CUDA_FLUX_COUNTERS`).
+fn build_cpu_placed(
+    sources: &[PathBuf],
+    program: &Path,
+    extra: &[&str],
+    placement: &str,
+) -> Result<(), String> {
     let output = driver()
+        .env("CUDA_FLUX_COUNTERS", placement)
         .args([
             "-O2",
             "--cuda-gpu-arch=sm_70",
@@ -112,6 +128,9 @@ fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result
         ));
     }
     let (threads, warps) = witness(&text).ok_or_else(|| format!("{name}: no witness line"))?;
+    let predicated = text
+        .lines()
+        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
     let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
     for kernel in profile["kernels"].as_array().into_iter().flatten() {
         let launched = kernel["launches"].as_array().is_some_and(|l| !l.is_empty());
@@ -125,7 +144,12 @@ fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result
     let totals = opcode_totals(profile);
     let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
     let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
-    if (u32, u64) != ((threads, warps), (warps, warps)) {
+    let u64_expected = if predicated {
+        (threads, warps)
+    } else {
+        (warps, warps)
+    };
+    if (u32, u64) != ((threads, warps), u64_expected) {
         return Err(format!(
             "{name}: witness threads={threads} warps={warps}, but the profile says \
              atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
@@ -179,9 +203,45 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
         let program = dir.join(name);
         build_cpu(sources, &program, &[])?;
         let (output, profile) = run(&program, &[])?;
-        check_witness(name, &output, profile.as_ref())
+        check_witness(name, &output, profile.as_ref())?;
+        // The same program counting every block at its top: the same counts, block by block.
+        // One host thread for both runs, so that contended retry loops (atomic_cas) take the
+        // same paths.
+        let reference = dir.join(format!("{name}-every-block"));
+        build_cpu_placed(sources, &reference, &[], "every-block")?;
+        let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
+        let (output, reference_profile) = run(&reference, &one_thread)?;
+        check_witness(
+            &format!("{name} (every-block)"),
+            &output,
+            reference_profile.as_ref(),
+        )?;
+        let (_, profile) = run(&program, &one_thread)?;
+        match (profile, reference_profile) {
+            (Some(derived), Some(every)) if block_counts(&derived) == block_counts(&every) => {
+                Ok(())
+            }
+            _ => Err(format!(
+                "{name}: block counts differ between the derived and the every-block placement"
+            )),
+        }
     });
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+/// Every launch's per-block thread and warp counts, per kernel, in an order that does not
+/// depend on the order in which host threads launched.
+fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
+    let mut counts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        let name = kernel["name"].as_str().unwrap_or_default().to_string();
+        let launches = counts.entry(name).or_default();
+        for launch in kernel["launches"].as_array().into_iter().flatten() {
+            launches.push(launch["block_counts"].to_string());
+        }
+        launches.sort();
+    }
+    counts
 }
 
 /// `witness-cta:` / `witness-warp:` (`-DCORPUS_WITNESS_MODES`): the witness counts of the
@@ -236,10 +296,18 @@ fn check_mode_witness(
     if launches == 0 {
         return Err(format!("{name}: no launch recorded"));
     }
+    let predicated = text
+        .lines()
+        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
     let totals = opcode_totals(profile);
     let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
     let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
-    if (u32, u64) != ((threads, warps), (warps, warps)) {
+    let u64_expected = if predicated {
+        (threads, warps)
+    } else {
+        (warps, warps)
+    };
+    if (u32, u64) != ((threads, warps), u64_expected) {
         return Err(format!(
             "{name}: witness threads={threads} warps={warps}, but the profile says \
              atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
@@ -632,6 +700,144 @@ fn counts_do_not_depend_on_how_many_host_threads_run_the_ctas() {
     }
 }
 
+/// Runs `program` with `CUDA_FLUX_CPU_STATS` (and `env`); returns its profile and the
+/// statistics' kernels by name.
+fn run_with_stats(
+    name: &str,
+    program: &Path,
+    env: &[(&str, &str)],
+) -> Result<(Option<Value>, BTreeMap<String, Value>), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let stats = dir.path().join("stats.json");
+    let mut env = env.to_vec();
+    env.push(("CUDA_FLUX_CPU_STATS", stats.to_str().unwrap()));
+    let (output, profile) = run(program, &env)?;
+    if output.status.code() != Some(0) || !text(&output).contains("result: PASS") {
+        return Err(format!("{name} {env:?}: did not pass:\n{}", text(&output)));
+    }
+    let stats: Value = std::fs::read_to_string(&stats)
+        .map_err(|e| format!("{name} {env:?}: no statistics: {e}"))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{name}: {e}")))?;
+    if stats["format"] != "cuda-flux-cpu-stats/1" {
+        return Err(format!("{name}: statistics format {}", stats["format"]));
+    }
+    let kernels = stats["kernels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| (k["name"].as_str().unwrap_or("").to_owned(), k.clone()))
+        .collect();
+    Ok((profile, kernels))
+}
+
+/// Σ over launches and blocks of (warps(B) x len(B), threads(B) x len(B)) of a profile's kernel.
+fn profile_instructions(kernel: &Value) -> (u64, u64) {
+    let lengths: Vec<u64> = kernel["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| b["instructions"].as_array().map_or(0, |i| i.len() as u64))
+        .collect();
+    let (mut warps, mut threads) = (0, 0);
+    for launch in kernel["launches"].as_array().into_iter().flatten() {
+        let counts = &launch["block_counts"];
+        for (i, len) in lengths.iter().enumerate() {
+            warps += counts["warps"][i].as_u64().unwrap_or(0) * len;
+            threads += counts["threads"][i].as_u64().unwrap_or(0) * len;
+        }
+    }
+    (warps, threads)
+}
+
+#[test]
+fn cpu_stats_of_the_original_kernels_equal_the_instructions_their_profile_counts() {
+    // Two runs of each instrumented program: (1) as built, the clones run and the profile counts
+    // every block; (2) with a kernel filter that matches nothing, the original kernels run
+    // uncounted. The interpreter's own counts of run (2) must be exactly what the profile of
+    // run (1) says the kernel executed (Σ warps(B) x len(B), Σ threads(B) x len(B)), and the
+    // clone, which runs the counter code on top, issues at least as much. Deterministic
+    // programs only (no timing-dependent control flow); `device_calls` has a divergent
+    // indirect call, `exit_after_work` exits mid-kernel, `dynamic_shared_3d` a 3-D grid.
+    let dir = scratch("cpu-target-stats");
+    let root = support::repo_root().join("corpus");
+    let programs: Vec<String> = [
+        "saxpy",
+        "loops",
+        "switch_dense",
+        "device_calls",
+        "shared_shuffle",
+        "dynamic_shared_3d",
+        "exit_after_work",
+        "launch_ex",
+    ]
+    .map(String::from)
+    .to_vec();
+    let errors = support::parallel(&programs, |name| {
+        let program = dir.join(name);
+        build_cpu(&[root.join(format!("{name}.cu"))], &program, &[])?;
+        let (profile, clones) = run_with_stats(name, &program, &[])?;
+        let profile = profile.ok_or_else(|| format!("{name}: no profile"))?;
+        let (_, originals) = run_with_stats(
+            name,
+            &program,
+            &[("CUDA_FLUX_KERNELS", "no_kernel_has_this_name")],
+        )?;
+        let mut checked = 0;
+        for kernel in profile["kernels"].as_array().into_iter().flatten() {
+            let launches = kernel["launches"].as_array().map_or(0, |l| l.len() as u64);
+            if launches == 0 {
+                continue;
+            }
+            let k = kernel["name"].as_str().unwrap_or("");
+            if kernel["instrumented"] != Value::Bool(true) {
+                return Err(format!("{name}: {k} ran uninstrumented"));
+            }
+            let (warps, threads) = profile_instructions(kernel);
+            let original = originals.get(k).ok_or_else(|| {
+                format!("{name}: no statistics of the original {k}: {originals:?}")
+            })?;
+            let clone = clones
+                .get(&format!("{k}__cf"))
+                .ok_or_else(|| format!("{name}: no statistics of the clone of {k}: {clones:?}"))?;
+            let field = |v: &Value, f: &str| v[f].as_u64().unwrap_or(u64::MAX);
+            let found = (
+                field(original, "launches"),
+                field(original, "warp_instructions"),
+                field(original, "thread_instructions"),
+            );
+            if found != (launches, warps, threads) {
+                return Err(format!(
+                    "{name}: {k}: the original's (launches, warp, thread instructions) are \
+                     {found:?}, the profile says {:?}",
+                    (launches, warps, threads)
+                ));
+            }
+            if field(clone, "launches") != launches
+                || field(clone, "warp_instructions") < warps
+                || field(clone, "thread_instructions") < threads
+            {
+                return Err(format!(
+                    "{name}: {k}: the clone ({clone}) issued less than the original ({original})"
+                ));
+            }
+            checked += 1;
+        }
+        if checked == 0 {
+            return Err(format!("{name}: no launched kernel in the profile"));
+        }
+        // Nothing ran that the profile does not list.
+        if originals.len() != checked || clones.len() != checked {
+            return Err(format!(
+                "{name}: {checked} kernels profiled, statistics of {} originals and {} clones",
+                originals.len(),
+                clones.len()
+            ));
+        }
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
 #[test]
 fn a_kernel_fault_is_one_line_naming_the_ptx_line_and_no_profile() {
     let dir = scratch("cpu-target-fault");
@@ -888,4 +1094,19 @@ fn a_bad_target_value_is_one_line() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("CUDA_FLUX_TARGET: 'fpga' is not a cuda-flux target"));
+}
+
+#[test]
+fn a_bad_counter_placement_is_one_line() {
+    let output = driver()
+        .env("CUDA_FLUX_COUNTERS", "sometimes")
+        .arg("k.cu")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(
+        "CUDA_FLUX_COUNTERS: 'sometimes' is not a counter placement (derived, uniform-loops, every-block)"
+    ));
 }

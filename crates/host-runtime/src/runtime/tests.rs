@@ -301,6 +301,8 @@ fn snapshot(arch: u32) -> Snapshot {
             block(Some("$L__BB0_2"), &["ret"]),
         ],
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
+        entry_from_launch: false,
+        copied_counts: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -552,6 +554,54 @@ fn counts_launches_and_writes_a_valid_profile() {
     assert_eq!(instructions.len(), 8);
     assert_eq!(k90.totals["bra.uni"], c(2 * 576, 2 * 18));
     assert_eq!(k90.totals["ret"], c(120, 4));
+}
+
+#[test]
+fn an_entry_block_counted_from_the_launch_gets_the_counts_of_the_threads_the_mode_counts() {
+    // A CTA of 33 threads: two warps, the second with one lane.
+    for (mode, threads, warps) in [("all", 3 * 33, 3 * 2), ("cta", 33, 2), ("warp", 32, 1)] {
+        let s = setup(Fake::gpu(90), &[("CUDA_FLUX_MODE", mode)]);
+        let mut snapshot = snapshot(90);
+        snapshot.entry_from_launch = true;
+        s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+        let (code, _) = launch_on(&s.runtime, ORIGINAL, dim(3, 1, 1), dim(33, 1, 1), 0);
+        assert_eq!(code, SUCCESS);
+        s.runtime.exit();
+        let (report, _) = read_report(&s.output);
+        let counts = report.kernels[0].launches[0].block_counts.clone();
+        let counts = counts.unwrap_or_else(|| panic!("mode {mode}: not counted"));
+        assert_eq!(
+            (counts.threads[0], counts.warps[0]),
+            (threads, warps),
+            "mode {mode}"
+        );
+    }
+}
+
+#[test]
+fn copied_blocks_get_the_counts_of_the_block_they_follow_and_bad_copies_are_refused() {
+    let s = setup(Fake::gpu(90), &[]);
+    let mut snapshot = snapshot(90);
+    snapshot.copied_counts = vec![[2, 1]];
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let counts = report.kernels[0].launches[0].block_counts.clone().unwrap();
+    assert_eq!(counts.threads[2], counts.threads[1]);
+    assert_eq!(counts.warps[2], counts.warps[1]);
+
+    let s = setup(Fake::gpu(90), &[]);
+    let mut snapshot = super::tests::snapshot(90);
+    snapshot.copied_counts = vec![[7, 0]];
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, value) = read_report(&s.output);
+    assert!(report.kernels[0].launches[0].block_counts.is_none());
+    assert!(value["kernels"][0]["launches"][0]["reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("copies counts between blocks 0 and 7 of 3")));
 }
 
 #[test]

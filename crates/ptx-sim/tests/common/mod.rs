@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use ptx_sim::{Environment, LaunchConfig, Program, SimError, Texture, TextureRef};
+use ptx_sim::{Environment, LaunchConfig, LaunchStats, Program, SimError, Texture, TextureRef};
 
 /// Device memory of a test: host buffers the kernel may access.
 #[derive(Default)]
@@ -81,7 +81,7 @@ pub fn launch(
     config: &LaunchConfig,
     args: &[Arg],
     env: &TestEnv,
-) -> Result<(), SimError> {
+) -> Result<LaunchStats, SimError> {
     let storage: Vec<Vec<u8>> = args.iter().map(Arg::bytes).collect();
     let pointers: Vec<*const u8> = storage.iter().map(|b| b.as_ptr()).collect();
     // SAFETY: each pointer refers to a live buffer holding the parameter's bytes, and every

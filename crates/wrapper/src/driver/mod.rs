@@ -124,6 +124,8 @@ pub struct Driver {
     prelude: Option<PathBuf>,
     /// Where the program's kernels will run.
     target: Target,
+    /// Where the counter code goes (`CUDA_FLUX_COUNTERS`).
+    placement: device_runtime::Placement,
     /// A clang VFS overlay serving rewritten sources under their own paths (cuda-flux-nvcc's
     /// spaced-chevron shim, `chevrons.rs`).
     overlay: Option<PathBuf>,
@@ -173,6 +175,11 @@ impl Driver {
                 _ => Target::Gpu,
             },
         };
+        let placement = match std::env::var("CUDA_FLUX_COUNTERS") {
+            Ok(value) if !value.is_empty() => device_runtime::Placement::parse(&value)
+                .map_err(|error| anyhow!("CUDA_FLUX_COUNTERS: {error}"))?,
+            _ => device_runtime::Placement::default(),
+        };
         let tools = Toolchain::discover(args.cuda_path.clone())?;
         let work = match args.keep.clone().or_else(|| env_path("CUDA_FLUX_KEEP")) {
             Some(dir) => {
@@ -202,6 +209,7 @@ impl Driver {
             work,
             prelude,
             target,
+            placement,
             overlay: None,
             dry_run: false,
         })
@@ -633,7 +641,7 @@ impl Driver {
                 return self.assembled(arch, original, cubin, Vec::new());
             }
         };
-        let mut kernels = device_runtime::instrument_module(&mut module);
+        let mut kernels = device_runtime::instrument_module_with(&mut module, self.placement);
         let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
         self.verbose(format!(
             "[in process] instrument {} -> {} ({} kernel(s))",
@@ -773,6 +781,8 @@ impl Driver {
                         params: k.params,
                         blocks,
                         files,
+                        entry_from_launch: k.entry_from_launch,
+                        copied_counts: k.copied_counts.iter().map(|&(b, from)| [b, from]).collect(),
                     };
                     Ok(snapshot.to_json()?)
                 })

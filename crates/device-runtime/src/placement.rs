@@ -1,0 +1,1466 @@
+//! Where the counter code goes: which blocks are counted where they start, which loops are
+//! counted in registers and flushed once when the warp leaves them, and which blocks need no
+//! counter on the device at all.
+//!
+//! A *region* is a natural loop whose branches are warp-uniform (the same for every active lane,
+//! by the divergence analysis below), or divergent but reconverging inside the loop, and which
+//! holds no `call`, `ret`, `exit`, `trap` or `brx.idx`. A warp that enters a region leaves it
+//! with exactly the lanes it entered with, so every lane of that group executes every block
+//! outside the divergent parts equally often, and so does the group as a whole: one block count
+//! per lane gives the block's warp count (the same number) and its thread count (that number
+//! times the group's size). Those per-lane counts obey flow conservation, so only the edges off
+//! a spanning tree of the region (Knuth and Stevenson) carry a counter: an add to a register.
+//! When the group leaves the region, it derives every block's count from those registers and the
+//! exit it takes, and its first active lane adds them to the global counters (two reductions per
+//! block); then the registers are reset.
+//!
+//! Blocks that run exactly as often as an earlier block (control equivalence) get no counter: the
+//! runtime copies the earlier block's counts; so does a kernel's entry block, which the runtime
+//! counts from the launch. Every other block keeps the direct update at its top
+//! (`block_update`). ARCHITECTURE.md has the argument and its one assumption (a divergent warp
+//! reconverges at the branch's immediate post-dominator).
+
+use std::collections::{BTreeSet, HashMap};
+
+use ptx_lexer::{Edge, EdgeKind, Function, FunctionKind, Instruction, Operand, StatementKind};
+
+/// At most this many counter registers (64-bit) in one function, so that the counting code does
+/// not cost the kernel occupancy; loops beyond it are counted directly.
+pub const MAX_COUNTER_REGISTERS: usize = 8;
+
+/// How a program's kernels are counted (`CUDA_FLUX_COUNTERS` at build time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Loops counted in registers and flushed at their exits, where no branch in them can split
+    /// the warp past the branch's immediate post-dominator; blocks control-equivalent to an
+    /// earlier block copied; a kernel's unreached entry block counted from the launch; every
+    /// other block counted at its top.
+    #[default]
+    Derived,
+    /// Only what needs no assumption about where a divergent warp reconverges: loops in which
+    /// no branch can split the warp at all, and the entry block from the launch.
+    UniformLoops,
+    /// Every block counted at its top (the reference the derived counts are tested against).
+    EveryBlock,
+}
+
+impl Placement {
+    /// Parses the value of `CUDA_FLUX_COUNTERS`.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "derived" => Ok(Placement::Derived),
+            "uniform-loops" => Ok(Placement::UniformLoops),
+            "every-block" => Ok(Placement::EveryBlock),
+            other => Err(format!(
+                "'{other}' is not a counter placement (derived, uniform-loops, every-block)"
+            )),
+        }
+    }
+}
+
+/// The control-flow graph of a function body, over `Function::blocks`.
+pub(crate) struct Cfg {
+    pub blocks: Vec<ptx_lexer::BasicBlock>,
+    pub edges: Vec<Edge>,
+    /// Distinct successors of each block.
+    pub succs: Vec<Vec<usize>>,
+    pub preds: Vec<Vec<usize>>,
+}
+
+impl Cfg {
+    pub fn of(function: &Function) -> Self {
+        let blocks = function.blocks();
+        let edges = function.edges(&blocks);
+        let mut succs = vec![Vec::new(); blocks.len()];
+        let mut preds = vec![Vec::new(); blocks.len()];
+        for edge in &edges {
+            if !succs[edge.from].contains(&edge.to) {
+                succs[edge.from].push(edge.to);
+                preds[edge.to].push(edge.from);
+            }
+        }
+        Cfg {
+            blocks,
+            edges,
+            succs,
+            preds,
+        }
+    }
+
+    /// Immediate dominators (entry: block 0); `None` for blocks not reachable from the entry.
+    fn idoms(&self) -> Vec<Option<usize>> {
+        immediate_dominators(self.blocks.len(), 0, &self.succs, &self.preds)
+    }
+
+    /// Immediate post-dominators; `None` where a block's first post-dominator is the function's
+    /// exit itself (or the block cannot reach an exit).
+    fn ipdoms(&self) -> Vec<Option<usize>> {
+        // The reverse graph with a virtual exit `n` that every block without successors leaves to.
+        let n = self.blocks.len();
+        let mut forward: Vec<Vec<usize>> = self.preds.clone();
+        let mut backward: Vec<Vec<usize>> = self.succs.clone();
+        forward.push((0..n).filter(|&b| self.succs[b].is_empty()).collect());
+        backward.push(Vec::new());
+        for (to_exit, succs) in backward.iter_mut().zip(&self.succs) {
+            if succs.is_empty() {
+                to_exit.push(n);
+            }
+        }
+        let idom = immediate_dominators(n + 1, n, &forward, &backward);
+        idom[..n].iter().map(|d| d.filter(|&d| d != n)).collect()
+    }
+
+    /// Natural loops, one per header (back edges to the same header merged).
+    fn loops(&self) -> Vec<NaturalLoop> {
+        let idom = self.idoms();
+        let dominates = |a: usize, mut b: usize| loop {
+            if a == b {
+                return true;
+            }
+            match idom[b] {
+                Some(d) if d != b => b = d,
+                _ => return false,
+            }
+        };
+        let mut by_header: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+        for (from, succs) in self.succs.iter().enumerate() {
+            if idom[from].is_none() {
+                continue;
+            }
+            for &header in succs {
+                if dominates(header, from) {
+                    let body = by_header
+                        .entry(header)
+                        .or_insert_with(|| BTreeSet::from([header]));
+                    let mut stack = vec![from];
+                    while let Some(b) = stack.pop() {
+                        if body.insert(b) {
+                            stack.extend(self.preds[b].iter().copied());
+                        }
+                    }
+                }
+            }
+        }
+        let mut loops: Vec<NaturalLoop> = by_header
+            .into_iter()
+            .map(|(header, blocks)| NaturalLoop { header, blocks })
+            .collect();
+        loops.sort_by_key(|l| (std::cmp::Reverse(l.blocks.len()), l.header));
+        loops
+    }
+}
+
+/// Immediate dominators of a graph (Cooper, Harvey and Kennedy): `succs`/`preds` per node;
+/// `None` for nodes not reachable from `entry`; the entry is its own.
+fn immediate_dominators(
+    n: usize,
+    entry: usize,
+    succs: &[Vec<usize>],
+    preds: &[Vec<usize>],
+) -> Vec<Option<usize>> {
+    let mut order = Vec::with_capacity(n); // postorder
+    let mut seen = vec![false; n];
+    let mut stack = vec![(entry, 0usize)];
+    seen[entry] = true;
+    while let Some((b, i)) = stack.pop() {
+        if let Some(&s) = succs[b].get(i) {
+            stack.push((b, i + 1));
+            if !seen[s] {
+                seen[s] = true;
+                stack.push((s, 0));
+            }
+        } else {
+            order.push(b);
+        }
+    }
+    let mut rank = vec![usize::MAX; n];
+    for (i, &b) in order.iter().enumerate() {
+        rank[b] = i;
+    }
+    let mut idom: Vec<Option<usize>> = vec![None; n];
+    idom[entry] = Some(entry);
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &b in order.iter().rev().filter(|&&b| b != entry) {
+            let mut new: Option<usize> = None;
+            for &p in &preds[b] {
+                if idom[p].is_none() {
+                    continue;
+                }
+                new = Some(match new {
+                    None => p,
+                    Some(mut a) => {
+                        let mut c = p;
+                        while a != c {
+                            while rank[a] < rank[c] {
+                                a = idom[a].unwrap_or(entry);
+                            }
+                            while rank[c] < rank[a] {
+                                c = idom[c].unwrap_or(entry);
+                            }
+                        }
+                        a
+                    }
+                });
+            }
+            if new.is_some() && idom[b] != new {
+                idom[b] = new;
+                changed = true;
+            }
+        }
+    }
+    idom
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct NaturalLoop {
+    pub header: usize,
+    pub blocks: BTreeSet<usize>,
+}
+
+/// Special registers whose value is the same for every lane of a warp.
+fn is_uniform_special(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or(name);
+    matches!(
+        base,
+        "%ctaid"
+            | "%nctaid"
+            | "%ntid"
+            | "%gridid"
+            | "%nsmid"
+            | "%nwarpid"
+            | "%clusterid"
+            | "%nclusterid"
+            | "%cluster_ctaid"
+            | "%cluster_nctaid"
+            | "%cluster_ctarank"
+            | "%cluster_nctarank"
+            | "%is_explicit_cluster"
+            | "%total_smem_size"
+            | "%dynamic_smem_size"
+            | "%aggr_smem_size"
+    ) || base.starts_with("%envreg")
+}
+
+/// Opcodes whose result is uniform when all their inputs are.
+fn is_uniform_operation(instruction: &Instruction, kernel_params: &[&str]) -> bool {
+    let opcode = &instruction.opcode;
+    match opcode.base() {
+        "add" | "sub" | "mul" | "mad" | "mul24" | "mad24" | "sad" | "div" | "rem" | "abs"
+        | "neg" | "min" | "max" | "and" | "or" | "xor" | "not" | "cnot" | "shl" | "shr" | "shf"
+        | "bfe" | "bfi" | "brev" | "bfind" | "clz" | "popc" | "prmt" | "lop3" | "mov" | "cvt"
+        | "cvta" | "setp" | "set" | "selp" | "slct" | "fma" | "rcp" | "sqrt" | "rsqrt" | "sin"
+        | "cos" | "lg2" | "ex2" | "tanh" | "copysign" | "testp" | "dp4a" | "dp2a" | "mul.hi" => {
+            true
+        }
+        // Read-only memory at a uniform address holds one value for every lane.
+        "ld" | "ldu" => {
+            if opcode.has_modifier("param") {
+                // Only a kernel's own parameters are the same for every thread.
+                address_base(instruction).is_some_and(|b| kernel_params.contains(&b))
+            } else {
+                opcode.has_modifier("const") || opcode.base() == "ldu" || opcode.has_modifier("nc")
+            }
+        }
+        _ => false,
+    }
+}
+
+fn address_base(instruction: &Instruction) -> Option<&str> {
+    instruction.operands.iter().find_map(|o| match o {
+        Operand::Address(items) => items.first().and_then(|i| match i {
+            Operand::Symbol(s) => Some(s.as_str()),
+            Operand::Offset { base, .. } => match base.as_ref() {
+                Operand::Symbol(s) => Some(s.as_str()),
+                _ => None,
+            },
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// The registers an instruction writes and those it reads (its guard included). A register
+/// declared without `%` appears as a symbol; `is_register` tells those apart.
+fn defs_and_uses(
+    instruction: &Instruction,
+    is_register: &dyn Fn(&str) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    fn registers(operand: &Operand, is_register: &dyn Fn(&str) -> bool, out: &mut Vec<String>) {
+        match operand {
+            Operand::Register(r) | Operand::NegatedRegister(r) => out.push(r.to_string()),
+            Operand::Symbol(s) if is_register(s) => out.push(s.to_string()),
+            Operand::Offset { base, .. } => registers(base, is_register, out),
+            Operand::Vector(items) | Operand::Address(items) | Operand::List(items) => {
+                items.iter().for_each(|i| registers(i, is_register, out))
+            }
+            Operand::RegisterPair(a, b) => {
+                out.push(a.to_string());
+                out.push(b.to_string());
+            }
+            _ => {}
+        }
+    }
+    let base = instruction.opcode.base();
+    let writes_first = match instruction.operands.first() {
+        None | Some(Operand::Address(_)) => false,
+        Some(_) => {
+            // Barriers write a result only in their `.red` form.
+            let reads_only = matches!(
+                base,
+                "bra"
+                    | "brx"
+                    | "ret"
+                    | "exit"
+                    | "trap"
+                    | "membar"
+                    | "fence"
+                    | "nanosleep"
+                    | "pmevent"
+            ) || (matches!(base, "bar" | "barrier")
+                && !instruction.opcode.has_modifier("red"));
+            !reads_only
+        }
+    };
+    let mut defs = Vec::new();
+    let mut uses = Vec::new();
+    for (i, operand) in instruction.operands.iter().enumerate() {
+        if i == 0 && writes_first {
+            registers(operand, is_register, &mut defs);
+        } else {
+            registers(operand, is_register, &mut uses);
+        }
+    }
+    if let Some(guard) = &instruction.guard {
+        uses.push(guard.predicate.to_string());
+    }
+    (defs, uses)
+}
+
+/// Which conditional branches of a function may split a warp (their predicate may differ
+/// between the active lanes).
+///
+/// A register value is divergent when an instruction that writes it reads a divergent value or
+/// is itself a source of lane-dependent values (thread and lane ids, loads from writable
+/// memory, atomics, shuffles, votes, calls, ...), when its guard is divergent; at a use, when
+/// several writes reach it and the use lies where the paths out of a divergent branch meet
+/// again (reachable from two of its successors); and outside a loop that holds a divergent
+/// branch, for values written inside it (lanes leave such a loop in different iterations).
+pub(crate) struct Divergence {
+    /// Per block: its terminator is a branch that may split the warp.
+    pub divergent_branch: Vec<bool>,
+}
+
+impl Divergence {
+    pub fn of(
+        function: &Function,
+        cfg: &Cfg,
+        loops: &[NaturalLoop],
+        ipdoms: &[Option<usize>],
+    ) -> Self {
+        let statements = function.statements();
+        let n = cfg.blocks.len();
+        let kernel_params: Vec<&str> = if function.kind() == FunctionKind::Entry {
+            function.params().iter().map(|p| p.name.as_str()).collect()
+        } else {
+            Vec::new()
+        };
+        let is_register = |name: &str| function.declares_register(name);
+
+        // Registers, write sites (one per register an instruction writes) and, per
+        // instruction, the registers it reads.
+        let mut register_ids: HashMap<String, usize> = HashMap::new();
+        fn id(name: String, ids: &mut HashMap<String, usize>) -> usize {
+            let next = ids.len();
+            *ids.entry(name).or_insert(next)
+        }
+        struct Site {
+            block: usize,
+            register: usize,
+            guarded: bool,
+        }
+        struct Ins {
+            block: usize,
+            uniform_operation: bool,
+            defs: Vec<usize>, // site ids
+            uses: Vec<usize>, // register ids
+            guard_register: Option<usize>,
+            is_conditional_branch: bool,
+        }
+        let mut sites: Vec<Site> = Vec::new();
+        let mut instructions: Vec<Ins> = Vec::new();
+        let mut block_instructions: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (b, block) in cfg.blocks.iter().enumerate() {
+            for &s in &block.instructions {
+                let Some(instruction) = statements[s].as_instruction() else {
+                    continue;
+                };
+                let (defs, uses) = defs_and_uses(instruction, &is_register);
+                let index = instructions.len();
+                let def_sites = defs
+                    .into_iter()
+                    .map(|r| {
+                        let register = id(r, &mut register_ids);
+                        sites.push(Site {
+                            block: b,
+                            register,
+                            guarded: instruction.guard.is_some(),
+                        });
+                        sites.len() - 1
+                    })
+                    .collect();
+                let guard_register = instruction
+                    .guard
+                    .as_ref()
+                    .map(|g| id(g.predicate.to_string(), &mut register_ids));
+                let uses = uses.into_iter().map(|r| id(r, &mut register_ids)).collect();
+                let base = instruction.opcode.base();
+                instructions.push(Ins {
+                    block: b,
+                    uniform_operation: is_uniform_operation(instruction, &kernel_params),
+                    defs: def_sites,
+                    uses,
+                    guard_register,
+                    is_conditional_branch: (base == "bra"
+                        && instruction.guard.is_some()
+                        && !instruction.opcode.has_modifier("uni"))
+                        || base == "brx",
+                });
+                block_instructions[b].push(index);
+            }
+        }
+        // A virtual write of every register at the entry: divergent unless a uniform special
+        // register (never written by the program) or a kernel's uniform value.
+        let registers = register_ids.len();
+        let mut names = vec![String::new(); registers];
+        for (name, &i) in &register_ids {
+            names[i] = name.clone();
+        }
+        let entry_site = |r: usize| sites.len() + r;
+        let site_count = sites.len() + registers;
+        let site_register = |s: usize| {
+            if s < sites.len() {
+                sites[s].register
+            } else {
+                s - sites.len()
+            }
+        };
+        let site_block = |s: usize| (s < sites.len()).then(|| sites[s].block);
+
+        // Reaching writes: bit sets over sites, per block (guarded writes do not kill).
+        let words = site_count.div_ceil(64);
+        let mut sites_of_register: Vec<Vec<usize>> = vec![Vec::new(); registers];
+        for s in 0..site_count {
+            sites_of_register[site_register(s)].push(s);
+        }
+        let mut gen = vec![vec![0u64; words]; n];
+        let mut kill = vec![vec![0u64; words]; n];
+        let set = |v: &mut Vec<u64>, i: usize| v[i / 64] |= 1 << (i % 64);
+        let clear = |v: &mut Vec<u64>, i: usize| v[i / 64] &= !(1 << (i % 64));
+        for b in 0..n {
+            for &i in &block_instructions[b] {
+                for &s in &instructions[i].defs {
+                    if !sites[s].guarded {
+                        for &other in &sites_of_register[sites[s].register] {
+                            set(&mut kill[b], other);
+                            clear(&mut gen[b], other);
+                        }
+                    }
+                    set(&mut gen[b], s);
+                }
+            }
+        }
+        let mut entry_in = vec![0u64; words];
+        for r in 0..registers {
+            set(&mut entry_in, entry_site(r));
+        }
+        let mut out: Vec<Vec<u64>> = vec![vec![0u64; words]; n];
+        let mut ins: Vec<Vec<u64>> = vec![vec![0u64; words]; n];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for b in 0..n {
+                let mut input = if b == 0 {
+                    entry_in.clone()
+                } else {
+                    vec![0u64; words]
+                };
+                for &p in &cfg.preds[b] {
+                    for (w, o) in input.iter_mut().zip(&out[p]) {
+                        *w |= o;
+                    }
+                }
+                let output: Vec<u64> = input
+                    .iter()
+                    .zip(&gen[b])
+                    .zip(&kill[b])
+                    .map(|((i, g), k)| (i & !k) | g)
+                    .collect();
+                ins[b] = input;
+                if output != out[b] {
+                    out[b] = output;
+                    changed = true;
+                }
+            }
+        }
+        // Per instruction, per register read: the writes that reach it.
+        let mut reaching: Vec<Vec<Vec<usize>>> = Vec::with_capacity(instructions.len());
+        for b in 0..n {
+            let mut current: HashMap<usize, Vec<usize>> = HashMap::new();
+            let in_set = &ins[b];
+            let reaching_now = |r: usize, current: &HashMap<usize, Vec<usize>>| {
+                current.get(&r).cloned().unwrap_or_else(|| {
+                    sites_of_register[r]
+                        .iter()
+                        .copied()
+                        .filter(|&s| in_set[s / 64] & (1 << (s % 64)) != 0)
+                        .collect()
+                })
+            };
+            for &i in &block_instructions[b] {
+                let uses: Vec<Vec<usize>> = instructions[i]
+                    .uses
+                    .iter()
+                    .map(|&r| reaching_now(r, &current))
+                    .collect();
+                reaching.push(uses);
+                for &s in &instructions[i].defs {
+                    let r = sites[s].register;
+                    let mut now = if sites[s].guarded {
+                        reaching_now(r, &current)
+                    } else {
+                        Vec::new()
+                    };
+                    now.push(s);
+                    current.insert(r, now);
+                }
+            }
+        }
+        // `reaching` was filled in block order, which is instruction order.
+        // Per block: registers that several writes reach at its top, and registers it writes
+        // unconditionally; per use: whether the block wrote the register before.
+        let several_writes_in: Vec<Vec<bool>> = (0..n)
+            .map(|b| {
+                (0..registers)
+                    .map(|r| {
+                        sites_of_register[r]
+                            .iter()
+                            .filter(|&&s| ins[b][s / 64] & (1 << (s % 64)) != 0)
+                            .count()
+                            >= 2
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut written_in = vec![vec![false; registers]; n];
+        let mut written_anywhere_in = vec![vec![false; registers]; n];
+        let mut written_before: Vec<Vec<bool>> = Vec::with_capacity(instructions.len());
+        for instruction in &instructions {
+            let block = instruction.block;
+            written_before.push(
+                instruction
+                    .uses
+                    .iter()
+                    .map(|&r| written_in[block][r])
+                    .collect(),
+            );
+            for &s in &instruction.defs {
+                written_anywhere_in[block][sites[s].register] = true;
+                if !sites[s].guarded {
+                    written_in[block][sites[s].register] = true;
+                }
+            }
+        }
+
+        let mut divergent_site = vec![false; site_count];
+        for r in 0..registers {
+            divergent_site[entry_site(r)] = !is_uniform_special(&names[r]);
+        }
+        let mut divergent_branch = vec![false; n];
+        loop {
+            // Where paths out of divergent branches meet, and loops that lanes may leave apart.
+            // Registers whose value may differ between lanes because paths out of a divergent
+            // branch that wrote it differently meet: several writes reach a join of that
+            // branch; the mark lasts until the register is written again.
+            let taint_at_join = joins(cfg, ipdoms, &divergent_branch, &written_anywhere_in);
+            let mut tainted_in = vec![vec![false; registers]; n];
+            let mut tainted_out = vec![vec![false; registers]; n];
+            let mut changed_taint = true;
+            while changed_taint {
+                changed_taint = false;
+                for b in 0..n {
+                    let mut taint: Vec<bool> = taint_at_join[b]
+                        .iter()
+                        .zip(&several_writes_in[b])
+                        .map(|(t, w)| *t && *w)
+                        .collect();
+                    for &p in &cfg.preds[b] {
+                        taint
+                            .iter_mut()
+                            .zip(&tainted_out[p])
+                            .for_each(|(t, o)| *t |= o);
+                    }
+                    let out: Vec<bool> = taint
+                        .iter()
+                        .zip(&written_in[b])
+                        .map(|(t, w)| *t && !w)
+                        .collect();
+                    tainted_in[b] = taint;
+                    if out != tainted_out[b] {
+                        tainted_out[b] = out;
+                        changed_taint = true;
+                    }
+                }
+            }
+            let divergent_loops: Vec<&NaturalLoop> = loops
+                .iter()
+                .filter(|l| l.blocks.iter().any(|&b| divergent_branch[b]))
+                .collect();
+            let use_is_divergent = |i: usize, u: usize, divergent_site: &[bool]| {
+                let writes = &reaching[i][u];
+                let block = instructions[i].block;
+                writes.iter().any(|&s| divergent_site[s])
+                    || (tainted_in[block][instructions[i].uses[u]] && !written_before[i][u])
+                    || writes.iter().any(|&s| {
+                        site_block(s).is_some_and(|sb| {
+                            divergent_loops
+                                .iter()
+                                .any(|l| l.blocks.contains(&sb) && !l.blocks.contains(&block))
+                        })
+                    })
+            };
+            let mut changed = false;
+            for (i, instruction) in instructions.iter().enumerate() {
+                let any_divergent_use =
+                    (0..instruction.uses.len()).any(|u| use_is_divergent(i, u, &divergent_site));
+                let divergent = !instruction.uniform_operation || any_divergent_use;
+                for &s in &instruction.defs {
+                    if divergent && !divergent_site[s] {
+                        divergent_site[s] = true;
+                        changed = true;
+                    }
+                }
+                if instruction.is_conditional_branch && !divergent_branch[instruction.block] {
+                    // A jump table, or a branch whose guard may differ between lanes.
+                    let guard_use = instruction
+                        .guard_register
+                        .and_then(|g| instruction.uses.iter().rposition(|&r| r == g));
+                    let divergent =
+                        guard_use.is_none_or(|u| use_is_divergent(i, u, &divergent_site));
+                    if divergent {
+                        divergent_branch[instruction.block] = true;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Divergence { divergent_branch }
+    }
+}
+
+/// Per block, the registers that may differ between lanes where it begins because the paths
+/// out of a divergent branch meet there for the first time (found by labelling each block with
+/// the successor it is reached from; a block reached with two labels is such a join and labels
+/// itself) and the branch's sides, up to its immediate post-dominator, write them.
+fn joins(
+    cfg: &Cfg,
+    ipdoms: &[Option<usize>],
+    divergent_branch: &[bool],
+    written: &[Vec<bool>],
+) -> Vec<Vec<bool>> {
+    let n = cfg.blocks.len();
+    let registers = written.first().map_or(0, Vec::len);
+    let mut taint = vec![vec![false; registers]; n];
+    for d in (0..n).filter(|&b| divergent_branch[b]) {
+        let succs = &cfg.succs[d];
+        if succs.len() < 2 {
+            continue;
+        }
+        // What the sides write before they meet for good.
+        let mut sides_write = vec![false; registers];
+        let mut seen = vec![false; n];
+        let mut stack: Vec<usize> = succs.clone();
+        while let Some(x) = stack.pop() {
+            if Some(x) == ipdoms[d] || std::mem::replace(&mut seen[x], true) {
+                continue;
+            }
+            sides_write
+                .iter_mut()
+                .zip(&written[x])
+                .for_each(|(s, w)| *s |= w);
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+        let mut label: Vec<Option<usize>> = vec![None; n];
+        let mut joins_of_d = vec![false; n];
+        let mut changed = true;
+        let mut rounds = 0;
+        while changed && rounds <= n + 1 {
+            changed = false;
+            rounds += 1;
+            for x in 0..n {
+                let mut incoming: Vec<usize> = Vec::new();
+                if succs.contains(&x) {
+                    incoming.push(x);
+                }
+                for &p in &cfg.preds[x] {
+                    if p == d {
+                        continue;
+                    }
+                    if let Some(l) = label[p] {
+                        if !incoming.contains(&l) {
+                            incoming.push(l);
+                        }
+                    }
+                }
+                let new = match incoming.len() {
+                    0 => None,
+                    1 if !joins_of_d[x] => Some(incoming[0]),
+                    1 => Some(x),
+                    _ => {
+                        joins_of_d[x] = true;
+                        Some(x)
+                    }
+                };
+                if new != label[x] {
+                    label[x] = new;
+                    changed = true;
+                }
+            }
+        }
+        for x in (0..n).filter(|&x| joins_of_d[x]) {
+            taint[x]
+                .iter_mut()
+                .zip(&sides_write)
+                .for_each(|(t, w)| *t |= w);
+        }
+    }
+    taint
+}
+
+/// Scope depth (nested `{ }`) of every statement.
+fn scope_depths(function: &Function) -> Vec<usize> {
+    let mut depth = 0usize;
+    function
+        .statements()
+        .iter()
+        .map(|s| match s.kind() {
+            StatementKind::ScopeOpen => {
+                depth += 1;
+                depth - 1
+            }
+            StatementKind::ScopeClose => {
+                depth = depth.saturating_sub(1);
+                depth
+            }
+            _ => depth,
+        })
+        .collect()
+}
+
+/// One edge of a region's counting graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RegionEdge {
+    pub from: usize,
+    /// `None`: leaves the region (to block `exit_to`).
+    pub to: Option<usize>,
+    pub exit_to: Option<usize>,
+    /// How code runs on this edge.
+    pub site: EdgeSite,
+}
+
+/// Where code that must run exactly when control moves along an edge goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EdgeSite {
+    /// The source has this one successor: at its end (before its `bra`, if any).
+    EndOfSource,
+    /// The taken side of a conditional `bra`: a guarded instruction before it, or a new block.
+    Taken,
+    /// The fall-through side of a conditional `bra`: right after it.
+    FallThrough,
+}
+
+/// A block count as a linear form over a region's counter registers plus a constant that
+/// depends on the exit taken.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Form {
+    /// Coefficient per counter register of the region.
+    pub counters: Vec<i64>,
+    /// Coefficient per exit edge of the region (1 for the exit taken, 0 for the others).
+    pub exits: Vec<i64>,
+}
+
+/// A loop counted in registers.
+#[derive(Debug, Clone)]
+pub(crate) struct Region {
+    pub blocks: BTreeSet<usize>,
+    /// Blocks of the loop between a divergent branch and its immediate post-dominator: counted
+    /// at their tops, not by the flush.
+    pub direct: BTreeSet<usize>,
+    /// Lanes may leave in different iterations (a divergent exit): every exit goes to this
+    /// block, where the lanes meet again; each exit edge then carries a counter too, and the
+    /// flush at the top of this block sums (threads) and takes the maximum (warps) of the
+    /// lanes' counts.
+    pub shrinking_to: Option<usize>,
+    /// Edges that carry a counter register: index = register number within the region.
+    pub counted: Vec<RegionEdge>,
+    /// Edges out of the region, where the counts are flushed.
+    pub exits: Vec<RegionEdge>,
+    /// Per block of the region (in `blocks` order): its count.
+    pub counts: Vec<(usize, Form)>,
+}
+
+impl Region {
+    /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
+    /// leave in different iterations.
+    pub fn counter_registers(&self) -> usize {
+        self.counted.len()
+            + if self.shrinking_to.is_some() {
+                self.exits.len()
+            } else {
+                0
+            }
+    }
+}
+
+/// At most this many distinct block counts in a loop that lanes leave at different times.
+const MAX_SHRINKING_COUNTS: usize = 2;
+
+fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
+    exits.len() > MAX_COUNTER_REGISTERS
+}
+
+/// The counter placement of one function.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Plan {
+    pub regions: Vec<Region>,
+    /// A kernel's block 0 is counted by the runtime from the launch configuration.
+    pub entry_from_launch: bool,
+    /// (block, from): blocks whose counts equal those of an earlier block (control
+    /// equivalence), copied by the runtime instead of counted.
+    pub copies: Vec<(usize, usize)>,
+}
+
+/// Whether nothing branches or falls into a function's first block, so that every thread runs
+/// it exactly once, first.
+pub(crate) fn entry_is_unreached(function: &Function) -> bool {
+    let cfg = Cfg::of(function);
+    !cfg.blocks.is_empty() && cfg.preds[0].is_empty()
+}
+
+impl Plan {
+    pub fn counter_registers(&self) -> usize {
+        self.regions.iter().map(Region::counter_registers).sum()
+    }
+
+    /// Whether block `b` is counted by a region's flush (and not at its top).
+    pub fn derived(&self, b: usize) -> bool {
+        self.regions
+            .iter()
+            .any(|r| r.blocks.contains(&b) && !r.direct.contains(&b))
+    }
+
+    /// Whether block `b`'s counts are copied from another block's by the runtime.
+    pub fn copied(&self, b: usize) -> bool {
+        self.copies.iter().any(|&(block, _)| block == b)
+    }
+
+    fn in_region(&self, b: usize) -> bool {
+        self.regions.iter().any(|r| r.blocks.contains(&b))
+    }
+}
+
+/// Plans the counters of `function` (a kernel or a device function).
+pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: bool) -> Plan {
+    if placement == Placement::EveryBlock {
+        return Plan::default();
+    }
+    let cfg = Cfg::of(function);
+    if cfg.blocks.is_empty() || cfg.blocks.len() > MAX_BLOCKS_FOR_ANALYSIS {
+        return Plan::default();
+    }
+    let loops = cfg.loops();
+    let ipdoms = cfg.ipdoms();
+    let divergence = Divergence::of(function, &cfg, &loops, &ipdoms);
+    let depths = scope_depths(function);
+    let statements = function.statements();
+    let last_is_unconditional_transfer = statements
+        .iter()
+        .rposition(|s| !matches!(s.kind(), StatementKind::Directive(_)))
+        .is_some_and(|i| {
+            depths[i] == 0
+                && statements[i]
+                    .as_instruction()
+                    .is_some_and(|ins| !ins.can_fall_through())
+        });
+    let mut plan = Plan::default();
+    let mut registers = 0;
+    for l in &loops {
+        if l.blocks.iter().any(|&b| plan.in_region(b)) {
+            continue;
+        }
+        let enclosed_divergence = placement == Placement::Derived;
+        let shrinking = enclosed_divergence && warp_reductions;
+        if let Some(region) = region_of(
+            function,
+            &cfg,
+            &divergence,
+            &ipdoms,
+            enclosed_divergence,
+            shrinking,
+            &depths,
+            l,
+            &loops,
+        ) {
+            let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
+            if needs_new_blocks && !last_is_unconditional_transfer {
+                continue;
+            }
+            if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
+                continue;
+            }
+            registers += region.counter_registers();
+            plan.regions.push(region);
+        }
+    }
+    if placement == Placement::Derived {
+        plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
+    }
+    plan
+}
+
+/// Functions with more blocks keep a counter at the top of every block: the analyses below grow
+/// faster than linearly, and the compile must stay quick.
+const MAX_BLOCKS_FOR_ANALYSIS: usize = 1500;
+
+/// Pairs (block, from) of blocks that run exactly as often as an earlier block, thread and
+/// warp level: `from` dominates `block`, `block` post-dominates `from`, both are in the same
+/// loops, no cycle passes one without the other, and no call lies between them (a callee could
+/// end the thread). Every lane that runs `from` then runs `block` once before it runs `from`
+/// again, and `block` runs only after `from`; with the warp reconverging at immediate
+/// post-dominators (assumption R, ARCHITECTURE.md), the same groups run both. `from` is the
+/// first block of its class, counted in some other way; blocks derived by a region are left out
+/// (they cost nothing already).
+fn same_counts(
+    function: &Function,
+    cfg: &Cfg,
+    loops: &[NaturalLoop],
+    ipdoms: &[Option<usize>],
+    plan: &Plan,
+) -> Vec<(usize, usize)> {
+    let n = cfg.blocks.len();
+    let statements = function.statements();
+    let idoms = cfg.idoms();
+    let has_call: Vec<bool> = cfg
+        .blocks
+        .iter()
+        .map(|b| {
+            b.instructions.iter().any(|&s| {
+                statements[s]
+                    .as_instruction()
+                    .is_some_and(|i| i.opcode.base() == "call")
+            })
+        })
+        .collect();
+    let loops_of = |b: usize| -> Vec<usize> {
+        (0..loops.len())
+            .filter(|&l| loops[l].blocks.contains(&b))
+            .collect()
+    };
+    let post_dominates = |b: usize, a: usize| {
+        let mut x = a;
+        for _ in 0..n {
+            match ipdoms[x] {
+                Some(p) if p == b => return true,
+                Some(p) => x = p,
+                None => return false,
+            }
+        }
+        false
+    };
+    // Whether `from` reaches `to` (through at least one edge) without passing `avoid`.
+    let reaches_avoiding = |from: usize, to: usize, avoid: usize| {
+        let mut seen = vec![false; n];
+        let mut stack: Vec<usize> = cfg.succs[from].clone();
+        while let Some(x) = stack.pop() {
+            if x == to {
+                return true;
+            }
+            if x == avoid || std::mem::replace(&mut seen[x], true) {
+                continue;
+            }
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+        false
+    };
+    // The blocks run between `from` and `block`: reached from `from` without passing `block`.
+    let calls_between = |from: usize, block: usize| {
+        if has_call[from] {
+            return true;
+        }
+        let mut seen = vec![false; n];
+        let mut stack: Vec<usize> = cfg.succs[from].clone();
+        while let Some(x) = stack.pop() {
+            if x == block || x == from || std::mem::replace(&mut seen[x], true) {
+                continue;
+            }
+            if has_call[x] {
+                return true;
+            }
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+        false
+    };
+    let mut copies = Vec::new();
+    for block in 1..n {
+        if plan.derived(block) || idoms[block].is_none() {
+            continue;
+        }
+        let block_loops = loops_of(block);
+        let mut found = None;
+        let mut a = block;
+        for _ in 0..32 {
+            match idoms[a] {
+                Some(d) if d != a => a = d,
+                _ => break,
+            }
+            if post_dominates(block, a)
+                && loops_of(a) == block_loops
+                && (block_loops.is_empty()
+                    || (!reaches_avoiding(a, a, block) && !reaches_avoiding(block, block, a)))
+                && !calls_between(a, block)
+            {
+                found = Some(a);
+            }
+        }
+        if let Some(from) = found {
+            copies.push((block, from));
+        }
+    }
+    copies
+}
+
+#[allow(clippy::too_many_arguments)]
+fn region_of(
+    function: &Function,
+    cfg: &Cfg,
+    divergence: &Divergence,
+    ipdoms: &[Option<usize>],
+    enclosed_divergence: bool,
+    shrinking: bool,
+    depths: &[usize],
+    l: &NaturalLoop,
+    loops: &[NaturalLoop],
+) -> Option<Region> {
+    let statements = function.statements();
+    // Nothing in it may split the warp or end a thread; every statement involved in code
+    // placement sits in the body's own scope (labels are scoped).
+    // A divergent branch may stay in the loop if the warp reconverges inside it: the blocks
+    // from the branch to its immediate post-dominator are then counted directly.
+    // A divergent branch whose post-dominator is outside the loop lets lanes leave in different
+    // iterations: allowed (a shrinking region) when every exit leads to that one block, where
+    // the lanes meet again and the counts are flushed.
+    let mut direct: BTreeSet<usize> = BTreeSet::new();
+    let mut shrinking_to: Option<usize> = None;
+    for &b in l.blocks.iter().filter(|&&b| divergence.divergent_branch[b]) {
+        if !enclosed_divergence {
+            return None;
+        }
+        let join = ipdoms[b]?;
+        if !l.blocks.contains(&join) {
+            // The lanes that leave go straight to the meeting block; the others stay together.
+            let succs = &cfg.succs[b];
+            let leaves_directly = succs.len() == 2
+                && succs.contains(&join)
+                && succs.iter().any(|s| l.blocks.contains(s));
+            if !shrinking || !leaves_directly || shrinking_to.is_some_and(|x| x != join) {
+                return None;
+            }
+            shrinking_to = Some(join);
+            continue;
+        }
+        let mut stack: Vec<usize> = cfg.succs[b].clone();
+        while let Some(x) = stack.pop() {
+            if x == join || direct.contains(&x) {
+                continue;
+            }
+            if x == b || x == l.header || !l.blocks.contains(&x) {
+                return None;
+            }
+            direct.insert(x);
+            stack.extend(cfg.succs[x].iter().copied());
+        }
+    }
+    for &b in &l.blocks {
+        let block = &cfg.blocks[b];
+        if block.label_statement.is_some_and(|s| depths[s] != 0) {
+            return None;
+        }
+        for &s in &block.instructions {
+            let instruction = statements[s].as_instruction()?;
+            if matches!(
+                instruction.opcode.base(),
+                "call" | "ret" | "exit" | "trap" | "brx"
+            ) {
+                return None;
+            }
+            if instruction.is_terminator() && depths[s] != 0 {
+                return None;
+            }
+        }
+        for &s in &cfg.succs[b] {
+            if cfg.blocks[s]
+                .label_statement
+                .is_some_and(|i| depths[i] != 0)
+            {
+                return None;
+            }
+        }
+    }
+    // The region's edges, with where code on each of them goes.
+    let mut internal: Vec<RegionEdge> = Vec::new();
+    let mut exits: Vec<RegionEdge> = Vec::new();
+    for &b in &l.blocks {
+        let last = cfg.blocks[b]
+            .instructions
+            .last()
+            .and_then(|&s| statements[s].as_instruction());
+        let conditional = last.is_some_and(|i| i.is_terminator() && i.guard.is_some());
+        for &s in &cfg.succs[b] {
+            let kinds: Vec<EdgeKind> = cfg
+                .edges
+                .iter()
+                .filter(|e| e.from == b && e.to == s)
+                .map(|e| e.kind)
+                .collect();
+            let site = if cfg.succs[b].len() == 1 {
+                EdgeSite::EndOfSource
+            } else if !conditional || kinds.len() != 1 {
+                return None;
+            } else if kinds[0] == EdgeKind::Branch {
+                EdgeSite::Taken
+            } else {
+                EdgeSite::FallThrough
+            };
+            let edge = RegionEdge {
+                from: b,
+                to: l.blocks.contains(&s).then_some(s),
+                exit_to: (!l.blocks.contains(&s)).then_some(s),
+                site,
+            };
+            if edge.to.is_some() {
+                internal.push(edge);
+            } else {
+                exits.push(edge);
+            }
+        }
+    }
+    if exits.is_empty() {
+        return None; // a loop the warp never leaves has no place to flush
+    }
+    if exits.iter().any(|e| direct.contains(&e.from)) {
+        return None; // a warp may leave it divided
+    }
+    if let Some(x) = shrinking_to {
+        // Every exit goes straight to the meeting block, so a lane is flushed there exactly once
+        // per execution of the loop, and no lane re-enters the loop before it is.
+        if exits.iter().any(|e| e.exit_to != Some(x)) || counted_exits_too_many(&exits) {
+            return None;
+        }
+    }
+    // Spanning tree over the region's blocks (Kruskal, heaviest first): edges on the tree are
+    // derived, the others carry a counter. Edges of inner loops run most often and go first, so
+    // that counters land on the least frequent edge of each cycle; guarded counter code costs an
+    // instruction on both sides of a branch, so such edges are kept on the tree when possible.
+    let blocks: Vec<usize> = l.blocks.iter().copied().collect();
+    let local = |b: usize| blocks.binary_search(&b).unwrap_or(0);
+    let mut parent: Vec<usize> = (0..blocks.len()).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    let mut order: Vec<usize> = (0..internal.len()).collect();
+    let depth = |e: &RegionEdge| {
+        let to = e.to.unwrap_or(e.from);
+        loops
+            .iter()
+            .filter(|inner| inner.blocks.contains(&e.from) && inner.blocks.contains(&to))
+            .count()
+    };
+    order.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(depth(&internal[i])),
+            std::cmp::Reverse(internal[i].site == EdgeSite::Taken),
+            internal[i].from,
+        )
+    });
+    let mut on_tree = vec![false; internal.len()];
+    for i in order {
+        let (a, b) = (
+            find(&mut parent, local(internal[i].from)),
+            find(&mut parent, local(internal[i].to.unwrap_or(0))),
+        );
+        if a != b {
+            parent[a] = b;
+            on_tree[i] = true;
+        }
+    }
+    let counted: Vec<RegionEdge> = internal
+        .iter()
+        .zip(&on_tree)
+        .filter(|(_, t)| !**t)
+        .map(|(e, _)| e.clone())
+        .collect();
+    if counted.len()
+        + if shrinking_to.is_some() {
+            exits.len()
+        } else {
+            0
+        }
+        > MAX_COUNTER_REGISTERS
+    {
+        return None;
+    }
+    // Solve the tree edges from flow conservation, leaves first. Node `blocks.len()` is the
+    // outside; its one tree edge enters the header.
+    let outside = blocks.len();
+    let zero = || Form {
+        counters: vec![0; counted.len()],
+        exits: vec![0; exits.len()],
+    };
+    // Edge list: (from node, to node, value); tree edges start unknown.
+    struct FlowEdge {
+        from: usize,
+        to: usize,
+        value: Option<Form>,
+    }
+    let mut flow: Vec<FlowEdge> = Vec::new();
+    let mut counter_index = 0;
+    for (e, &tree) in internal.iter().zip(&on_tree) {
+        let value = (!tree).then(|| {
+            let mut f = zero();
+            f.counters[counter_index] = 1;
+            counter_index += 1;
+            f
+        });
+        flow.push(FlowEdge {
+            from: local(e.from),
+            to: local(e.to.unwrap_or(0)),
+            value,
+        });
+    }
+    for (j, e) in exits.iter().enumerate() {
+        let mut f = zero();
+        f.exits[j] = 1;
+        flow.push(FlowEdge {
+            from: local(e.from),
+            to: outside,
+            value: Some(f),
+        });
+    }
+    flow.push(FlowEdge {
+        from: outside,
+        to: local(l.header),
+        value: None,
+    });
+    let add = |a: &mut Form, b: &Form, sign: i64| {
+        a.counters
+            .iter_mut()
+            .zip(&b.counters)
+            .for_each(|(x, y)| *x += sign * y);
+        a.exits
+            .iter_mut()
+            .zip(&b.exits)
+            .for_each(|(x, y)| *x += sign * y);
+    };
+    loop {
+        let unknown: Vec<usize> = (0..flow.len())
+            .filter(|&i| flow[i].value.is_none())
+            .collect();
+        if unknown.is_empty() {
+            break;
+        }
+        // A node with exactly one unknown edge (self-loops are always known).
+        let node = (0..=outside).find(|&v| {
+            unknown
+                .iter()
+                .filter(|&&i| flow[i].from == v || flow[i].to == v)
+                .count()
+                == 1
+        })?;
+        let t = *unknown
+            .iter()
+            .find(|&&i| flow[i].from == node || flow[i].to == node)?;
+        // in(node) = out(node)
+        let mut value = zero();
+        for (i, e) in flow.iter().enumerate() {
+            if i == t || e.from == e.to {
+                continue;
+            }
+            if let Some(v) = &e.value {
+                if e.to == node {
+                    add(&mut value, v, 1);
+                }
+                if e.from == node {
+                    add(&mut value, v, -1);
+                }
+            }
+        }
+        // If t enters node: t + in_others = out_others, so t = -(value); if it leaves: t = value.
+        if flow[t].to == node {
+            let mut negated = zero();
+            add(&mut negated, &value, -1);
+            value = negated;
+        }
+        flow[t].value = Some(value);
+    }
+    let counts = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let mut count = zero();
+            for e in flow.iter().filter(|e| e.to == i) {
+                if let Some(v) = &e.value {
+                    add(&mut count, v, 1);
+                }
+            }
+            (b, count)
+        })
+        .collect::<Vec<(usize, Form)>>();
+    if shrinking_to.is_some() {
+        // Each distinct count costs the flush two reductions for the maximum and one for the
+        // sum; with many, short loops (a few iterations per lane) would cost more than counting
+        // their blocks directly.
+        let mut distinct: Vec<&Form> = Vec::new();
+        for (b, form) in &counts {
+            if !direct.contains(b) && !distinct.contains(&form) {
+                distinct.push(form);
+            }
+        }
+        if distinct.len() > MAX_SHRINKING_COUNTS {
+            return None;
+        }
+    }
+    Some(Region {
+        blocks: l.blocks.clone(),
+        direct,
+        shrinking_to,
+        counted,
+        exits,
+        counts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(body: &str) -> ptx_lexer::Module {
+        let ptx = format!(
+            ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n{body}\n}}\n"
+        );
+        ptx_lexer::parse(ptx).unwrap()
+    }
+
+    #[test]
+    fn a_loop_with_a_uniform_trip_count_is_a_region_with_one_counter() {
+        let m = function(
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
+        );
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        let region = &plan.regions[0];
+        assert_eq!(region.counted.len(), 1);
+        // The loop block runs once per entry plus once per back edge.
+        let (_, form) = &region.counts[0];
+        assert_eq!(form.counters, vec![1]);
+        assert_eq!(form.exits, vec![1]);
+    }
+
+    #[test]
+    fn a_loop_bounded_by_the_thread_id_is_counted_directly() {
+        let m = function(
+            "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
+        );
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
+            .regions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_value_set_on_both_sides_of_a_divergent_branch_is_divergent_where_they_meet() {
+        // r3 is 1 or 2 depending on the thread, then bounds the loop.
+        let m = function(
+            "\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p2, %r1, 0;\n\tmov.u32 %r3, 1;\n\t@%p2 bra $L0;\n\tmov.u32 %r3, 2;\n$L0:\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r3;\n\t@%p1 bra $L1;\n\tret;",
+        );
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
+            .regions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_uniform_loop_inside_a_thread_guard_is_a_region() {
+        let m = function(
+            "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;",
+        );
+        assert_eq!(
+            plan(m.function("k").unwrap(), Placement::Derived, false)
+                .regions
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_loop_counter_read_after_a_divergent_exit_is_divergent() {
+        // The inner loop leaves at a thread-dependent iteration; its counter then bounds an
+        // outer loop, which must not be a region.
+        let m = function(
+            "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tmov.u32 %r5, 0;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.u32 %p3, %r5, %r2;\n\t@%p3 bra $L2;\n\tret;",
+        );
+        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
+            .regions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_divergent_if_inside_a_uniform_loop_is_counted_directly_and_the_rest_derived() {
+        // $L2 runs for some lanes only; $L3 (where they meet again), the header and the latch
+        // are derived.
+        let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L3;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        let region = &plan.regions[0];
+        assert_eq!(region.direct.iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
+        // Without the reconvergence assumption the loop is counted directly.
+        assert!(super::plan(f, Placement::UniformLoops, true)
+            .regions
+            .is_empty());
+    }
+
+    #[test]
+    fn a_loop_that_lanes_leave_at_different_times_is_a_shrinking_region_with_warp_reductions() {
+        // The trip count depends on the thread: lanes leave in different iterations and meet
+        // again at the block after the loop, where the counts are flushed.
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        assert_eq!(plan.regions[0].shrinking_to, Some(2));
+        // One counter for the back edge, one for the exit edge.
+        assert_eq!(plan.counter_registers(), 2);
+        // Without redux.sync (before sm_80) it is counted directly.
+        assert!(super::plan(f, Placement::Derived, false).regions.is_empty());
+    }
+}
