@@ -63,14 +63,56 @@ __device__ __forceinline__ unsigned witness_lane_id() {
     return lane;
 }
 
+#ifdef CORPUS_WITNESS_MODES
+// Mode witnesses (only with -DCORPUS_WITNESS_MODES): the same two counts restricted to the
+// threads that CUDA_FLUX_MODE=cta counts (linear CTA id 0 of each launch) and to those that
+// CUDA_FLUX_MODE=warp counts (linear thread id < 32 of linear CTA 0). They use
+// `atom.global.inc.u32` (predicated, no branch), never `atom.global.add.*`, so the witness
+// invariant above holds.
+__device__ unsigned witness_cta_threads;
+__device__ unsigned witness_cta_warps;
+__device__ unsigned witness_warp_threads;
+__device__ unsigned witness_warp_warps;
+
+// Adds 1 to `counter` in every active thread where `condition` is true, without a branch
+// (a predicated atom.global.inc.u32), so that witness_predicated() stays branch-free too.
+__device__ __forceinline__ void witness_count_if(unsigned* counter, unsigned condition) {
+    asm volatile("{\n\t"
+                 ".reg .pred p;\n\t"
+                 ".reg .b32 old;\n\t"
+                 ".reg .b64 address;\n\t"
+                 "setp.ne.u32 p, %1, 0;\n\t"
+                 "cvta.to.global.u64 address, %0;\n\t"
+                 "@p atom.global.inc.u32 old, [address], -1;\n\t"
+                 "}" ::"l"(counter), "r"(condition)
+                 : "memory");
+}
+
+__device__ __forceinline__ void witness_modes(bool leader) {
+    unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned in_cta = cta == 0;
+    unsigned in_warp = in_cta & (tid < 32);
+    unsigned lead = leader;
+    witness_count_if(&witness_cta_threads, in_cta);
+    witness_count_if(&witness_cta_warps, in_cta & lead);
+    witness_count_if(&witness_warp_threads, in_warp);
+    witness_count_if(&witness_warp_warps, in_warp & lead);
+}
+#endif
+
 __device__ __forceinline__ void witness() {
     unsigned mask = __activemask();
     unsigned old_t = atomicAdd(&witness_threads, 1u);
     asm volatile("" ::"r"(old_t)); // keep atom.global.add.u32 (not red)
-    if (witness_lane_id() == (unsigned)(__ffs(mask) - 1)) {
+    bool leader = witness_lane_id() == (unsigned)(__ffs(mask) - 1);
+    if (leader) {
         unsigned long long old_w = atomicAdd(&witness_warps, 1ull);
         asm volatile("" ::"l"(old_w)); // keep atom.global.add.u64 (not red)
     }
+#ifdef CORPUS_WITNESS_MODES
+    witness_modes(leader);
+#endif
 }
 
 // witness_predicated(): the same counts without a branch, for code that must stay
@@ -94,6 +136,9 @@ __device__ __forceinline__ void witness_predicated() {
                  "@leader atom.global.add.u64 old, [address], 1;\n\t"
                  "}" ::"l"(&witness_warps)
                  : "memory");
+#ifdef CORPUS_WITNESS_MODES
+    witness_modes(witness_lane_id() == (unsigned)(__ffs(__activemask()) - 1));
+#endif
 }
 
 // WITNESS() may be used in __host__ __device__ code shared with the CPU
@@ -110,16 +155,32 @@ static inline void witness_reset() {
     unsigned long long zw = 0;
     CHECK(cudaMemcpyToSymbol(witness_threads, &zt, sizeof(zt)));
     CHECK(cudaMemcpyToSymbol(witness_warps, &zw, sizeof(zw)));
+#ifdef CORPUS_WITNESS_MODES
+    CHECK(cudaMemcpyToSymbol(witness_cta_threads, &zt, sizeof(zt)));
+    CHECK(cudaMemcpyToSymbol(witness_cta_warps, &zt, sizeof(zt)));
+    CHECK(cudaMemcpyToSymbol(witness_warp_threads, &zt, sizeof(zt)));
+    CHECK(cudaMemcpyToSymbol(witness_warp_warps, &zt, sizeof(zt)));
+#endif
 }
 
 // Copy the counters back and print the witness line (`predicated`: the program
-// uses witness_predicated()).
+// uses witness_predicated()); with -DCORPUS_WITNESS_MODES also
+// `witness-cta: threads=N warps=M` and `witness-warp: threads=N warps=M`.
 static inline void witness_report(bool predicated = false) {
     unsigned t = 0;
     unsigned long long w = 0;
     CHECK(cudaMemcpyFromSymbol(&t, witness_threads, sizeof(t)));
     CHECK(cudaMemcpyFromSymbol(&w, witness_warps, sizeof(w)));
     std::printf("witness: threads=%u warps=%llu%s\n", t, w, predicated ? " predicated" : "");
+#ifdef CORPUS_WITNESS_MODES
+    unsigned ct = 0, cw = 0, wt = 0, ww = 0;
+    CHECK(cudaMemcpyFromSymbol(&ct, witness_cta_threads, sizeof(ct)));
+    CHECK(cudaMemcpyFromSymbol(&cw, witness_cta_warps, sizeof(cw)));
+    CHECK(cudaMemcpyFromSymbol(&wt, witness_warp_threads, sizeof(wt)));
+    CHECK(cudaMemcpyFromSymbol(&ww, witness_warp_warps, sizeof(ww)));
+    std::printf("witness-cta: threads=%u warps=%u\n", ct, cw);
+    std::printf("witness-warp: threads=%u warps=%u\n", wt, ww);
+#endif
 }
 
 #endif // CORPUS_WITNESS_HOST_ONLY

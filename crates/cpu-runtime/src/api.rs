@@ -460,6 +460,16 @@ pub unsafe extern "C" fn cudaFuncSetCacheConfig(func: *const c_void, config: c_i
     })
 }
 
+/// Accepted and validated; bank-size preferences do not change results.
+#[no_mangle]
+pub unsafe extern "C" fn cudaFuncSetSharedMemConfig(func: *const c_void, config: c_int) -> Code {
+    api(|| {
+        runtime::kernel_info(func as usize)?;
+        enum_value(config, 2)?;
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     num_blocks: *mut c_int,
@@ -467,7 +477,32 @@ pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     block_size: c_int,
     dynamic_shared: usize,
 ) -> Code {
+    unsafe {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+            num_blocks,
+            func,
+            block_size,
+            dynamic_shared,
+            0,
+        )
+    }
+}
+
+/// What the C++ overloads of `cuda_runtime.h` call (`cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+/// int*, T, int, size_t)` passes `cudaOccupancyDefault`). Flags: `cudaOccupancyDefault` (0) or
+/// `cudaOccupancyDisableCachingOverride` (1), which changes nothing here.
+#[no_mangle]
+pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    num_blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_shared: usize,
+    flags: c_uint,
+) -> Code {
     api(|| {
+        if flags > 1 {
+            return Err(CudaError::InvalidValue.into());
+        }
         let (_, info) = runtime::kernel_info(func as usize)?;
         let threads = u32::try_from(block_size).map_err(|_| CudaError::InvalidValue)?;
         if threads == 0 {

@@ -210,7 +210,14 @@ struct LaunchEnvironment {
     memory: Arc<AddressTable>,
     objects: Arc<HashMap<u64, Texture>>,
     references: HashMap<String, Texture>,
+    /// The grid workspace of a cooperative launch (0 otherwise), which CUDA's cooperative
+    /// groups find through `%envreg1`/`%envreg2`: `this_grid().is_valid()`, `grid.sync()`.
+    grid_workspace: u64,
 }
+
+/// Bytes of a grid workspace: cooperative groups' `grid_workspace { unsigned wsSize; unsigned
+/// barrier; }`, rounded up.
+const GRID_WORKSPACE_BYTES: usize = 16;
 
 impl Environment for LaunchEnvironment {
     fn global_accessible(&self, address: u64, len: u64) -> bool {
@@ -221,6 +228,15 @@ impl Environment for LaunchEnvironment {
         match texture {
             TextureRef::Object(handle) => self.objects.get(&handle).copied(),
             TextureRef::Reference(name) => self.references.get(name).copied(),
+        }
+    }
+
+    fn env_reg(&self, index: u8) -> u32 {
+        match index {
+            // `load_env_reg64<1, 2>()`: %envreg1 is the high half, %envreg2 the low half.
+            1 => (self.grid_workspace >> 32) as u32,
+            2 => self.grid_workspace as u32,
+            _ => 0,
         }
     }
 }
@@ -264,6 +280,44 @@ pub unsafe fn launch(
     cooperative: bool,
 ) -> Result<()> {
     check_config(grid, block)?;
+    // Allocated before the address table is snapshotted for the launch, so that the kernel
+    // may use it; zeroed, with `wsSize` set as the driver sets it.
+    let grid_workspace = if cooperative {
+        let workspace = allocate(GRID_WORKSPACE_BYTES, MemoryKind::Device)?;
+        // SAFETY: just allocated, GRID_WORKSPACE_BYTES long and aligned.
+        unsafe { *(workspace as *mut u32) = 8 };
+        workspace
+    } else {
+        0
+    };
+    // SAFETY: the caller's arguments, as for this function.
+    let result = unsafe {
+        launch_with(
+            stub,
+            (grid, block),
+            args,
+            shared,
+            stream,
+            cooperative,
+            grid_workspace,
+        )
+    };
+    if grid_workspace != 0 {
+        let _ = free(grid_workspace, &[MemoryKind::Device]);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_with(
+    stub: usize,
+    (grid, block): (Dim3, Dim3),
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: usize,
+    cooperative: bool,
+    grid_workspace: u64,
+) -> Result<()> {
     let (function, module, memory, objects, references) = {
         let registry = registry();
         registry.check_stream(stream)?;
@@ -307,6 +361,16 @@ pub unsafe fn launch(
     let args: Vec<*const u8> = (0..params)
         .map(|i| unsafe { *args.add(i) } as *const u8)
         .collect();
+    // A cooperative launch may synchronise its CTAs with each other (grid.sync(), or an
+    // inter-block barrier of its own), which only ends if all of them run at once, as they do
+    // on a GPU: one host thread per CTA (at most 32 per emulated multiprocessor, checked
+    // above), instead of `workers` threads taking CTAs one after the other.
+    let workers = if cooperative {
+        usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
+            .unwrap_or(usize::MAX)
+    } else {
+        workers
+    };
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],
         block: [block.x, block.y, block.z],
@@ -317,6 +381,7 @@ pub unsafe fn launch(
         memory,
         objects,
         references,
+        grid_workspace,
     };
     let _work = work_shared();
     let collector = stats::collector();

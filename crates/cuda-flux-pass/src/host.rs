@@ -1,7 +1,9 @@
 //! The host pass: on clang's host IR of a CUDA translation unit, register each kernel's counting
 //! clone with the CUDA runtime next to the original, hand the runtime each kernel's snapshot, and
 //! route every `cudaLaunchKernel` (also its per-thread-stream and cooperative forms, see
-//! [`LAUNCH_ROUTES`]) and `cudaDeviceReset` through the host runtime.
+//! [`LAUNCH_ROUTES`]), `cudaDeviceReset` and the per-function settings
+//! ([`FUNC_SETTING_ROUTES`]: `cudaFuncSetAttribute` and the cache and shared-memory configs,
+//! which the runtime repeats on the clone) through the host runtime.
 //!
 //! Clang registers kernels in `__cuda_module_ctor`: `__cudaRegisterFatBinary` gives the module
 //! handle, `__cuda_register_globals(handle)` makes one `__cudaRegisterFunction(handle, stub,
@@ -43,6 +45,19 @@ pub const LAUNCH_ROUTES: [(&str, &str); 6] = [
     ),
     ("cudaLaunchKernelExC", LAUNCH_KERNEL_EX_C),
     ("cudaLaunchKernelExC_ptsz", LAUNCH_KERNEL_EX_C_PTSZ),
+];
+/// The per-function settings the pass routes to the runtime (which repeats them on the
+/// kernel's counting clone), and their replacements (same signatures).
+pub const FUNC_SETTING_ROUTES: [(&str, &str); 3] = [
+    ("cudaFuncSetAttribute", "__cuda_flux_func_set_attribute"),
+    (
+        "cudaFuncSetCacheConfig",
+        "__cuda_flux_func_set_cache_config",
+    ),
+    (
+        "cudaFuncSetSharedMemConfig",
+        "__cuda_flux_func_set_shared_mem_config",
+    ),
 ];
 /// The runtime's replacement of `cudaDeviceReset` (writes the profile first).
 pub const DEVICE_RESET: &str = "__cuda_flux_device_reset";
@@ -155,6 +170,9 @@ pub fn instrument_host<'ctx>(
         ..HostReport::default()
     };
     reroute(module, "cudaDeviceReset", DEVICE_RESET);
+    for (from, to) in FUNC_SETTING_ROUTES {
+        reroute(module, from, to);
+    }
 
     let Some(ctor) = module.get_function("__cuda_module_ctor") else {
         report.missing = kernels.iter().map(|k| k.kernel.clone()).collect();

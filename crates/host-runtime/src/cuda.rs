@@ -52,6 +52,18 @@ impl LaunchKind {
     }
 }
 
+/// A per-function setting a program makes on a kernel, which the runtime repeats on the
+/// kernel's counting clone so that the clone launches wherever the original does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FuncSetting {
+    /// `cudaFuncSetAttribute(func, attribute, value)` (e.g. the dynamic shared memory opt-in).
+    Attribute { attribute: i32, value: i32 },
+    /// `cudaFuncSetCacheConfig(func, config)`.
+    CacheConfig(i32),
+    /// `cudaFuncSetSharedMemConfig(func, config)`.
+    SharedMemConfig(i32),
+}
+
 /// What the runtime needs from `cudaFuncGetAttributes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FuncInfo {
@@ -77,6 +89,8 @@ pub(crate) trait Cuda: Send + Sync {
     fn set_device(&self, device: i32) -> Result<(), Code>;
     fn device_info(&self, device: i32) -> Result<DeviceInfo, Code>;
     fn func_info(&self, func: usize) -> Result<FuncInfo, Code>;
+    /// `cudaFuncSetAttribute`, `cudaFuncSetCacheConfig` or `cudaFuncSetSharedMemConfig`.
+    fn func_set(&self, func: usize, setting: FuncSetting) -> Code;
     fn malloc(&self, bytes: usize) -> Result<u64, Code>;
     fn free(&self, ptr: u64);
     fn malloc_host(&self, bytes: usize) -> Result<usize, Code>;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::config::Config;
-use crate::cuda::{Code, Cuda, LaunchKind};
+use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind};
 use crate::ffi::{LaunchConfig, RealCuda};
 use crate::runtime::Runtime;
 use crate::Dim3;
@@ -251,6 +251,46 @@ pub unsafe extern "C" fn __cuda_flux_launch_kernel_ex_c_ptsz(
 }
 
 /// `cudaDeviceReset` for instrumented programs: harvest and write the profile, then reset.
+/// A per-function setting: made on `func`, and repeated on its counting clone. Should the
+/// runtime panic, the setting is made on `func` alone.
+fn func_set(func: *const c_void, setting: FuncSetting) -> Code {
+    let done = Cell::new(None);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let code = runtime().func_set(func as usize, setting);
+        done.set(Some(code));
+        code
+    }));
+    match (result, done.get()) {
+        (Ok(code), _) | (Err(_), Some(code)) => code,
+        (Err(_), None) => RealCuda.func_set(func as usize, setting),
+    }
+}
+
+/// `cudaFuncSetAttribute`, also applied to the kernel's counting clone.
+#[no_mangle]
+pub extern "C" fn __cuda_flux_func_set_attribute(
+    func: *const c_void,
+    attribute: c_int,
+    value: c_int,
+) -> Code {
+    func_set(func, FuncSetting::Attribute { attribute, value })
+}
+
+/// `cudaFuncSetCacheConfig`, also applied to the kernel's counting clone.
+#[no_mangle]
+pub extern "C" fn __cuda_flux_func_set_cache_config(func: *const c_void, config: c_int) -> Code {
+    func_set(func, FuncSetting::CacheConfig(config))
+}
+
+/// `cudaFuncSetSharedMemConfig`, also applied to the kernel's counting clone.
+#[no_mangle]
+pub extern "C" fn __cuda_flux_func_set_shared_mem_config(
+    func: *const c_void,
+    config: c_int,
+) -> Code {
+    func_set(func, FuncSetting::SharedMemConfig(config))
+}
+
 #[no_mangle]
 pub extern "C" fn __cuda_flux_device_reset() -> Code {
     let _ = catch_unwind(|| {

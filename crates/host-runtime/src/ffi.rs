@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
-use crate::cuda::{Code, Cuda, DeviceInfo, FuncInfo, LaunchKind, SUCCESS};
+use crate::cuda::{Code, Cuda, DeviceInfo, FuncInfo, FuncSetting, LaunchKind, SUCCESS};
 use crate::Dim3;
 
 const CUDA_ERROR_NOT_READY: Code = 600;
@@ -40,6 +40,9 @@ extern "C" {
     fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> Code;
     fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> Code;
     fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) -> Code;
+    fn cudaFuncSetAttribute(func: *const c_void, attr: c_int, value: c_int) -> Code;
+    fn cudaFuncSetCacheConfig(func: *const c_void, config: c_int) -> Code;
+    fn cudaFuncSetSharedMemConfig(func: *const c_void, config: c_int) -> Code;
     fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> Code;
     fn cudaFree(ptr: *mut c_void) -> Code;
     fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Code;
@@ -203,6 +206,20 @@ impl Cuda for RealCuda {
             binary_version: attr.binary_version,
             max_threads_per_block: attr.max_threads_per_block,
         })
+    }
+
+    fn func_set(&self, func: usize, setting: FuncSetting) -> Code {
+        let func = func as *const c_void;
+        // SAFETY: plain values; cudart validates the function handle.
+        unsafe {
+            match setting {
+                FuncSetting::Attribute { attribute, value } => {
+                    cudaFuncSetAttribute(func, attribute, value)
+                }
+                FuncSetting::CacheConfig(config) => cudaFuncSetCacheConfig(func, config),
+                FuncSetting::SharedMemConfig(config) => cudaFuncSetSharedMemConfig(func, config),
+            }
+        }
     }
 
     fn malloc(&self, bytes: usize) -> Result<u64, Code> {

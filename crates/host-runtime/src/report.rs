@@ -12,6 +12,68 @@ use crate::snapshot::Block;
 /// The value of [`Report::schema`].
 pub const SCHEMA: &str = "cuda-flux/1";
 
+/// A JSON object read as a map, refusing a key given twice (serde's own maps keep the last
+/// value silently; readers of profiles refuse every repeated key, in maps as in records).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UniqueMap<K, V>(pub BTreeMap<K, V>);
+
+impl<'de, K, V> Deserialize<'de> for UniqueMap<K, V>
+where
+    K: Deserialize<'de> + Ord + std::fmt::Display,
+    V: Deserialize<'de>,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<K, V>(std::marker::PhantomData<(K, V)>);
+        impl<'de, K, V> serde::de::Visitor<'de> for Visitor<K, V>
+        where
+            K: Deserialize<'de> + Ord + std::fmt::Display,
+            V: Deserialize<'de>,
+        {
+            type Value = UniqueMap<K, V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key::<K>()? {
+                    if out.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate key `{key}`"
+                        )));
+                    }
+                    let value = map.next_value()?;
+                    out.insert(key, value);
+                }
+                Ok(UniqueMap(out))
+            }
+        }
+        d.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// `deserialize_with` for a map field: [`UniqueMap`].
+pub fn unique_map<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord + std::fmt::Display,
+    V: Deserialize<'de>,
+{
+    UniqueMap::deserialize(d).map(|m| m.0)
+}
+
+/// `deserialize_with` for an optional map field: [`UniqueMap`].
+pub fn unique_map_opt<'de, D, K, V>(d: D) -> Result<Option<BTreeMap<K, V>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord + std::fmt::Display,
+    V: Deserialize<'de>,
+{
+    Option::<UniqueMap<K, V>>::deserialize(d).map(|m| m.map(|m| m.0))
+}
+
 /// Per-opcode (or per-block) execution counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
@@ -78,11 +140,16 @@ pub struct Kernel {
     /// The counted blocks, in counter order.
     pub blocks: Vec<Block>,
     /// The PTX `.file` table the blocks' `lines` refer to (only with line information).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_map"
+    )]
     pub files: BTreeMap<u32, String>,
     /// Launches that ran this architecture's code, in launch order per host thread.
     pub launches: Vec<Launch>,
     /// Sum of the launches' `instructions`.
+    #[serde(deserialize_with = "unique_map")]
     pub totals: OpcodeCounts,
 }
 
@@ -112,7 +179,11 @@ pub struct Launch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_counts: Option<BlockCounts>,
     /// Executed instructions per opcode (zero counts left out). Present when `instrumented`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "unique_map_opt"
+    )]
     pub instructions: Option<OpcodeCounts>,
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::args::extend_args;
 use crate::config::{Config, Mode};
 use crate::counts::{add_opcode_counts, fold_banks, OpcodeTable};
-use crate::cuda::{Code, Cuda, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
+use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
 use crate::output::{program_arguments, write_atomically};
 use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot};
@@ -346,6 +346,32 @@ impl<C: Cuda> Runtime<C> {
         }
     }
 
+    /// `cudaFuncSetAttribute`, `cudaFuncSetCacheConfig` or `cudaFuncSetSharedMemConfig` on
+    /// `func`, as the program made it: applied to `func`, and when that succeeds and `func` is
+    /// a kernel with a counting clone, to the clone too, so that the clone launches wherever
+    /// the original does (a kernel opted in to more than 48 KiB of dynamic shared memory).
+    /// Returns the original's result; a failure on the clone is cleared (its launches then fall
+    /// back to the original, with the reason in the profile).
+    pub(crate) fn func_set(&self, func: usize, setting: FuncSetting) -> Code {
+        let code = self.cuda.func_set(func, setting);
+        if code != SUCCESS {
+            return code;
+        }
+        let clone = {
+            let state = self.lock();
+            state
+                .by_stub
+                .get(&func)
+                .and_then(|&kernel| state.kernels[kernel].clone)
+        };
+        if let Some(clone) = clone {
+            if self.cuda.func_set(clone, setting) != SUCCESS {
+                self.cuda.clear_error();
+            }
+        }
+        code
+    }
+
     /// Decides how to run a launch of `func` on `stream` (a handle any API call understands:
     /// [`LaunchKind::stream`]); for the clone, also takes a counter buffer.
     fn plan(&self, func: usize, block: Dim3, stream: usize) -> Plan {
@@ -479,11 +505,14 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        // The bank count, with the counting mode in the top byte (banks are at most 4096).
-        let mut banks: u32 = self.config.banks | (self.config.mode().device_code() << 24);
+        // The clone's `banks` parameter: the bank count, with the counting mode in the top
+        // byte (banks are at most 4096). The harvest folds `self.config.banks` banks, never
+        // this packed value.
+        let banks = self.config.banks as usize;
+        let mut banks_param: u32 = self.config.banks | (self.config.mode().device_code() << 24);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
-            (&mut banks as *mut u32).cast(),
+            (&mut banks_param as *mut u32).cast(),
         ];
         // SAFETY: `args` holds the original's `params` arguments (cudaLaunchKernel's contract).
         let Some(mut clone_args) = (unsafe { extend_args(args, params, extra) }) else {
@@ -558,7 +587,7 @@ impl<C: Cuda> Runtime<C> {
                     kernel,
                     variant,
                     launch,
-                    banks: banks as usize,
+                    banks,
                     blocks,
                     bytes,
                 };

@@ -48,7 +48,8 @@ pub(crate) enum Special {
     GlobalTimer,
     DynamicSmemSize,
     TotalSmemSize,
-    EnvReg,
+    /// `%envreg<N>`, N < 32: the value the launch's [`crate::Environment::env_reg`] gives.
+    EnvReg(u8),
 }
 
 impl Special {
@@ -87,8 +88,8 @@ impl Special {
             "globaltimer" => Special::GlobalTimer,
             "dynamic_smem_size" => Special::DynamicSmemSize,
             "total_smem_size" => Special::TotalSmemSize,
-            n if n.starts_with("envreg") && n[6..].parse::<u32>().is_ok_and(|i| i < 32) => {
-                Special::EnvReg
+            n if n.starts_with("envreg") && n[6..].parse::<u8>().is_ok_and(|i| i < 32) => {
+                Special::EnvReg(n[6..].parse().unwrap_or(0))
             }
             _ => return None,
         })
@@ -1679,7 +1680,9 @@ mod tests {
             Special::from_name("%lanemask_lt"),
             Some(Special::LanemaskLt)
         );
-        assert_eq!(Special::from_name("%envreg3"), Some(Special::EnvReg));
+        assert_eq!(Special::from_name("%envreg3"), Some(Special::EnvReg(3)));
+        assert_eq!(Special::from_name("%envreg31"), Some(Special::EnvReg(31)));
+        assert_eq!(Special::from_name("%envreg32"), None);
         assert_eq!(Special::from_name("%r1"), None);
     }
 }

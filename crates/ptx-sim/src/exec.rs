@@ -264,6 +264,9 @@ impl<'a> Exec<'a, '_> {
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
                         for (i, &d) in dsts[..*count as usize].iter().enumerate() {
                             // SAFETY: `resolve` checked the whole vector's range.
                             let mut v = unsafe { memory::load(host + i as u64 * bytes, ty.bytes) };
@@ -287,6 +290,9 @@ impl<'a> Exec<'a, '_> {
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
                         for (i, src) in srcs[..*count as usize].iter().enumerate() {
                             let v = self.read(src, lane);
                             // SAFETY: `resolve` checked the whole vector's range.
@@ -345,7 +351,7 @@ impl<'a> Exec<'a, '_> {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, bytes, lane, pc)?;
                         if host % bytes != 0 {
-                            return Err(self.invalid_address(pc, address, bytes, lane));
+                            return Err(self.misaligned(pc, address, bytes, lane));
                         }
                         // Global: `.global`, or a generic address outside the CTA's shared
                         // and local windows.
@@ -1068,6 +1074,22 @@ impl<'a> Exec<'a, '_> {
         }
     }
 
+    /// A load, store or atomic whose address is not a multiple of its size. (Shared and local
+    /// windows start at multiples of 16 or more, so the host address's alignment is the
+    /// PTX address's.)
+    #[cold]
+    pub(crate) fn misaligned(&self, pc: u32, address: u64, len: u64, lane: usize) -> SimError {
+        SimError::MisalignedAddress {
+            space: self.space_name(pc),
+            address,
+            len,
+            instruction: self.instruction_text(pc),
+            line: self.line(pc),
+            cta: self.cta.ctaid,
+            thread: self.warp.tid[lane],
+        }
+    }
+
     pub(crate) fn unsupported(&self, pc: u32, what: &str) -> SimError {
         SimError::Unsupported {
             what: format!("{what} (in `{}`)", self.instruction_text(pc)),
@@ -1204,7 +1226,7 @@ fn read_other(
                         .map_or(0, |d| d.as_nanos() as u64),
                     Special::DynamicSmemSize => config.dynamic_shared_bytes as u64,
                     Special::TotalSmemSize => launch.shared_bytes,
-                    Special::EnvReg => 0,
+                    Special::EnvReg(index) => u64::from(launch.env.env_reg(index)),
                 }
             }
         }

@@ -110,6 +110,13 @@ pub trait Environment: Sync {
     fn global_accessible(&self, address: u64, len: u64) -> bool;
     /// The memory bound to a texture, if any.
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture>;
+    /// The value of `%envreg<index>` (index < 32) in this launch: 0 unless the environment says
+    /// otherwise. CUDA's cooperative groups read the grid workspace's address from `%envreg1`
+    /// (high half) and `%envreg2` (low half); a cooperative launch provides one.
+    fn env_reg(&self, index: u8) -> u32 {
+        let _ = index;
+        0
+    }
 }
 
 /// Why PTX could not be loaded or a kernel could not run. `Display` is one line that names the
@@ -130,6 +137,22 @@ pub enum SimError {
         cta[0], cta[1], cta[2], thread[0], thread[1], thread[2]
     )]
     InvalidAddress {
+        space: &'static str,
+        address: u64,
+        len: u64,
+        instruction: String,
+        line: u32,
+        cta: [u32; 3],
+        thread: [u32; 3],
+    },
+    /// A load or store whose address is not a multiple of its size (the whole vector's for
+    /// `.v2`/`.v4`): what a GPU reports as `cudaErrorMisalignedAddress`.
+    #[error(
+        "misaligned {space} address {address:#x} ({len}-byte access) by `{instruction}` at PTX \
+         line {line}, block ({}, {}, {}), thread ({}, {}, {})",
+        cta[0], cta[1], cta[2], thread[0], thread[1], thread[2]
+    )]
+    MisalignedAddress {
         space: &'static str,
         address: u64,
         len: u64,

@@ -500,11 +500,14 @@ fn kernel_layout(functions: &[DecodedFunction], kernel: u32, vars: &[SharedVar])
     let mut memo = vec![None; functions.len()];
     let mut on_path = vec![false; functions.len()];
     let (need, bounded) = stack_need(functions, kernel, &mut memo, &mut on_path);
+    // A multiple of 16: every thread's window then starts 16-aligned (the CTA's local buffer
+    // is), so that a `.v4.f32` local access is aligned in the host as in PTX.
     let window = if bounded && !indirect {
         need
     } else {
         need.max(UNBOUNDED_STACK_BYTES)
-    };
+    }
+    .next_multiple_of(16);
     KernelLayout {
         shared_offsets: offsets,
         static_shared: end,

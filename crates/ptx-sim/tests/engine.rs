@@ -862,3 +862,82 @@ fn indirect_calls_grouped_by_target() {
         assert_eq!(*v, if i % 2 == 0 { 2 * i } else { -i }, "thread {i}");
     }
 }
+
+#[test]
+fn misaligned_loads_and_stores_are_errors_as_on_a_gpu() {
+    // Issue 14, item 5: an int at +1, a double at +4, a float4 at +4 or +8 were read and
+    // written as if aligned; a GPU stops with cudaErrorMisalignedAddress.
+    let program = load(
+        r#"
+.shared .align 16 .b8 tile[64];
+.visible .entry access(.param .u64 buf, .param .u32 which)
+{
+    .reg .pred %p<8>;
+    .reg .b32 %r<4>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<4>;
+    .reg .f64 %fd<2>;
+    ld.param.u64 %rd1, [buf];
+    ld.param.u32 %r1, [which];
+    setp.eq.u32 %p1, %r1, 1;
+    @%p1 ld.global.u32 %r2, [%rd1+1];
+    setp.eq.u32 %p2, %r1, 2;
+    @%p2 ld.global.f64 %fd1, [%rd1+4];
+    setp.eq.u32 %p3, %r1, 3;
+    @%p3 ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+4];
+    setp.eq.u32 %p4, %r1, 4;
+    @%p4 st.global.v4.f32 [%rd1+8], {%f1, %f2, %f3, %f4};
+    setp.eq.u32 %p5, %r1, 5;
+    @%p5 st.shared.u32 [tile+2], %r1;
+    setp.eq.u32 %p6, %r1, 6;
+    @%p6 ld.global.v2.u32 {%r2, %r3}, [%rd1+4];
+    setp.eq.u32 %p7, %r1, 0;
+    @%p7 ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+16];
+    @%p7 st.shared.v4.f32 [tile+16], {%f1, %f2, %f3, %f4};
+    @%p7 ld.global.v2.u32 {%r2, %r3}, [%rd1+8];
+    @%p7 ld.global.u8 %r2, [%rd1+3];
+    ret;
+}
+"#,
+    );
+    let env = TestEnv::default();
+    let mut buf = vec![0u64; 8];
+    let address = env.register(&mut buf);
+    let run = |which: u32| {
+        launch(
+            &program,
+            "access",
+            &config([1, 1, 1], [1, 1, 1], 1),
+            &[Arg::U64(address), Arg::U32(which)],
+            &env,
+        )
+    };
+    // Aligned accesses of every width run.
+    run(0).unwrap();
+    for (which, space, offset, len) in [
+        (1, "global", 1, 4),
+        (2, "global", 4, 8),
+        (3, "global", 4, 16),
+        (4, "global", 8, 16),
+        (5, "shared", 2, 4),
+        (6, "global", 4, 8),
+    ] {
+        match run(which).unwrap_err() {
+            SimError::MisalignedAddress {
+                space: s,
+                address: a,
+                len: l,
+                ..
+            } => {
+                assert_eq!((s, l), (space, len), "case {which}");
+                let expected = if space == "shared" {
+                    offset
+                } else {
+                    address + offset
+                };
+                assert_eq!(a, expected, "case {which}");
+            }
+            other => panic!("case {which}: expected MisalignedAddress, got {other}"),
+        }
+    }
+}

@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use host_runtime::report::{Counts, Launch, OpcodeCounts};
 use host_runtime::snapshot::Block;
 
-use crate::profile::add_counts;
+use crate::profile::{add_counts, checked_sum, too_large};
 use crate::stream::{self, KernelHead, Sink};
 
 /// One kernel entry (one architecture of one file) with its launches summed.
@@ -54,6 +54,9 @@ pub struct Kernel {
     pub counted: usize,
     /// Sum of the entries' `totals`.
     pub totals: OpcodeCounts,
+    /// Per architecture, the block counts summed over its entries (what
+    /// [`Kernel::block_heat`] shows), kept to refuse sums that cannot be represented.
+    heat: BTreeMap<u32, Vec<Counts>>,
 }
 
 /// A block's counts summed over the entries with the same architecture.
@@ -168,6 +171,7 @@ impl Aggregator {
             launches: 0,
             counted: 0,
             totals: OpcodeCounts::new(),
+            heat: BTreeMap::new(),
         });
         let slot = self.kernels.len() - 1;
         self.index
@@ -203,10 +207,13 @@ impl Sink for Aggregator {
                 sums.resize(head.blocks.len(), Counts::default());
             }
             for (index, sum) in sums.iter_mut().enumerate() {
-                sum.add(Counts {
+                let counts = Counts {
                     threads: counts.threads.get(index).copied().unwrap_or(0),
                     warps: counts.warps.get(index).copied().unwrap_or(0),
-                });
+                };
+                *sum = checked_sum(*sum, counts)
+                    .ok_or_else(|| too_large(&format!("block #{index}")))
+                    .with_context(|| format!("kernel {}", head.name))?;
             }
         }
         Ok(())
@@ -228,7 +235,16 @@ impl Sink for Aggregator {
         }
         kernel.launches += launches;
         kernel.counted += counted;
-        add_counts(&mut kernel.totals, &totals);
+        add_counts(&mut kernel.totals, &totals).with_context(|| format!("kernel {}", head.name))?;
+        if !block_counts.is_empty() {
+            let heat = kernel.heat.entry(head.arch).or_default();
+            heat.resize(heat.len().max(block_counts.len()), Counts::default());
+            for (index, (sum, counts)) in heat.iter_mut().zip(&block_counts).enumerate() {
+                *sum = checked_sum(*sum, *counts)
+                    .ok_or_else(|| too_large(&format!("block #{index}")))
+                    .with_context(|| format!("kernel {}", head.name))?;
+            }
+        }
         kernel.entries.push(Entry {
             file,
             head,

@@ -103,10 +103,11 @@ pub fn label(blocks: &[Block], index: usize) -> &str {
 /// Counts of one source line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LineCounts {
-    /// Thread-level instruction executions on this line.
-    pub threads: u64,
+    /// Thread-level instruction executions on this line (128 bits: a block count times the
+    /// line's instructions, summed, may exceed `u64::MAX`).
+    pub threads: u128,
     /// Warp-level instruction executions.
-    pub warps: u64,
+    pub warps: u128,
     /// Instructions (static) compiled from it.
     pub instructions: u64,
 }
@@ -127,12 +128,9 @@ pub fn by_line(listing: &Listing<'_>) -> BTreeMap<(String, u32), LineCounts> {
                 .cloned()
                 .unwrap_or_else(|| format!("file#{file}"));
             let entry = lines.entry((name, line)).or_default();
-            let n = u64::from(n);
-            entry.threads = entry
-                .threads
-                .saturating_add(counts.threads.saturating_mul(n));
-            entry.warps = entry.warps.saturating_add(counts.warps.saturating_mul(n));
-            entry.instructions += n;
+            entry.threads += u128::from(counts.threads) * u128::from(n);
+            entry.warps += u128::from(counts.warps) * u128::from(n);
+            entry.instructions += u64::from(n);
         }
     }
     lines

@@ -208,9 +208,79 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// Base units of the reference values cuda-flux compares (Nsight Compute's names), each of
+/// which may carry a decimal prefix (`Kinst` = 1,000 `inst`).
+const BASE_UNITS: &[&str] = &[
+    "inst", "thread", "warp", "byte", "sector", "request", "cycle",
+];
+
+/// The factor a value in `unit` is multiplied by: 1 for no unit, `%` or a base unit, 10^3k for
+/// a base unit with the prefix K, M, G, T, P or E; `None` for a unit not understood.
+fn unit_scale(unit: &str) -> Option<f64> {
+    let unit = unit.trim();
+    if unit.is_empty() || unit == "%" || BASE_UNITS.contains(&unit) {
+        return Some(1.0);
+    }
+    let mut chars = unit.chars();
+    let scale = match chars.next()? {
+        'K' => 1e3,
+        'M' => 1e6,
+        'G' => 1e9,
+        'T' => 1e12,
+        'P' => 1e15,
+        'E' => 1e18,
+        _ => return None,
+    };
+    BASE_UNITS.contains(&chars.as_str()).then_some(scale)
+}
+
+/// A reference value as the profilers print it: a non-negative decimal number, with optional
+/// thousands separators (`1,234,567`, groups of three digits) and an optional `%` at the end.
+/// Anything else (`inf`, `NaN`, negative values, `16%5`, `1,2`) is `None`.
+fn reference_number(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let text = text.strip_suffix('%').map_or(text, str::trim_end);
+    let digits = if text.contains(',') {
+        let (whole, fraction) = match text.split_once('.') {
+            Some((w, f)) => (w, Some(f)),
+            None => (text, None),
+        };
+        let mut groups = whole.split(',');
+        let first = groups.next()?;
+        let grouped = (1..=3).contains(&first.len())
+            && first.bytes().all(|b| b.is_ascii_digit())
+            && groups.all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit()));
+        if !grouped {
+            return None;
+        }
+        let mut plain = whole.replace(',', "");
+        if let Some(fraction) = fraction {
+            plain.push('.');
+            plain.push_str(fraction);
+        }
+        plain
+    } else {
+        text.to_string()
+    };
+    // Digits, a point, an exponent: no sign, no `inf`/`nan` words.
+    if !digits
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        || !digits.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+    {
+        return None;
+    }
+    digits
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 /// Reads a reference CSV.
 pub fn parse(path: &Path, text: &str, tool: Tool) -> Result<Vec<Sample>> {
     let name = path.display();
+    // Spreadsheets save CSV with a UTF-8 byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // nvprof and ncu print `==PID==` / `==PROF==` lines around the table.
     let body: String = text
         .lines()
@@ -223,20 +293,30 @@ pub fn parse(path: &Path, text: &str, tool: Tool) -> Result<Vec<Sample>> {
     };
     let col = |c: &str| header.iter().position(|h| h == c);
     let number = |line: usize, metric: &str, text: &str, unit: &str| -> Result<f64> {
-        let cleaned: String = text.chars().filter(|c| *c != ',' && *c != '%').collect();
-        let scale = match unit.chars().next() {
-            Some('K') if unit.len() > 1 => 1e3,
-            Some('M') if unit.len() > 1 => 1e6,
-            Some('G') if unit.len() > 1 => 1e9,
-            _ => 1.0,
+        let value = reference_number(text).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name}: line {line}: value {text:?} of {metric} is not a number (a non-negative decimal, optionally with thousands separators or a trailing %)"
+            )
+        })?;
+        let scale = match unit_scale(unit) {
+            Some(scale) => scale,
+            // A metric cuda-flux does not compare: its unit does not matter.
+            None if our_metric(tool, metric).is_none() => 1.0,
+            None => bail!("{name}: line {line}: unit {unit:?} of {metric} is not understood"),
         };
-        cleaned
-            .trim()
-            .parse::<f64>()
-            .map(|v| v * scale)
-            .map_err(|_| {
-                anyhow::anyhow!("{name}: line {line}: value {text:?} of {metric} is not a number")
-            })
+        Ok(value * scale)
+    };
+    // The first line of each (kernel, launch, metric), to refuse a value given twice.
+    let mut first_line: BTreeMap<(String, Option<u64>, String), usize> = BTreeMap::new();
+    let mut once = |line: usize, kernel: &str, launch: Option<u64>, metric: &str| -> Result<()> {
+        let key = (kernel.to_string(), launch, metric.to_string());
+        if let Some(first) = first_line.insert(key, line) {
+            let which = launch.map_or(String::new(), |id| format!(" (launch {id})"));
+            bail!(
+                "{name}: line {line}: {metric} of {kernel}{which} is given again (first on line {first})"
+            );
+        }
+        Ok(())
     };
     let field = |row: &[String], i: usize| row.get(i).cloned().unwrap_or_default();
     let mut samples = Vec::new();
@@ -250,6 +330,7 @@ pub fn parse(path: &Path, text: &str, tool: Tool) -> Result<Vec<Sample>> {
             ) {
                 for (line, row) in rows {
                     let metric = field(row, m);
+                    once(*line, &field(row, k), None, &metric)?;
                     samples.push(Sample {
                         kernel: field(row, k),
                         launch: None,
@@ -263,6 +344,11 @@ pub fn parse(path: &Path, text: &str, tool: Tool) -> Result<Vec<Sample>> {
                 let metric_columns: Vec<usize> = (0..header.len())
                     .filter(|&i| !TRACE_COLUMNS.contains(&header[i].as_str()))
                     .collect();
+                for (n, &i) in metric_columns.iter().enumerate() {
+                    if metric_columns[..n].iter().any(|&j| header[j] == header[i]) {
+                        bail!("{name}: column {:?} appears twice", header[i]);
+                    }
+                }
                 let mut seen: BTreeMap<String, usize> = BTreeMap::new();
                 for (line, row) in rows {
                     let kernel = field(row, k);
@@ -322,6 +408,7 @@ pub fn parse(path: &Path, text: &str, tool: Tool) -> Result<Vec<Sample>> {
                     list.push(launch_id);
                 }
                 let metric = field(row, m);
+                once(*line, &kernel, Some(launch_id), &metric)?;
                 let unit = unit.map(|u| field(row, u)).unwrap_or_default();
                 let value = number(*line, &metric, &field(row, v), &unit)?;
                 parsed.push((kernel, launch_id, metric, value));

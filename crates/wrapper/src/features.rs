@@ -205,12 +205,13 @@ fn classify_opcode(opcode: &str) -> OpcodeFeature {
 
 /// The numeric feature columns after `warp_instructions` for one histogram.
 pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
-    let mut groups = [0u64; 9];
-    let mut mem = [0u64; 7];
-    let mut read = [0u64; 7];
-    let mut written = [0u64; 7];
+    // 128-bit sums: exact for any 64-bit counts (bytes are counts times up to 64).
+    let mut groups = [0u128; 9];
+    let mut mem = [0u128; 7];
+    let mut read = [0u128; 7];
+    let mut written = [0u128; 7];
     for (opcode, c) in counts {
-        let t = c.threads;
+        let t = u128::from(c.threads);
         match opcode_feature(opcode) {
             OpcodeFeature::Group(g) => groups[g] += t,
             OpcodeFeature::Memory {
@@ -219,22 +220,22 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
                 written: w,
             } => {
                 mem[space] += t;
-                read[space] = read[space].saturating_add(r.saturating_mul(t));
-                written[space] = written[space].saturating_add(w.saturating_mul(t));
+                read[space] += u128::from(r) * t;
+                written[space] += u128::from(w) * t;
             }
         }
     }
     let m = Metrics::of(counts);
     let flops = m.count("flop_count_sp") + m.count("flop_count_dp") + m.count("flop_count_hp");
     // Off-chip-backed spaces: global, local, generic, texture.
-    let traffic: u64 = [0usize, 2, 5, 6]
+    let traffic: u128 = [0usize, 2, 5, 6]
         .iter()
         .map(|&s| read[s] + written[s])
         .sum();
     let threads = m.count("thread_inst_executed");
     let warps = m.count("inst_executed");
-    let mut out: Vec<String> = groups.iter().map(u64::to_string).collect();
-    out.extend(mem.iter().map(u64::to_string));
+    let mut out: Vec<String> = groups.iter().map(u128::to_string).collect();
+    out.extend(mem.iter().map(u128::to_string));
     for s in 0..SPACES.len() {
         out.push(read[s].to_string());
         out.push(written[s].to_string());
@@ -255,7 +256,7 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
 
 /// The instruction mix of a histogram: thread instructions per group ([`GROUPS`]) and per
 /// memory space (`mem_<space>`), which together partition the thread instructions.
-pub fn mix(counts: &OpcodeCounts) -> Vec<(String, u64)> {
+pub fn mix(counts: &OpcodeCounts) -> Vec<(String, u128)> {
     let names = GROUPS
         .iter()
         .map(|g| g.to_string())
@@ -266,14 +267,36 @@ pub fn mix(counts: &OpcodeCounts) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The exact decimal product of `factors`, however large (six 32-bit dimensions can exceed 128
+/// bits; a real launch stays below 2^73).
+fn product_text(factors: impl IntoIterator<Item = u32>) -> String {
+    // Little-endian limbs of 10^9.
+    const BASE: u64 = 1_000_000_000;
+    let mut limbs: Vec<u64> = vec![1];
+    for factor in factors {
+        let mut carry = 0u64;
+        for limb in &mut limbs {
+            let v = *limb * u64::from(factor) + carry;
+            (*limb, carry) = (v % BASE, v / BASE);
+        }
+        while carry > 0 {
+            limbs.push(carry % BASE);
+            carry /= BASE;
+        }
+    }
+    while limbs.len() > 1 && limbs.last() == Some(&0) {
+        limbs.pop();
+    }
+    let mut text = limbs.last().copied().unwrap_or(0).to_string();
+    for limb in limbs.iter().rev().skip(1) {
+        text.push_str(&format!("{limb:09}"));
+    }
+    text
+}
+
 /// The row of one launch: launch number `index` of its merged kernel, from file `file_name`.
 pub fn row(file_name: &str, head: &KernelHead, index: usize, launch: &Launch) -> Vec<String> {
-    let threads: u64 = launch
-        .grid
-        .iter()
-        .chain(&launch.block)
-        .map(|&d| u64::from(d))
-        .product();
+    let threads = product_text(launch.grid.iter().chain(&launch.block).copied());
     let mode = serde_json::to_value(launch.mode)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -288,7 +311,7 @@ pub fn row(file_name: &str, head: &KernelHead, index: usize, launch: &Launch) ->
     ];
     row.extend(launch.grid.iter().map(u32::to_string));
     row.extend(launch.block.iter().map(u32::to_string));
-    row.push(threads.to_string());
+    row.push(threads);
     row.push(launch.dynamic_shared_bytes.to_string());
     row.push(mode);
     row.push(launch.instrumented.to_string());

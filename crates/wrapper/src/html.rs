@@ -122,9 +122,9 @@ fn render_kernel(out: &mut String, i: usize, k: &Kernel, options: Options) {
 }
 
 /// A horizontal bar chart of the non-zero classes, as inline SVG.
-pub fn mix_chart(mix: &[(String, u64)]) -> String {
-    let shown: Vec<&(String, u64)> = mix.iter().filter(|(_, n)| *n > 0).collect();
-    let total: u64 = shown.iter().map(|(_, n)| n).sum();
+pub fn mix_chart(mix: &[(String, u128)]) -> String {
+    let shown: Vec<&(String, u128)> = mix.iter().filter(|(_, n)| *n > 0).collect();
+    let total: u128 = shown.iter().map(|(_, n)| n).sum();
     let max = shown.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
     let (label_w, bar_w, row_h) = (140.0, 480.0, 22.0);
     let height = row_h * shown.len() as f64 + 10.0;

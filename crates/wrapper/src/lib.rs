@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod annotate;
 pub mod compare;
+pub mod consistency;
 pub mod csv;
 pub mod driver;
 pub mod features;
@@ -21,6 +22,24 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ptx_lexer::{FunctionKind, Module};
+
+/// An error as one line: its chain of causes, outermost first, joined by `: `, leaving out a
+/// cause whose text the line already ends with (many errors, such as `tempfile`'s, repeat their
+/// source in their own text, which `{:#}` would then print twice).
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
 
 /// A plain-text table of every function definition: kind, blocks, static instruction count and
 /// the most frequent opcodes; with `show_blocks`, each block's label, size and opcodes below it.

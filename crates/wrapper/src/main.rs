@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line: the chain of causes, outermost first.
-            eprintln!("cuda-flux: error: {error:#}");
+            eprintln!("cuda-flux: error: {}", wrapper::error_line(&error));
             ExitCode::FAILURE
         }
     }
@@ -243,7 +243,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Compare { file, nvprof, ncu } => {
             use wrapper::compare::{self, Tool};
             let profiles = profile::load_all(std::slice::from_ref(&file))?;
-            let kernels = profile::merge(&profiles);
+            let kernels = profile::merge(&profiles)?;
             let (tool, path) = match (nvprof, ncu) {
                 (Some(path), _) => (Tool::Nvprof, path),
                 (None, Some(path)) => (Tool::Ncu, path),
@@ -306,18 +306,9 @@ fn print(text: &str) -> Result<()> {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it: never a partial file.
+/// Writes `bytes` to `path` whole or not at all: a regular file (links followed) through a
+/// temporary file renamed over it, a device or pipe in place (`host_runtime::output`).
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.flush())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    host_runtime::output::write_file(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -422,8 +422,9 @@ pub fn named_space(opcode: &str) -> Option<StateSpace> {
 /// A metric's value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
-    /// A count.
-    Count(u64),
+    /// A count. 128 bits wide: a metric derived from 64-bit counts (a flop count is twice an
+    /// instruction count, summed over opcodes) may exceed `u64::MAX` and is still exact.
+    Count(u128),
     /// A percentage; `None` when undefined (nothing executed).
     Percent(Option<f64>),
 }
@@ -451,7 +452,7 @@ impl Value {
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Value::Count(n) => s.serialize_u64(*n),
+            Value::Count(n) => s.serialize_u128(*n),
             Value::Percent(Some(p)) => s.serialize_f64(*p),
             Value::Percent(None) => s.serialize_none(),
         }
@@ -506,7 +507,7 @@ pub fn index_of(name: &str) -> Option<usize> {
 }
 
 /// One opcode's share of one count metric: (slot, per thread, per warp).
-type Term = (usize, u64, u64);
+type Term = (usize, u128, u128);
 
 /// What one execution of `opcode` adds to each count metric, as `(slot, per thread, per warp)`
 /// terms: every count metric is linear in a histogram entry's thread and warp counts, so an
@@ -522,7 +523,7 @@ fn with_contribution<R>(opcode: &str, use_terms: impl FnOnce(&[Term]) -> R) -> R
             return use_terms(terms);
         }
         let unit = |threads: u64, warps: u64| {
-            let mut v = [0u64; NAMES.len() - 1];
+            let mut v = [0u128; NAMES.len() - 1];
             add_entry(&mut v, opcode, Counts { threads, warps });
             v
         };
@@ -538,14 +539,14 @@ fn with_contribution<R>(opcode: &str, use_terms: impl FnOnce(&[Term]) -> R) -> R
 }
 
 /// Adds one histogram entry (`c` executions of `opcode`) to the count metrics `v`.
-fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
+fn add_entry(v: &mut [u128; NAMES.len() - 1], opcode: &str, c: Counts) {
     let slot = |name: &str| index_of(name).expect("a metric name");
-    let mut add = |name: &str, n: u64| {
+    let mut add = |name: &str, n: u128| {
         let i = slot(name);
         v[i] = v[i].saturating_add(n);
     };
-    add("inst_executed", c.warps);
-    add("thread_inst_executed", c.threads);
+    add("inst_executed", c.warps.into());
+    add("thread_inst_executed", c.threads.into());
     let class = classify(opcode);
     if let Some(thread) = class.thread {
         let name = match thread {
@@ -559,7 +560,7 @@ fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
             ThreadClass::Misc => "inst_misc",
             ThreadClass::InterThreadCommunication => "inst_inter_thread_communication",
         };
-        add(name, c.threads);
+        add(name, c.threads.into());
     }
     if let Some((space, op)) = class.memory {
         let name = match (space, op) {
@@ -583,7 +584,7 @@ fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
             _ => None,
         };
         if let Some(name) = name {
-            add(name, c.warps);
+            add(name, c.warps.into());
         }
     }
     if let Some((precision, flop, lanes)) = class.flops {
@@ -592,7 +593,7 @@ fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
             Precision::Single => "sp",
             Precision::Double => "dp",
         };
-        let ops = c.threads.saturating_mul(lanes);
+        let ops = u128::from(c.threads) * u128::from(lanes);
         match flop {
             Flop::Add => {
                 add(&format!("flop_count_{p}_add"), ops);
@@ -604,7 +605,7 @@ fn add_entry(v: &mut [u64; NAMES.len() - 1], opcode: &str, c: Counts) {
             }
             Flop::Fma => {
                 add(&format!("flop_count_{p}_fma"), ops);
-                add(&format!("flop_count_{p}"), ops.saturating_mul(2));
+                add(&format!("flop_count_{p}"), ops * 2);
             }
             // Special operations are not part of flop_count_sp.
             Flop::Special => add("flop_count_sp_special", ops),
@@ -622,13 +623,12 @@ pub struct Metrics {
 impl Metrics {
     /// Computes the metrics of a histogram (a launch's `instructions` or a kernel's `totals`).
     pub fn of(counts: &OpcodeCounts) -> Metrics {
-        let mut v = [0u64; NAMES.len() - 1];
+        // 128-bit sums of 64-bit counts times small factors: exact, whatever the counts.
+        let mut v = [0u128; NAMES.len() - 1];
         for (opcode, c) in counts {
             with_contribution(opcode, |terms| {
                 for &(i, per_thread, per_warp) in terms {
-                    let n = per_thread
-                        .saturating_mul(c.threads)
-                        .saturating_add(per_warp.saturating_mul(c.warps));
+                    let n = per_thread * u128::from(c.threads) + per_warp * u128::from(c.warps);
                     v[i] = v[i].saturating_add(n);
                 }
             });
@@ -650,7 +650,7 @@ impl Metrics {
     }
 
     /// A count metric by name; 0 for unknown names and percentages.
-    pub fn count(&self, name: &str) -> u64 {
+    pub fn count(&self, name: &str) -> u128 {
         match self.get(name) {
             Some(Value::Count(n)) => n,
             _ => 0,
@@ -701,7 +701,7 @@ mod tests {
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map_or(0, |(_, v)| *v);
-            assert_eq!(value, Value::Count(want), "{name}");
+            assert_eq!(value, Value::Count(want.into()), "{name}");
         }
     }
 

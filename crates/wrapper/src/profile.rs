@@ -22,9 +22,13 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Parses a profile from text; `path` only names it in errors.
+    /// Parses a profile from text; `path` only names it in errors. The text is first read by
+    /// the streaming reader every other command uses ([`crate::stream`]), so that the same
+    /// profiles are refused with the same messages (repeated keys, counts that do not fit
+    /// together: [`crate::consistency`]).
     pub fn parse(path: &Path, text: &str) -> Result<Profile> {
         let name = path.display();
+        crate::stream::read_from(&name.to_string(), text.as_bytes(), 0, &mut Discard)?;
         match serde_json::from_str::<Report>(text) {
             Ok(report) if report.schema == SCHEMA => Ok(Profile {
                 path: path.to_path_buf(),
@@ -61,6 +65,31 @@ impl Profile {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         Profile::parse(path, &text)
+    }
+}
+
+/// A sink that keeps nothing: the streaming reader as a checker.
+struct Discard;
+
+impl crate::stream::Sink for Discard {
+    fn launch(
+        &mut self,
+        _: usize,
+        _: &crate::stream::KernelHead,
+        _: usize,
+        _: Launch,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn kernel(
+        &mut self,
+        _: usize,
+        _: crate::stream::KernelHead,
+        _: OpcodeCounts,
+        _: usize,
+    ) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -160,15 +189,35 @@ impl<'a> MergedKernel<'a> {
     }
 }
 
-/// Adds `b` into `a`, opcode by opcode.
-pub fn add_counts(a: &mut OpcodeCounts, b: &OpcodeCounts) {
+/// Adds `b` into `a`, opcode by opcode. A sum beyond `u64::MAX` cannot be represented: the
+/// error names the opcode (and `a` is left partly added).
+pub fn add_counts(a: &mut OpcodeCounts, b: &OpcodeCounts) -> Result<()> {
     for (opcode, counts) in b {
-        a.entry(opcode.clone()).or_default().add(*counts);
+        let sum = a.entry(opcode.clone()).or_default();
+        *sum = checked_sum(*sum, *counts).ok_or_else(|| too_large(opcode))?;
     }
+    Ok(())
 }
 
-/// Groups the kernels of every profile by (name, source), in order of first appearance.
-pub fn merge(profiles: &[Profile]) -> Vec<MergedKernel<'_>> {
+/// `a + b`, or `None` when a count exceeds `u64::MAX`.
+pub fn checked_sum(a: Counts, b: Counts) -> Option<Counts> {
+    Some(Counts {
+        threads: a.threads.checked_add(b.threads)?,
+        warps: a.warps.checked_add(b.warps)?,
+    })
+}
+
+/// The error for counts of `what` whose sum exceeds `u64::MAX`.
+pub fn too_large(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the {what} counts summed over the launches and files exceed {} (2^64 - 1) and cannot be represented; read fewer files at a time",
+        u64::MAX
+    )
+}
+
+/// Groups the kernels of every profile by (name, source), in order of first appearance. An
+/// error when a kernel's summed counts cannot be represented.
+pub fn merge(profiles: &[Profile]) -> Result<Vec<MergedKernel<'_>>> {
     let mut order: Vec<MergedKernel<'_>> = Vec::new();
     let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (file, profile) in profiles.iter().enumerate() {
@@ -206,10 +255,11 @@ pub fn merge(profiles: &[Profile]) -> Vec<MergedKernel<'_>> {
                             launch,
                         }),
                 );
-            add_counts(&mut merged.totals, &kernel.totals);
+            add_counts(&mut merged.totals, &kernel.totals)
+                .with_context(|| format!("kernel {}", kernel.name))?;
         }
     }
-    order
+    Ok(order)
 }
 
 /// Finds the kernels a `--kernel` argument names (see [`crate::aggregate::select_by`]).

@@ -46,7 +46,7 @@ impl Default for Options {
     }
 }
 
-fn percent(part: u64, whole: u64) -> String {
+fn percent(part: u128, whole: u128) -> String {
     if whole == 0 {
         "-".to_string()
     } else {
@@ -55,7 +55,8 @@ fn percent(part: u64, whole: u64) -> String {
 }
 
 /// SIMD efficiency: thread instructions / (32 x warp instructions), in percent.
-pub fn simd_efficiency(threads: u64, warps: u64) -> Option<f64> {
+pub fn simd_efficiency(threads: impl Into<u128>, warps: impl Into<u128>) -> Option<f64> {
+    let (threads, warps) = (threads.into(), warps.into());
     (warps > 0).then(|| 100.0 * threads as f64 / (32.0 * warps as f64))
 }
 
@@ -133,7 +134,7 @@ fn render_kernel(out: &mut String, k: &Kernel, options: Options) {
             "    {:<24} {:>12} {:>7} {:>12}",
             op,
             t,
-            percent(*t, threads),
+            percent((*t).into(), threads),
             w
         );
     }

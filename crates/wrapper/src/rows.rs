@@ -12,25 +12,39 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek as _, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use host_runtime::output::{destination, replaced_permissions, Destination};
 use host_runtime::report::{Launch, OpcodeCounts};
 
 use crate::aggregate::{Aggregator, Kernel};
 use crate::stream::{KernelHead, Sink};
 
 /// Where a command's output goes: a temporary file that becomes the `-o` file, or is copied to
-/// standard output, when [`Output::commit`] is called.
+/// standard output (or to an `-o` that is a device or a pipe), when [`Output::commit`] is called.
 pub struct Output {
     target: Option<PathBuf>,
+    /// The regular file the temporary file is renamed over (links followed); `None` when the
+    /// output is copied to `target` (or stdout) instead.
+    replace: Option<PathBuf>,
     file: BufWriter<tempfile::NamedTempFile>,
 }
 
 impl Output {
     /// Output to `target`, or to stdout when `None`.
     pub fn new(target: Option<&Path>) -> Result<Output> {
-        let dir = match target {
+        let replace = match target {
+            Some(path) => match destination(path)
+                .with_context(|| format!("cannot write {}", path.display()))?
+            {
+                Destination::Replace(file) => Some(file),
+                Destination::Direct(_) => None,
+            },
+            None => None,
+        };
+        let dir = match &replace {
             Some(path) => path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
@@ -38,10 +52,16 @@ impl Output {
                 .to_path_buf(),
             None => std::env::temp_dir(),
         };
-        let file = tempfile::NamedTempFile::new_in(&dir)
+        // The file that becomes the output: 0666 less the umask, as any new file; a spool that
+        // is copied to stdout or a device stays private (tempfile's 0600).
+        let mode = if replace.is_some() { 0o666 } else { 0o600 };
+        let file = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(mode))
+            .tempfile_in(&dir)
             .with_context(|| format!("cannot create a file in {}", dir.display()))?;
         Ok(Output {
             target: target.map(Path::to_path_buf),
+            replace,
             file: BufWriter::with_capacity(1 << 16, file),
         })
     }
@@ -51,37 +71,54 @@ impl Output {
         &mut self.file
     }
 
-    fn name(&self) -> String {
-        self.target
-            .as_ref()
-            .map_or("standard output".to_string(), |p| p.display().to_string())
+    /// The context of a failure to write.
+    fn failure(&self) -> String {
+        self.target.as_ref().map_or_else(
+            || "cannot write to standard output".to_string(),
+            |p| format!("cannot write {}", p.display()),
+        )
     }
 
-    /// Makes the output visible: renames it over the target, or copies it to stdout.
+    /// Makes the output visible: renames it over the target file, or copies it to the target
+    /// device or pipe, or to stdout.
     pub fn commit(self) -> Result<()> {
-        let name = self.name();
+        let failure = self.failure();
         let mut file = self
             .file
             .into_inner()
             .map_err(|e| e.into_error())
-            .with_context(|| format!("cannot write {name}"))?;
-        match self.target {
-            Some(path) => {
-                file.persist(&path)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
+            .with_context(|| failure.clone())?;
+        if let Some(path) = self.replace {
+            // A replaced file keeps its mode.
+            if let Some(permissions) = replaced_permissions(&path) {
+                file.as_file()
+                    .set_permissions(permissions)
+                    .with_context(|| failure.clone())?;
             }
-            None => {
-                file.as_file_mut()
-                    .seek(SeekFrom::Start(0))
-                    .context("cannot read back the output")?;
-                let mut stdout = std::io::stdout().lock();
-                match std::io::copy(file.as_file_mut(), &mut stdout).and_then(|_| stdout.flush()) {
-                    // A closed pipe (`| head`) is not an error worth reporting.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                    other => {
-                        other.context("cannot write to standard output")?;
-                    }
-                }
+            // The persist error's text repeats its I/O error: keep the I/O error alone.
+            file.persist(&path)
+                .map_err(|e| e.error)
+                .with_context(|| failure.clone())?;
+            return Ok(());
+        }
+        file.as_file_mut()
+            .seek(SeekFrom::Start(0))
+            .context("cannot read back the output")?;
+        let mut out: Box<dyn Write> = match &self.target {
+            Some(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(path)
+                    .with_context(|| failure.clone())?,
+            ),
+            None => Box::new(std::io::stdout().lock()),
+        };
+        match std::io::copy(file.as_file_mut(), &mut out).and_then(|_| out.flush()) {
+            // A closed pipe (`| head`) is not an error worth reporting.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => {
+                other.with_context(|| failure.clone())?;
             }
         }
         Ok(())

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _, Result};
-use host_runtime::report::{Device, Launch, OpcodeCounts, SCHEMA};
+
+use crate::consistency::{different_builds, Builds, EntryCheck};
+use host_runtime::report::{Device, Launch, OpcodeCounts, UniqueMap, SCHEMA};
 use host_runtime::snapshot::Block;
 use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess};
 
@@ -64,16 +66,23 @@ pub trait Sink {
     ) -> Result<()>;
 }
 
-/// Reads every file in order into `sink`, stopping at the first bad one.
+/// Reads every file in order into `sink`, stopping at the first bad one (or at the first entry
+/// whose code differs from an earlier file's entry of the same kernel and architecture: see
+/// [`crate::consistency`]).
 pub fn read_all(paths: &[PathBuf], sink: &mut dyn Sink) -> Result<()> {
+    let mut builds = Builds::default();
     for (index, path) in paths.iter().enumerate() {
-        read(path, index, sink)?;
+        read_checked(path, index, sink, &mut builds)?;
     }
     Ok(())
 }
 
 /// Reads one profile file into `sink`; `file` is the number its records are given.
 pub fn read(path: &Path, file: usize, sink: &mut dyn Sink) -> Result<()> {
+    read_checked(path, file, sink, &mut Builds::default())
+}
+
+fn read_checked(path: &Path, file: usize, sink: &mut dyn Sink, builds: &mut Builds) -> Result<()> {
     let name = path.display().to_string();
     let handle =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -86,14 +95,26 @@ pub fn read(path: &Path, file: usize, sink: &mut dyn Sink) -> Result<()> {
             progress,
         },
     );
-    read_from(&name, reader, file, sink)
+    read_from_checked(&name, reader, file, sink, builds)
 }
 
 /// Reads a profile from `reader`; `name` names it in errors.
 pub fn read_from(name: &str, reader: impl Read, file: usize, sink: &mut dyn Sink) -> Result<()> {
+    read_from_checked(name, reader, file, sink, &mut Builds::default())
+}
+
+fn read_from_checked(
+    name: &str,
+    reader: impl Read,
+    file: usize,
+    sink: &mut dyn Sink,
+    builds: &mut Builds,
+) -> Result<()> {
     let mut state = State {
+        name,
         file,
         sink,
+        builds,
         schema: None,
         failure: None,
     };
@@ -137,8 +158,12 @@ enum Failure {
 }
 
 struct State<'s> {
+    /// The file's name, for errors.
+    name: &'s str,
     file: usize,
     sink: &'s mut dyn Sink,
+    /// The block lists of the kernel entries read so far (this file and earlier ones).
+    builds: &'s mut Builds,
     schema: Option<String>,
     failure: Option<Failure>,
 }
@@ -148,6 +173,29 @@ impl State<'_> {
     fn fail<E: de::Error>(&mut self, failure: Failure) -> E {
         self.failure = Some(failure);
         E::custom("stopped")
+    }
+
+    /// Checks launch `index` of entry `head` (see [`crate::consistency`]) and hands it on.
+    fn launch<E: de::Error>(
+        &mut self,
+        head: &KernelHead,
+        check: &mut EntryCheck,
+        index: usize,
+        launch: Launch,
+    ) -> Result<(), E> {
+        if let Err(problem) = check.launch(&launch) {
+            let error = anyhow!(
+                "{}: kernel {} (sm_{}), launch {index}: {problem}",
+                self.name,
+                head.name,
+                head.arch
+            );
+            return Err(self.fail(Failure::Sink(error)));
+        }
+        if let Err(error) = self.sink.launch(self.file, head, index, launch) {
+            return Err(self.fail(Failure::Sink(error)));
+        }
+        Ok(())
     }
 }
 
@@ -163,7 +211,9 @@ impl<'de> de::Visitor<'de> for ProfileVisitor<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.first_time(&key)?;
             match key.as_str() {
                 "schema" => {
                     let schema: String = map.next_value()?;
@@ -239,7 +289,10 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
         let mut totals: Option<OpcodeCounts> = None;
         let mut launches = 0usize;
         let mut early: Option<Vec<Launch>> = None;
+        let mut check: Option<EntryCheck> = None;
+        let mut keys = Keys::default();
         while let Some(key) = map.next_key::<String>()? {
+            keys.first_time(&key)?;
             match key.as_str() {
                 "name" => (head.name, seen.name) = (map.next_value()?, true),
                 "demangled" => (head.demangled, seen.demangled) = (map.next_value()?, true),
@@ -250,12 +303,14 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
                 }
                 "reason" => head.reason = map.next_value()?,
                 "blocks" => (head.blocks, seen.blocks) = (map.next_value()?, true),
-                "files" => head.files = map.next_value()?,
-                "totals" => totals = Some(map.next_value()?),
+                "files" => head.files = map.next_value::<UniqueMap<_, _>>()?.0,
+                "totals" => totals = Some(map.next_value::<UniqueMap<_, _>>()?.0),
                 "launches" if seen.complete() => {
+                    let check = check.insert(EntryCheck::new(&head.blocks));
                     launches = map.next_value_seed(LaunchesSeed {
                         state: &mut *self.state,
                         head: &head,
+                        check,
                     })?;
                     seen.launches = true;
                 }
@@ -284,16 +339,54 @@ impl<'de> de::Visitor<'de> for KernelSeed<'_, '_> {
             }
         }
         let file = self.state.file;
+        let state = &mut *self.state;
+        if let Err(first) = state.builds.check(
+            state.name,
+            &head.name,
+            &head.source,
+            head.arch,
+            &head.blocks,
+        ) {
+            let error = anyhow!(
+                "{}: {}",
+                state.name,
+                different_builds(&head.name, head.arch, &first, state.name)
+            );
+            return Err(state.fail(Failure::Sink(error)));
+        }
+        let mut check = check.unwrap_or_else(|| EntryCheck::new(&head.blocks));
         for (index, launch) in early.into_iter().flatten().enumerate() {
-            if let Err(error) = self.state.sink.launch(file, &head, index, launch) {
-                return Err(self.state.fail(Failure::Sink(error)));
-            }
+            state.launch(&head, &mut check, index, launch)?;
         }
         let totals = totals.unwrap_or_default();
+        if let Err(problem) = check.totals(&totals) {
+            let error = anyhow!(
+                "{}: kernel {} (sm_{}): {problem}",
+                state.name,
+                head.name,
+                head.arch
+            );
+            return Err(state.fail(Failure::Sink(error)));
+        }
         if let Err(error) = self.state.sink.kernel(file, head, totals, launches) {
             return Err(self.state.fail(Failure::Sink(error)));
         }
         Ok(())
+    }
+}
+
+/// The keys of one JSON object read so far: a key given twice is an error, as serde's derived
+/// readers (and so `compare`) make it, rather than the last value silently winning.
+#[derive(Default)]
+struct Keys(std::collections::BTreeSet<String>);
+
+impl Keys {
+    fn first_time<E: de::Error>(&mut self, key: &str) -> Result<(), E> {
+        if self.0.insert(key.to_owned()) {
+            Ok(())
+        } else {
+            Err(E::custom(format_args!("duplicate field `{key}`")))
+        }
     }
 }
 
@@ -319,6 +412,7 @@ impl Seen {
 struct LaunchesSeed<'a, 's, 'h> {
     state: &'a mut State<'s>,
     head: &'h KernelHead,
+    check: &'h mut EntryCheck,
 }
 
 impl<'de> DeserializeSeed<'de> for LaunchesSeed<'_, '_, '_> {
@@ -338,13 +432,7 @@ impl<'de> de::Visitor<'de> for LaunchesSeed<'_, '_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
         let mut index = 0;
         while let Some(launch) = seq.next_element::<Launch>()? {
-            if let Err(error) = self
-                .state
-                .sink
-                .launch(self.state.file, self.head, index, launch)
-            {
-                return Err(self.state.fail(Failure::Sink(error)));
-            }
+            self.state.launch(self.head, self.check, index, launch)?;
             index += 1;
         }
         Ok(index)
@@ -484,7 +572,7 @@ mod tests {
         let launches = vec![LAUNCH; n].join(",");
         let head = r#""name":"k","demangled":"k()","source":"k.cu","arch":90,"instrumented":true,
             "blocks":[{"function":"k","label":null,"instructions":["ret"]}]"#;
-        let tail = r#""totals":{"ret":{"threads":32,"warps":1}}"#;
+        let tail = format!(r#""totals":{{"ret":{{"threads":{},"warps":{n}}}}}"#, 32 * n);
         if launches_first {
             format!(r#"{{"launches":[{launches}],{head},{tail}}}"#)
         } else {

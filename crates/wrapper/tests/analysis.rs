@@ -602,3 +602,581 @@ fn per_launch_json_keeps_the_merged_order_and_no_progress_bar_off_a_terminal() {
     assert!(axpy[1]["metrics"].is_null());
     assert_eq!(kernels[0]["launches"], 3);
 }
+
+/// Every command that takes `-o`, on the synthetic profiles: (name, arguments before `-o`).
+fn commands_with_output() -> Vec<(&'static str, Vec<std::ffi::OsString>)> {
+    let [a, b] = ranks();
+    let files = || vec![a.clone().into_os_string(), b.clone().into_os_string()];
+    let with = |extra: &[&str]| {
+        let mut args = files();
+        args.extend(extra.iter().map(Into::into));
+        args
+    };
+    vec![
+        ("metrics", with(&[])),
+        ("metrics", with(&["--per-launch", "--format", "csv"])),
+        ("features", with(&[])),
+        (
+            "annotate",
+            vec![a.clone().into_os_string(), "--kernel".into(), "axpy".into()],
+        ),
+        ("html", with(&[])),
+    ]
+}
+
+/// `cuda-flux COMMAND ARGS -o OUT`.
+fn run_with_output(command: &str, args: &[std::ffi::OsString], out: &Path) -> Output {
+    let mut all: Vec<&std::ffi::OsStr> = vec![command.as_ref()];
+    all.extend(args.iter().map(|a| a.as_os_str()));
+    all.extend(["-o".as_ref(), out.as_os_str()]);
+    cuda_flux(&all)
+}
+
+#[test]
+fn outputs_are_written_through_links_and_into_devices_and_pipes() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (command, args) in commands_with_output() {
+        let what = format!("{command} {args:?}");
+        let plain = dir.path().join("plain.out");
+        ok(&run_with_output(command, &args, &plain));
+        let expected = std::fs::read(&plain).unwrap();
+        assert!(!expected.is_empty(), "{what}");
+
+        // A link: followed; the link stays, its target gets the output.
+        let target = dir.path().join("target.out");
+        std::fs::write(&target, b"old").unwrap();
+        let link = dir.path().join("link.out");
+        let _ = std::fs::remove_file(&link);
+        symlink("target.out", &link).unwrap();
+        ok(&run_with_output(command, &args, &link));
+        let meta = std::fs::symlink_metadata(&link).unwrap();
+        assert!(
+            meta.file_type().is_symlink(),
+            "{what}: the link was replaced"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), expected, "{what}");
+
+        // /dev/stdout (a pipe here): the output arrives on standard output.
+        let output = run_with_output(command, &args, Path::new("/dev/stdout"));
+        assert_eq!(ok(&output).into_bytes(), expected, "{what}");
+
+        // /dev/null: written, and still the device.
+        ok(&run_with_output(command, &args, Path::new("/dev/null")));
+        let meta = std::fs::symlink_metadata("/dev/null").unwrap();
+        assert!(
+            meta.file_type().is_char_device(),
+            "{what}: /dev/null replaced"
+        );
+
+        // A named pipe: written into, not replaced.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        ok(&run_with_output(command, &args, &fifo));
+        let meta = std::fs::symlink_metadata(&fifo).unwrap();
+        assert!(meta.file_type().is_fifo(), "{what}: the pipe was replaced");
+        assert_eq!(reader.join().unwrap(), expected, "{what}");
+    }
+    // Nothing left behind in the directory.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["fifo", "link.out", "plain.out", "target.out"]);
+}
+
+#[test]
+fn output_files_get_the_umask_mode_and_replaced_files_keep_theirs() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    let mut commands = commands_with_output();
+    let ptx = dir.path().join("k.ptx");
+    std::fs::write(
+        &ptx,
+        ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n",
+    )
+    .unwrap();
+    commands.push(("ptx", vec![ptx.into_os_string()]));
+    for (command, args) in commands {
+        let what = format!("{command} {args:?}");
+        for umask in ["022", "077", "002"] {
+            let out = dir.path().join(format!("new-{umask}.out"));
+            let _ = std::fs::remove_file(&out);
+            let script = format!("umask {umask}; exec \"$0\" \"$@\"");
+            let status = std::process::Command::new("sh")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_cuda-flux"), command])
+                .args(&args)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            ok(&status);
+            let expected = 0o666 & !u32::from_str_radix(umask, 8).unwrap();
+            assert_eq!(
+                mode(&out),
+                expected,
+                "{what}, umask {umask}: {:o}",
+                mode(&out)
+            );
+        }
+        // An existing file keeps its mode.
+        let existing = dir.path().join("existing.out");
+        std::fs::write(&existing, b"old").unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o640)).unwrap();
+        ok(&run_with_output(command, &args, &existing));
+        assert_ne!(std::fs::read(&existing).unwrap(), b"old", "{what}");
+        assert_eq!(mode(&existing), 0o640, "{what}: {:o}", mode(&existing));
+    }
+}
+
+#[test]
+fn inconsistent_profiles_are_refused_by_every_command() {
+    // Issue 14, item 8: a rebuilt kernel's entries were summed block by block by position,
+    // block_counts of the wrong length were zero-filled or cut, and totals that disagree with
+    // the launches were taken as they were.
+    let [a, b] = ranks();
+    let dir = tempfile::tempdir().unwrap();
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    let variant = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| -> PathBuf {
+        let mut value = original.clone();
+        edit(&mut value);
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
+    };
+    let axpy = |v: &mut serde_json::Value| -> serde_json::Value {
+        v["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "_Z4axpyifPKfPf")
+            .unwrap()
+            .clone()
+    };
+    let set_axpy = |v: &mut serde_json::Value, k: serde_json::Value| {
+        let kernels = v["kernels"].as_array_mut().unwrap();
+        let i = kernels
+            .iter()
+            .position(|k| k["name"] == "_Z4axpyifPKfPf")
+            .unwrap();
+        kernels[i] = k;
+    };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            // The same kernel and architecture with other code: a block relabelled.
+            variant("rebuilt.json", &|v| {
+                let mut k = axpy(v);
+                let blocks = k["blocks"].as_array_mut().unwrap();
+                let last = blocks.len() - 1;
+                blocks[last]["label"] = "$L__BB0_99".into();
+                set_axpy(v, k);
+            }),
+            "has different blocks in",
+        ),
+        (
+            variant("short.json", &|v| {
+                let mut k = axpy(v);
+                let launch = &mut k["launches"][0]["block_counts"];
+                launch["threads"].as_array_mut().unwrap().pop();
+                set_axpy(v, k);
+            }),
+            "launch 0: block_counts has",
+        ),
+        (
+            variant("long.json", &|v| {
+                let mut k = axpy(v);
+                let launch = &mut k["launches"][0]["block_counts"];
+                launch["warps"].as_array_mut().unwrap().push(7.into());
+                set_axpy(v, k);
+            }),
+            "launch 0: block_counts has",
+        ),
+        (
+            variant("totals.json", &|v| {
+                let mut k = axpy(v);
+                let totals = k["totals"].as_object_mut().unwrap();
+                let (_, first) = totals.iter_mut().next().unwrap();
+                let threads = first["threads"].as_u64().unwrap();
+                first["threads"] = (threads + 1).into();
+                set_axpy(v, k);
+            }),
+            "totals are not the sum of the launches' instructions",
+        ),
+        (
+            variant("instructions.json", &|v| {
+                let mut k = axpy(v);
+                let instructions = k["launches"][0]["instructions"].as_object_mut().unwrap();
+                let (_, first) = instructions.iter_mut().next().unwrap();
+                first["warps"] = 123456.into();
+                set_axpy(v, k);
+            }),
+            "instructions do not follow from block_counts and blocks",
+        ),
+    ];
+    let nvprof = data("nvprof_summary.csv");
+    for (path, expected) in &cases {
+        let mut runs: Vec<Vec<&std::ffi::OsStr>> = vec![
+            vec!["report".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec!["metrics".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec![
+                "metrics".as_ref(),
+                "--per-launch".as_ref(),
+                a.as_os_str(),
+                path.as_os_str(),
+            ],
+            vec!["features".as_ref(), a.as_os_str(), path.as_os_str()],
+            vec!["html".as_ref(), a.as_os_str(), path.as_os_str()],
+        ];
+        if !path.ends_with("rebuilt.json") {
+            // Within one file (compare and annotate read one).
+            runs.push(vec![
+                "annotate".as_ref(),
+                path.as_os_str(),
+                "--kernel".as_ref(),
+                "axpy".as_ref(),
+            ]);
+            runs.push(vec![
+                "compare".as_ref(),
+                path.as_os_str(),
+                "--nvprof".as_ref(),
+                nvprof.as_os_str(),
+            ]);
+        }
+        for args in runs {
+            let line = fails(&cuda_flux(&args));
+            assert!(line.contains(expected), "{args:?}: {line}");
+            assert!(
+                line.contains(&*path.file_name().unwrap().to_string_lossy()),
+                "{args:?}: {line}"
+            );
+        }
+    }
+    // The same file twice is no conflict, and the untouched profiles still merge.
+    ok(&cuda_flux(&[
+        "report".as_ref(),
+        b.as_os_str(),
+        b.as_os_str(),
+    ]));
+    ok(&cuda_flux(&[
+        "report".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]));
+}
+
+#[test]
+fn compare_refuses_nonsense_references_and_reads_units_and_spreadsheet_csv() {
+    // Issue 14, item 10.
+    let [a, _] = ranks();
+    let dir = tempfile::tempdir().unwrap();
+    let ncu = std::fs::read_to_string(data("ncu.csv")).unwrap();
+    let nvprof = std::fs::read_to_string(data("nvprof_summary.csv")).unwrap();
+    let run = |tool: &str, text: &str| -> Output {
+        let path = dir.path().join("reference.csv");
+        std::fs::write(&path, text).unwrap();
+        cuda_flux(args(&[
+            "compare".as_ref(),
+            a.as_os_str(),
+            tool.as_ref(),
+            path.as_os_str(),
+        ]))
+    };
+    let inst = r#""inst","608""#;
+    assert!(ncu.contains(inst));
+    // Values that are not counts: refused with the line and the value.
+    for bad in ["inf", "NaN", "-608", "6%08", "60,8", "1e999", "+608", " "] {
+        let err = fails(&run(
+            "--ncu",
+            &ncu.replacen(inst, &format!(r#""inst","{bad}""#), 1),
+        ));
+        assert!(
+            err.contains("reference.csv: line 5: value") && err.contains("is not a number"),
+            "{bad:?}: {err}"
+        );
+    }
+    let err = fails(&run(
+        "--nvprof",
+        &nvprof.replacen(",608,608,608", ",608,608,nan", 1),
+    ));
+    assert!(err.contains("line 7") && err.contains("\"nan\""), "{err}");
+    // Unit prefixes are applied; a unit not understood is refused.
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""Kinst","0.608""#, 1)));
+    assert_eq!(row(&out, "axpy(", "inst_executed"), ["608", "608", "1.000"]);
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""Tinst","5""#, 1)));
+    assert_eq!(
+        row(&out, "axpy(", "inst_executed")[0],
+        "5000000000000",
+        "{out}"
+    );
+    let err = fails(&run("--ncu", &ncu.replacen(inst, r#""Xinst","5""#, 1)));
+    assert!(err.contains("unit \"Xinst\""), "{err}");
+    // A trailing percent sign and thousands separators are still read.
+    let out = ok(&run("--ncu", &ncu.replacen(inst, r#""inst","0,608""#, 1)));
+    assert_eq!(row(&out, "axpy(", "inst_executed")[0], "608");
+    // A value given twice: refused, naming both lines.
+    let duplicated = {
+        let line = ncu.lines().find(|l| l.contains(inst)).unwrap();
+        format!("{ncu}{line}\n")
+    };
+    let err = fails(&run("--ncu", &duplicated));
+    assert!(err.contains("is given again (first on line 5)"), "{err}");
+    let duplicated = {
+        let line = nvprof
+            .lines()
+            .find(|l| l.contains("inst_executed"))
+            .unwrap();
+        format!("{nvprof}{line}\n")
+    };
+    let err = fails(&run("--nvprof", &duplicated));
+    assert!(err.contains("is given again"), "{err}");
+    // A byte order mark, as spreadsheets save CSV: read as without.
+    let plain = ok(&run("--ncu", &ncu));
+    assert_eq!(ok(&run("--ncu", &format!("\u{feff}{ncu}"))), plain);
+    let plain = ok(&run("--nvprof", &nvprof));
+    assert_eq!(ok(&run("--nvprof", &format!("\u{feff}{nvprof}"))), plain);
+    let table: String = ncu
+        .lines()
+        .filter(|l| !l.starts_with("=="))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    assert_eq!(
+        ok(&run("--ncu", &format!("\u{feff}{table}"))),
+        ok(&run("--ncu", &ncu))
+    );
+}
+
+/// A profile of one kernel (one block: `fma.rn.f32`, `add.rn.f32`) with one launch per entry
+/// of `per_launch` (threads, warps of the block), as the runtime writes it.
+fn huge_profile(path: &Path, grid: [u32; 3], block: [u32; 3], per_launch: &[(u64, u64)]) {
+    use host_runtime::report::{BlockCounts, Launch, OpcodeCounts};
+    let blocks = vec![host_runtime::snapshot::Block {
+        function: "_Z4hugePf".into(),
+        label: None,
+        instructions: vec!["fma.rn.f32".into(), "add.rn.f32".into()],
+        ..Default::default()
+    }];
+    let table = host_runtime::counts::OpcodeTable::new(&blocks);
+    let mut totals = OpcodeCounts::new();
+    let launches: Vec<Launch> = per_launch
+        .iter()
+        .map(|&(threads, warps)| {
+            let instructions = table.count(&[threads], &[warps]);
+            host_runtime::counts::add_opcode_counts(&mut totals, &instructions);
+            Launch {
+                grid,
+                block,
+                dynamic_shared_bytes: 0,
+                stream: 0,
+                device: 0,
+                mode: host_runtime::config::Mode::All,
+                instrumented: true,
+                reason: None,
+                block_counts: Some(BlockCounts {
+                    threads: vec![threads],
+                    warps: vec![warps],
+                }),
+                instructions: Some(instructions),
+            }
+        })
+        .collect();
+    let profile = serde_json::json!({
+        "schema": "cuda-flux/1", "program": ["./huge"], "pid": 1, "devices": [],
+        "kernels": [{
+            "name": "_Z4hugePf", "demangled": "huge(float*)", "source": "huge.cu", "arch": 90,
+            "instrumented": true, "blocks": blocks, "launches": launches, "totals": totals,
+        }],
+    });
+    std::fs::write(path, profile.to_string()).unwrap();
+}
+
+#[test]
+fn counts_beyond_64_bits_are_exact_or_refused_never_wrapped_or_saturated() {
+    // Issue 14, item 11.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // One launch: each opcode 2^63 thread executions (fits), so thread_inst_executed = 2^64 and
+    // flop_count_sp = 3 * 2^63 (fma counts twice) do not fit in 64 bits: computed exactly.
+    let max = [u32::MAX; 3];
+    huge_profile(&big, max, max, &[(1 << 63, 1 << 58)]);
+    // (The JSON numbers are exact integers; serde_json's Value would read them as floats.)
+    let text = ok(&cuda_flux(&["metrics".as_ref(), big.as_os_str()]));
+    let compact: String = text.split_whitespace().collect();
+    for expected in [
+        "\"thread_inst_executed\":18446744073709551616,",
+        "\"flop_count_sp\":27670116110564327424,",
+        "\"inst_executed\":576460752303423488,",
+        "\"warp_execution_efficiency\":100.0",
+    ] {
+        assert!(compact.contains(expected), "{expected} in {text}");
+    }
+    let csv = ok(&cuda_flux(&[
+        "metrics".as_ref(),
+        big.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]));
+    assert!(csv.contains("18446744073709551616"), "{csv}");
+    let report = ok(&cuda_flux(&["report".as_ref(), big.as_os_str()]));
+    assert!(
+        report.contains("instructions: 18446744073709551616 thread, 576460752303423488 warp; SIMD efficiency 100.00%"),
+        "{report}"
+    );
+    // features: grid x block of six 32-bit dimensions, exactly; the mix and bytes in 128 bits.
+    let features = ok(&cuda_flux(&["features".as_ref(), big.as_os_str()]));
+    let rows = wrapper::csv::parse(&features).unwrap();
+    let col = |name: &str| -> String {
+        rows[1].1[rows[0].1.iter().position(|h| h == name).unwrap()].clone()
+    };
+    assert_eq!(
+        col("threads"),
+        "6277101726617670944954607416215071121746690847213956890625"
+    );
+    assert_eq!(col("thread_instructions"), "18446744073709551616");
+    assert_eq!(col("flops"), "27670116110564327424");
+    assert_eq!(col("simd_efficiency"), "1.000000");
+
+    // Two such launches: the block's summed count (2^64) cannot be a 64-bit count: refused
+    // with a message, not saturated into a wrong SIMD efficiency.
+    let two = dir.path().join("two.json");
+    huge_profile(
+        &two,
+        [1, 1, 1],
+        [32, 1, 1],
+        &[(1 << 63, 1 << 58), (1 << 63, 1 << 58)],
+    );
+    for command in ["report", "metrics", "html", "features"] {
+        let line = fails(&cuda_flux(&[command.as_ref(), two.as_os_str()]));
+        assert!(
+            line.contains("_Z4hugePf") && line.contains("cannot be represented"),
+            "{command}: {line}"
+        );
+    }
+    // Across files too.
+    let err = fails(&cuda_flux(&[
+        "report".as_ref(),
+        big.as_os_str(),
+        big.as_os_str(),
+    ]));
+    assert!(err.contains("cannot be represented"), "{err}");
+}
+
+#[test]
+fn a_repeated_json_key_is_refused_by_every_command() {
+    // Issue 14, item 12: report, metrics, features, annotate and html took the last value of a
+    // repeated key; compare refused some. One rule now: a key given twice is an error.
+    let [a, _] = ranks();
+    let text = std::fs::read_to_string(&a).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let nvprof = data("nvprof_summary.csv");
+    let cases = [
+        ("top", "\"pid\": 4242,", "\"pid\": 1, \"pid\": 4242,"),
+        ("kernel", "\"arch\": 90,", "\"arch\": 70, \"arch\": 90,"),
+        ("launch", "\"stream\": 0,", "\"stream\": 5, \"stream\": 0,"),
+        (
+            "totals",
+            "\"totals\": {",
+            "\"totals\": {\"ret\": {\"threads\": 1, \"warps\": 1},",
+        ),
+        (
+            "instructions",
+            "\"instructions\": {",
+            "\"instructions\": {\"add.s64\": {\"threads\": 0, \"warps\": 0},",
+        ),
+    ];
+    for (what, from, to) in cases {
+        assert!(text.contains(from), "{what}");
+        let path = dir.path().join(format!("{what}.json"));
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        let runs: Vec<Vec<&std::ffi::OsStr>> = vec![
+            vec!["report".as_ref(), path.as_os_str()],
+            vec!["metrics".as_ref(), path.as_os_str()],
+            vec![
+                "metrics".as_ref(),
+                "--per-launch".as_ref(),
+                path.as_os_str(),
+            ],
+            vec!["features".as_ref(), path.as_os_str()],
+            vec!["html".as_ref(), path.as_os_str()],
+            vec![
+                "annotate".as_ref(),
+                path.as_os_str(),
+                "--kernel".as_ref(),
+                "axpy".as_ref(),
+            ],
+            vec![
+                "compare".as_ref(),
+                path.as_os_str(),
+                "--nvprof".as_ref(),
+                nvprof.as_os_str(),
+            ],
+        ];
+        for args in runs {
+            let line = fails(&cuda_flux(&args));
+            assert!(
+                line.contains(&format!("{what}.json")) && line.contains("duplicate"),
+                "{what}: {args:?}: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_error_never_repeats_itself() {
+    // Issue 14, item 15: "cannot write out: failed to persist temporary file: Is a directory
+    // (os error 21): Is a directory (os error 21)". The output path becomes a directory while
+    // the input is read (after -o was checked): the rename fails, said once.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("input.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = dir.path().join("out.csv");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cuda-flux"))
+        .arg("features")
+        .arg(&fifo)
+        .arg("-o")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the pipe for writing waits for cuda-flux to open it for reading, which it does
+    // after preparing its output.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let [a, _] = ranks();
+    std::io::Write::write_all(&mut writer, &std::fs::read(&a).unwrap()).unwrap();
+    drop(writer);
+    let line = fails(&child.wait_with_output().unwrap());
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "cuda-flux: error: cannot write {}: Is a directory (os error 21)",
+            out.display()
+        )
+    );
+
+    // The general rule, on every cause chain: a cause the line already ends with is left out.
+    let persist = tempfile::NamedTempFile::new_in(dir.path())
+        .unwrap()
+        .persist(&out)
+        .unwrap_err();
+    let error = anyhow::Error::new(persist).context("cannot write out.csv");
+    assert_eq!(
+        wrapper::error_line(&error),
+        "cannot write out.csv: failed to persist temporary file: Is a directory (os error 21)"
+    );
+}

@@ -244,6 +244,323 @@ fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
     counts
 }
 
+/// `witness-cta:` / `witness-warp:` (`-DCORPUS_WITNESS_MODES`): the witness counts of the
+/// threads `CUDA_FLUX_MODE=cta` / `warp` counts, as the program printed them.
+fn mode_witness(text: &str, mode: &str) -> Option<(u64, u64)> {
+    let prefix = format!("witness-{mode}:");
+    let line = text.lines().find(|l| l.starts_with(&prefix))?;
+    witness(&line.replacen(&prefix, "witness:", 1))
+}
+
+/// The witness check for a run under `CUDA_FLUX_MODE=mode` of a program built with
+/// `-DCORPUS_WITNESS_MODES`: PASS, every launch recorded with the mode and counted, and the
+/// witness opcodes' counts equal to the witness of the threads the mode counts.
+fn check_mode_witness(
+    name: &str,
+    mode: &str,
+    output: &Output,
+    profile: Option<&Value>,
+) -> Result<(), String> {
+    let name = format!("{name} (CUDA_FLUX_MODE={mode})");
+    let text = text(output);
+    if output.status.code() != Some(0) || !text.contains("result: PASS") {
+        return Err(format!(
+            "{name}: did not pass on the CPU target ({:?}):\n{text}",
+            output.status.code()
+        ));
+    }
+    let (threads, warps) = match mode {
+        "all" => witness(&text),
+        _ => mode_witness(&text, mode),
+    }
+    .ok_or_else(|| format!("{name}: no witness line for the mode:\n{text}"))?;
+    let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
+    let mut launches = 0;
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        for launch in kernel["launches"].as_array().into_iter().flatten() {
+            launches += 1;
+            if launch["mode"] != mode {
+                return Err(format!(
+                    "{name}: a launch of {} records mode {}",
+                    kernel["name"], launch["mode"]
+                ));
+            }
+            if launch["instrumented"] != Value::Bool(true) {
+                return Err(format!(
+                    "{name}: a launch of {} was not counted: {}",
+                    kernel["name"], launch["reason"]
+                ));
+            }
+        }
+    }
+    if launches == 0 {
+        return Err(format!("{name}: no launch recorded"));
+    }
+    let predicated = text
+        .lines()
+        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
+    let totals = opcode_totals(profile);
+    let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
+    let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
+    let u64_expected = if predicated {
+        (threads, warps)
+    } else {
+        (warps, warps)
+    };
+    if (u32, u64) != ((threads, warps), u64_expected) {
+        return Err(format!(
+            "{name}: witness threads={threads} warps={warps}, but the profile says \
+             atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_counting_mode_matches_its_witness_on_the_cpu_target() {
+    // Built with -DCORPUS_WITNESS_MODES, every corpus program also counts its witness for the
+    // threads of linear CTA 0 of each launch and for the first warp of that CTA: the truth for
+    // CUDA_FLUX_MODE=cta and warp, thread- and warp-level.
+    let dir = scratch("cpu-target-modes");
+    let mut programs: Vec<(String, Vec<PathBuf>)> = support::corpus_sources()
+        .into_iter()
+        .map(|source| {
+            let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, vec![source])
+        })
+        .collect();
+    let multi_tu = support::repo_root().join("corpus/multi_tu");
+    programs.push((
+        "multi_tu".into(),
+        vec![multi_tu.join("kernels.cu"), multi_tu.join("main.cu")],
+    ));
+    assert!(programs.len() >= 17, "the corpus shrank: {programs:?}");
+    // Per program: the witness thread counts of all, cta and warp.
+    let seen = std::sync::Mutex::new(Vec::new());
+    let errors = support::parallel(&programs, |(name, sources)| {
+        let program = dir.join(name);
+        build_cpu(sources, &program, &["-DCORPUS_WITNESS_MODES"])?;
+        let mut threads = Vec::new();
+        for mode in ["all", "cta", "warp"] {
+            let (output, profile) = run(&program, &[("CUDA_FLUX_MODE", mode)])?;
+            check_mode_witness(name, mode, &output, profile.as_ref())?;
+            let text = text(&output);
+            let truth = if mode == "all" {
+                witness(&text)
+            } else {
+                mode_witness(&text, mode)
+            };
+            threads.push(truth.map_or(0, |(t, _)| t));
+        }
+        if !(threads[0] >= threads[1] && threads[1] >= threads[2]) {
+            return Err(format!("{name}: mode witnesses not nested: {threads:?}"));
+        }
+        seen.lock().unwrap().push(threads);
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+    // The restricted witnesses are real restrictions for the multi-CTA, multi-warp programs.
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        seen.iter().any(|t| t[0] > t[1] && t[1] > t[2] && t[2] > 0),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn the_profile_is_written_through_links_and_into_devices_and_pipes() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = scratch("cpu-target-output-kinds");
+    let program = dir.join("loops");
+    build_cpu(
+        &[support::repo_root().join("corpus/loops.cu")],
+        &program,
+        &[],
+    )
+    .unwrap();
+    let is_profile = |bytes: &[u8]| -> bool {
+        serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v["schema"] == "cuda-flux/1")
+    };
+
+    // CUDA_FLUX_OUTPUT a link: the link stays, its target gets the profile.
+    let target = dir.join("target.json");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.join("link.json");
+    symlink("target.json", &link).unwrap();
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", link.to_str().unwrap())]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    assert!(is_profile(&std::fs::read(&target).unwrap()));
+
+    // /dev/stdout (a pipe here): the profile arrives on standard output.
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", "/dev/stdout")]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no profile on stdout: {}", text(&output)));
+    assert!(is_profile(json.as_bytes()), "{json}");
+    assert!(stdout.contains("result: PASS"));
+
+    // /dev/null: written, still the device.
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", "/dev/null")]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stderr.is_empty(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata("/dev/null").unwrap();
+    assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
+
+    // A named pipe: written into, not replaced.
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let (output, _) = run(&program, &[("CUDA_FLUX_OUTPUT", fifo.to_str().unwrap())]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(meta.file_type().is_fifo(), "the pipe was replaced");
+    assert!(is_profile(&reader.join().unwrap()));
+}
+
+#[test]
+fn kernels_opted_in_to_more_than_48_kib_of_shared_memory_are_counted() {
+    // Issue 14, item 7: cudaFuncSetAttribute (and the cache and shared-memory configs) made on
+    // the original are repeated on the counting clone, so that the clone launches with 64 KiB
+    // of dynamic shared memory instead of failing (and the original running uncounted).
+    let dir = scratch("cpu-target-big-shared");
+    let source = dir.join("big_shared.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+constexpr int WORDS = 16384; // 64 KiB of floats
+__global__ void reverse_sum(const float* in, float* out) {
+    extern __shared__ float buf[];
+    for (int i = threadIdx.x; i < WORDS; i += blockDim.x) buf[i] = in[blockIdx.x * WORDS + i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < WORDS; i += blockDim.x)
+        out[blockIdx.x * WORDS + i] = buf[i] + buf[WORDS - 1 - i];
+}
+__global__ void scale(float* data, float factor) {
+    extern __shared__ float tile[];
+    tile[threadIdx.x] = data[threadIdx.x] * factor;
+    __syncthreads();
+    data[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+}
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
+    std::printf("%s: %s\n", #x, cudaGetErrorName(e)); return 2; } } while (0)
+int main() {
+    const int blocks = 3, n = blocks * WORDS;
+    const size_t bytes = WORDS * sizeof(float);
+    float *in, *out, *host = new float[n], *result = new float[n];
+    for (int i = 0; i < n; ++i) host[i] = float(i % 1000);
+    CHECK(cudaMalloc(&in, n * sizeof(float)));
+    CHECK(cudaMalloc(&out, n * sizeof(float)));
+    CHECK(cudaMemcpy(in, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    // The C form, and the C++ template form with the cache and shared-memory configs.
+    CHECK(cudaFuncSetAttribute((const void*)reverse_sum,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CHECK(cudaFuncSetCacheConfig(reverse_sum, cudaFuncCachePreferShared));
+    CHECK(cudaFuncSetAttribute(scale, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CHECK(cudaFuncSetSharedMemConfig(scale, cudaSharedMemBankSizeFourByte));
+    reverse_sum<<<blocks, 256, bytes>>>(in, out);
+    CHECK(cudaGetLastError());
+    scale<<<1, 128, bytes>>>(out, 2.0f);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(result, out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int b = 0; b < blocks; ++b)
+        for (int i = 0; i < WORDS; ++i) {
+            int k = b * WORDS + i;
+            float expect = host[k] + host[b * WORDS + WORDS - 1 - i];
+            if (k < 128) {
+                int j = 127 - k;
+                expect = 2.0f * (host[j] + host[WORDS - 1 - j]);
+            }
+            if (result[k] != expect) ++bad;
+        }
+    std::printf(bad ? "result: FAIL %ld\n" : "result: PASS\n", bad);
+    return bad != 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("big_shared");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    assert!(
+        output.status.success() && text(&output).contains("result: PASS"),
+        "{}",
+        text(&output)
+    );
+    let profile = profile.expect("a profile");
+    let kernels = profile["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2, "{profile}");
+    for kernel in kernels {
+        let launches = kernel["launches"].as_array().unwrap();
+        assert_eq!(launches.len(), 1, "{}", kernel["name"]);
+        let launch = &launches[0];
+        assert_eq!(launch["dynamic_shared_bytes"], 65536);
+        assert_eq!(
+            launch["instrumented"], true,
+            "{}: {}",
+            kernel["name"], launch["reason"]
+        );
+        assert!(launch["block_counts"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_u64() > Some(0)));
+    }
+}
+
+#[test]
+fn the_cpp_occupancy_overloads_link_and_run_on_the_cpu_target() {
+    // Issue 14, item 14: cuda_runtime.h's template overloads call
+    // cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, which the CPU runtime lacked.
+    let dir = scratch("cpu-target-occupancy");
+    let source = dir.join("occupancy.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__global__ void k(float* p) { p[threadIdx.x] = 1.0f; }
+int main() {
+    int by_template = -1, with_flags = -1, by_pointer = -1;
+    cudaError_t a = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_template, k, 256, 0);
+    cudaError_t b = cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &with_flags, k, 256, 0, cudaOccupancyDisableCachingOverride);
+    cudaError_t c = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &by_pointer, (const void*)k, 256, 0);
+    cudaError_t d = cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &with_flags, k, 256, 0, 7u);
+    std::printf("%d %d %d %d %d %d %d\n", a, b, c, d == cudaErrorInvalidValue, by_template,
+                with_flags, by_pointer);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("occupancy");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, _) = run(&program, &[]).unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let fields: Vec<i64> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(&fields[..4], [0, 0, 0, 1], "{fields:?}");
+    assert!(
+        fields[4] > 0 && fields[4] == fields[5] && fields[5] == fields[6],
+        "{fields:?}"
+    );
+}
+
 #[test]
 fn cuda_flux_nvcc_builds_for_the_cpu_target_from_the_environment() {
     // CUDA_FLUX_TARGET=cpu at build time selects the CPU target without touching a Makefile's
@@ -554,6 +871,175 @@ int main() {
         "{stderr}"
     );
     assert!(profile.is_none(), "a failed run must not leave a profile");
+}
+
+#[test]
+fn a_misaligned_access_is_a_fault_as_on_a_gpu() {
+    // Issue 14, item 5: an int read at +1 of a float buffer succeeded silently on the CPU target.
+    let dir = scratch("cpu-target-misaligned");
+    let source = dir.join("misaligned.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__global__ void peek(const char* bytes, int* out) { *out = *(const int*)(bytes + 1); }
+int main() {
+    char* bytes = nullptr;
+    int* out = nullptr;
+    cudaMalloc(&bytes, 64);
+    cudaMalloc(&out, sizeof(int));
+    peek<<<1, 1>>>(bytes, out);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("status %d\n", (int)e);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("misaligned");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: misaligned global address")
+            && stderr.contains("(4-byte access)")
+            && stderr.contains("PTX line"),
+        "{stderr}"
+    );
+    assert!(profile.is_none());
+}
+
+/// Runs `program` with a time limit; `None` when it had to be stopped.
+fn run_limited(program: &Path, seconds: u32) -> Option<Output> {
+    let output = Command::new("timeout")
+        .arg(seconds.to_string())
+        .arg(program)
+        .current_dir(program.parent().unwrap())
+        .env("CUDA_FLUX_OUTPUT", program.with_extension("json"))
+        .env_remove("CUDA_FLUX_MODE")
+        .env_remove("CUDA_FLUX_KERNELS")
+        .output()
+        .unwrap();
+    (output.status.code() != Some(124)).then_some(output)
+}
+
+#[test]
+fn a_cooperative_launch_at_the_reported_limit_with_an_inter_block_barrier_completes() {
+    // Issue 14, item 4: a cooperative launch of (blocks per SM) x (SMs), which the device
+    // accepts, hung when its CTAs waited for each other: CTAs ran on one host thread per SM,
+    // one after the other.
+    let dir = scratch("cpu-target-cooperative-limit");
+    let source = dir.join("barrier.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__device__ unsigned arrived;
+__global__ void meet(int* seen) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(&arrived, 1u);
+        while (atomicAdd(&arrived, 0u) < gridDim.x) {}
+        seen[blockIdx.x] = (int)atomicAdd(&arrived, 0u);
+    }
+    __syncthreads();
+}
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, meet, 256, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms;
+    int* seen = nullptr;
+    cudaMalloc(&seen, blocks * sizeof(int));
+    void* args[] = {&seen};
+    cudaError_t e = cudaLaunchCooperativeKernel((const void*)meet, blocks, 256, args, 0, 0);
+    cudaError_t s = cudaDeviceSynchronize();
+    int* host = new int[blocks];
+    cudaMemcpy(host, seen, blocks * sizeof(int), cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int b = 0; b < blocks; ++b) bad += host[b] != blocks;
+    std::printf("blocks %d launch %d sync %d bad %d\n", blocks, (int)e, (int)s, bad);
+    return bad != 0 || e != cudaSuccess || s != cudaSuccess;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("barrier");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("the cooperative launch hung");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(stdout.contains(" launch 0 sync 0 bad 0"), "{stdout}");
+    let blocks: u32 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(blocks >= 2, "{stdout}");
+}
+
+#[test]
+fn cooperative_groups_grid_sync_works_on_the_cpu_target() {
+    // Issue 14, item 3: this_grid().is_valid() was false and grid.sync() trapped in a
+    // cooperative launch (the grid workspace read through %envreg1/%envreg2 was 0).
+    let dir = scratch("cpu-target-grid-sync");
+    let source = dir.join("grid_sync.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void rotate(int* data, int* valid) {
+    cg::grid_group grid = cg::this_grid();
+    if (grid.thread_rank() == 0) *valid = grid.is_valid();
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned n = gridDim.x * blockDim.x;
+    data[i] = (int)i;
+    grid.sync();
+    int v = data[(i + blockDim.x) % n]; // written by the next block
+    grid.sync();
+    data[i] = v;
+}
+__global__ void validity(int* valid) { *valid = cg::this_grid().is_valid(); }
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rotate, 128, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms, n = blocks * 128;
+    int *data = nullptr, *valid = nullptr;
+    cudaMalloc(&data, n * sizeof(int));
+    cudaMalloc(&valid, 2 * sizeof(int));
+    void* args[] = {&data, &valid};
+    cudaError_t e = cudaLaunchCooperativeKernel((const void*)rotate, blocks, 128, args, 0, 0);
+    int* plain_valid = valid + 1;
+    validity<<<1, 1>>>(plain_valid);
+    cudaError_t s = cudaDeviceSynchronize();
+    int* host = new int[n];
+    int flags[2];
+    cudaMemcpy(host, data, n * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaMemcpy(flags, valid, sizeof flags, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < n; ++i) bad += host[i] != (i + 128) % n;
+    std::printf("blocks %d launch %d sync %d valid %d %d bad %d\n", blocks, (int)e, (int)s,
+                flags[0], flags[1], bad);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("grid_sync");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("grid.sync() hung");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output));
+    // Valid in the cooperative launch, not in the plain one (as on a GPU); every value moved.
+    assert!(
+        stdout.contains(" launch 0 sync 0 valid 1 0 bad 0"),
+        "{stdout}"
+    );
+    let profile: Value =
+        serde_json::from_str(&std::fs::read_to_string(program.with_extension("json")).unwrap())
+            .unwrap();
+    for kernel in profile["kernels"].as_array().unwrap() {
+        for launch in kernel["launches"].as_array().unwrap() {
+            assert_eq!(launch["instrumented"], true, "{}", kernel["name"]);
+        }
+    }
 }
 
 #[test]

@@ -567,3 +567,127 @@ fn cooperative_and_per_thread_stream_launches_go_to_the_runtime() {
         }
     }
 }
+
+#[test]
+fn an_object_that_cannot_be_written_is_one_error_without_a_fallback_warning() {
+    // Issue 14, item 13: `-c -o` naming an unwritable path first warned "host pass failed ...
+    // its kernels run uninstrumented", then failed in the plain compile.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("k.cu");
+    std::fs::write(
+        &source,
+        "__global__ void k(int* p) { p[threadIdx.x] = 1; }\n",
+    )
+    .unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    for object in [dir.path().join("no/such/dir/k.o"), taken] {
+        let output = driver()
+            .args(["-O2", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            !stderr.contains("host pass failed") && !stderr.contains("uninstrumented"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "cuda-flux-clang: error: cannot write {}: ",
+                object.display()
+            )),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn modes_that_build_nothing_behave_as_clang_does() {
+    // Issue 14, item 6: -S and --cuda-device-only -S wrote nothing, -E and -M printed nothing
+    // (CPU target) or failed (GPU target), -fsyntax-only failed, cuda-flux-nvcc -M printed
+    // nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("k.cu");
+    std::fs::write(
+        &source,
+        "__global__ void twice(int* p) { p[threadIdx.x] *= 2; }\nint main() { twice<<<1, 1>>>(nullptr); }\n",
+    )
+    .unwrap();
+    let broken = dir.path().join("broken.cu");
+    std::fs::write(&broken, "__global__ void k() { undeclared(); }\n").unwrap();
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for target in ["--cuda-flux-target=gpu", "--cuda-flux-target=cpu"] {
+        let run = |args: &[&str]| {
+            let output = driver()
+                .current_dir(dir.path())
+                .arg(target)
+                .args(args)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                stderr,
+            )
+        };
+        let (code, stdout, stderr) = run(&["-E", "k.cu"]);
+        assert_eq!(code, Some(0), "{target} -E: {stderr}");
+        assert!(stdout.contains("void twice(int* p)"), "{target} -E");
+        let (code, stdout, stderr) = run(&["-M", "k.cu"]);
+        assert_eq!(code, Some(0), "{target} -M: {stderr}");
+        assert!(stdout.starts_with("k.o: k.cu"), "{target} -M: {stdout}");
+        let (code, _, stderr) = run(&["-fsyntax-only", "k.cu"]);
+        assert_eq!(code, Some(0), "{target} -fsyntax-only: {stderr}");
+        assert_eq!(names(dir.path()), ["broken.cu", "k.cu"], "{target}");
+        let (code, _, stderr) = run(&["-fsyntax-only", "broken.cu"]);
+        assert_eq!(code, Some(1), "{target}: {stderr}");
+        assert!(stderr.contains("undeclared"), "{target}: {stderr}");
+        let (code, _, stderr) = run(&["--cuda-device-only", "-S", "-O2", "-o", "k.ptx", "k.cu"]);
+        assert_eq!(code, Some(0), "{target} --cuda-device-only -S: {stderr}");
+        let ptx = std::fs::read_to_string(dir.path().join("k.ptx")).unwrap();
+        assert!(ptx.contains(".entry _Z5twicePi"), "{ptx}");
+        let (code, _, stderr) = run(&["-S", "k.cu"]);
+        assert_eq!(code, Some(0), "{target} -S: {stderr}");
+        assert_eq!(
+            names(dir.path()),
+            [
+                "broken.cu",
+                "k-cuda-nvptx64-nvidia-cuda-sm_70.s",
+                "k.cu",
+                "k.ptx",
+                "k.s"
+            ],
+            "{target} -S"
+        );
+        for made in ["k-cuda-nvptx64-nvidia-cuda-sm_70.s", "k.ptx", "k.s"] {
+            std::fs::remove_file(dir.path().join(made)).unwrap();
+        }
+    }
+    // cuda-flux-nvcc -M (documented): the dependencies on stdout.
+    let output = Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
+        .current_dir(dir.path())
+        .args(["-M", "k.cu"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.starts_with("k.o: k.cu"), "{stdout}");
+    assert_eq!(names(dir.path()), ["broken.cu", "k.cu"]);
+}

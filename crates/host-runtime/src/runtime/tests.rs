@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use crate::cuda::{DeviceInfo, FuncInfo, STREAM_PER_THREAD};
+use crate::cuda::{DeviceInfo, FuncInfo, FuncSetting, STREAM_PER_THREAD};
 use crate::report::Counts;
 use crate::snapshot::Block;
 
@@ -46,6 +46,8 @@ struct FakeState {
     queued: Vec<(&'static str, usize)>,
     /// (counter buffer, banks) each clone launch received.
     clone_extras: Vec<(u64, u32)>,
+    /// Every per-function setting made, in order.
+    func_settings: Vec<(usize, FuncSetting)>,
     mallocs: usize,
     frees: usize,
     syncs: usize,
@@ -104,6 +106,19 @@ impl Cuda for Fake {
             binary_version: self.binary_version,
             max_threads_per_block: self.max_threads,
         })
+    }
+    fn func_set(&self, func: usize, setting: FuncSetting) -> Code {
+        if self.devices == 0 {
+            return self.fail(NO_DEVICE);
+        }
+        if ![ORIGINAL, CLONE, OTHER].contains(&func) {
+            return self.fail(INVALID_DEVICE_FUNCTION);
+        }
+        if func == CLONE && self.clone_attributes_fail {
+            return self.fail(INVALID_DEVICE_FUNCTION);
+        }
+        self.st().func_settings.push((func, setting));
+        SUCCESS
     }
     fn malloc(&self, bytes: usize) -> Result<u64, Code> {
         let mut st = self.st();
@@ -891,6 +906,91 @@ fn the_mode_reaches_the_clone_and_the_record() {
     let (report, value) = read_report(&s.output);
     assert_eq!(report.kernels[0].launches[0].mode, Mode::Warp);
     assert_eq!(value["kernels"][0]["launches"][0]["mode"], "warp");
+}
+
+#[test]
+fn launches_are_counted_in_every_mode() {
+    // Issue 14, item 1: the packed `banks` parameter (mode in the top byte) was also taken as
+    // the bank count when the counters were folded, so `cta` and `warp` launches were all
+    // recorded "not instrumented: the counter buffer has the wrong size".
+    for (value, mode) in [("all", Mode::All), ("cta", Mode::Cta), ("warp", Mode::Warp)] {
+        for banks in ["1", "32", "4096"] {
+            let s = setup(
+                Fake::gpu(70),
+                &[("CUDA_FLUX_MODE", value), ("CUDA_FLUX_BANKS", banks)],
+            );
+            s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+            assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+            s.runtime.exit();
+            assert!(messages(&s).is_empty(), "{value}: {:?}", messages(&s));
+            let (report, _) = read_report(&s.output);
+            let launch = &report.kernels[0].launches[0];
+            assert_eq!(launch.mode, mode);
+            assert!(
+                launch.instrumented,
+                "{value}, {banks} banks: {:?}",
+                launch.reason
+            );
+            let counts = launch.block_counts.as_ref().expect("counts");
+            assert_eq!(counts.threads, [64, 512, 60], "{value}, {banks} banks");
+            assert_eq!(counts.warps, [2, 16, 2], "{value}, {banks} banks");
+        }
+    }
+}
+
+#[test]
+fn function_settings_are_repeated_on_the_clone() {
+    // Issue 14, item 7: a kernel opted in to more than 48 KiB of dynamic shared memory must
+    // have its clone opted in as well, or the clone cannot launch.
+    let s = setup(Fake::gpu(70), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    let opt_in = FuncSetting::Attribute {
+        attribute: 8,
+        value: 64 * 1024,
+    };
+    let settings = [
+        opt_in,
+        FuncSetting::CacheConfig(1),
+        FuncSetting::SharedMemConfig(2),
+    ];
+    for setting in settings {
+        assert_eq!(s.runtime.func_set(ORIGINAL, setting), SUCCESS);
+    }
+    // A function the runtime does not know (not instrumented): set on it alone.
+    assert_eq!(s.runtime.func_set(OTHER, opt_in), SUCCESS);
+    // A failure on the original is the program's, and the clone is left alone.
+    assert_eq!(s.runtime.func_set(0x4000, opt_in), INVALID_DEVICE_FUNCTION);
+    assert_eq!(
+        s.runtime.cuda.st().func_settings,
+        [
+            (ORIGINAL, settings[0]),
+            (CLONE, settings[0]),
+            (ORIGINAL, settings[1]),
+            (CLONE, settings[1]),
+            (ORIGINAL, settings[2]),
+            (CLONE, settings[2]),
+            (OTHER, opt_in),
+        ]
+    );
+    assert_eq!(s.runtime.cuda.st().last_error, INVALID_DEVICE_FUNCTION);
+
+    // The clone refuses: the program still sees success, and no error is left behind.
+    let s = setup(
+        Fake {
+            clone_attributes_fail: true,
+            ..Fake::gpu(70)
+        },
+        &[],
+    );
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(s.runtime.func_set(ORIGINAL, opt_in), SUCCESS);
+    assert_eq!(s.runtime.cuda.st().last_error, SUCCESS);
+
+    // Without a GPU: the original's error, nothing else.
+    let s = setup(Fake::default(), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
+    assert_eq!(s.runtime.func_set(ORIGINAL, opt_in), NO_DEVICE);
+    assert!(s.runtime.cuda.st().func_settings.is_empty());
 }
 
 #[test]

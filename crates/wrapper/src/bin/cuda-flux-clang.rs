@@ -36,7 +36,7 @@ fn main() -> ExitCode {
                 // The failing tool already printed why.
                 return ExitCode::from(u8::try_from(*code).unwrap_or(1).max(1));
             }
-            eprintln!("cuda-flux-clang: error: {error:#}");
+            eprintln!("cuda-flux-clang: error: {}", wrapper::error_line(&error));
             ExitCode::FAILURE
         }
     }

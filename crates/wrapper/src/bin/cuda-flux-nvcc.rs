@@ -36,7 +36,7 @@ fn main() -> ExitCode {
             return match write_prefix(&dir) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
-                    eprintln!("cuda-flux-nvcc: error: {error:#}");
+                    eprintln!("cuda-flux-nvcc: error: {}", wrapper::error_line(&error));
                     ExitCode::FAILURE
                 }
             };
@@ -74,7 +74,7 @@ fn finish(result: anyhow::Result<()>) -> ExitCode {
             if let Some(StepFailed(code)) = error.downcast_ref::<StepFailed>() {
                 return ExitCode::from(u8::try_from(*code).unwrap_or(1).max(1));
             }
-            eprintln!("cuda-flux-nvcc: error: {error:#}");
+            eprintln!("cuda-flux-nvcc: error: {}", wrapper::error_line(&error));
             ExitCode::FAILURE
         }
     }

@@ -308,8 +308,60 @@ impl Driver {
         command
     }
 
+    /// The flag that makes this a run that builds nothing (`-E`, `-M`, `-MM`, `-S`,
+    /// `-fsyntax-only`), if any: such a run is clang's alone ([`Driver::clang_only`]).
+    pub fn stops_early(&self) -> Option<&str> {
+        const STOPS: &[&str] = &["-E", "-M", "-MM", "-S", "-fsyntax-only"];
+        self.args
+            .flags
+            .iter()
+            .map(String::as_str)
+            .find(|f| STOPS.contains(f))
+    }
+
+    /// `-E`, `-M`, `-MM`, `-S`, `-fsyntax-only`: one clang run over every input with the
+    /// command line's flags, as `clang++` would do it (preprocessed text or dependencies on
+    /// stdout or `-o`, assembly files, a syntax check). Nothing is instrumented or linked, and
+    /// the choice of target does not matter: what clang prints or writes is what a plain build
+    /// would compile.
+    fn clang_only(&self) -> Result<()> {
+        let mut command = Command::new(&self.tools.clang);
+        command.args(["-Wno-unknown-cuda-version", "-Qunused-arguments"]);
+        if let Some(path) = &self.tools.cuda_path {
+            command.arg(format!("--cuda-path={}", path.display()));
+        }
+        command.args(&self.args.flags).args(&self.args.host_flags);
+        if self.args.rdc {
+            command.arg("-fgpu-rdc");
+        }
+        if self.args.compile_only {
+            command.arg("-c");
+        }
+        if self.args.inputs.iter().any(|i| i.kind == InputKind::Cuda) {
+            for arch in &self.args.archs {
+                command.arg(format!("--cuda-gpu-arch={arch}"));
+            }
+        }
+        for input in &self.args.inputs {
+            let language = match input.kind {
+                InputKind::Cuda => "cuda",
+                InputKind::Host if input.path.extension().is_some_and(|e| e == "c") => "c",
+                InputKind::Host => "c++",
+                InputKind::Link => "none",
+            };
+            command.args(["-x", language]).arg(&input.path);
+        }
+        if let Some(output) = &self.args.output {
+            command.arg("-o").arg(output);
+        }
+        self.run(&mut command)
+    }
+
     /// Builds everything; returns normally when the build succeeded.
     pub fn build(&self) -> Result<()> {
+        if self.stops_early().is_some() {
+            return self.clang_only();
+        }
         let compiled_count = self
             .args
             .inputs
@@ -432,9 +484,20 @@ impl Driver {
                 Ok(())
             }
             Err(error) => {
+                // An object that cannot be written is the user's error, not the pass's: say
+                // that, instead of a fallback warning that the plain compile then contradicts.
+                if let Err(io) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(object)
+                {
+                    return Err(io).with_context(|| format!("cannot write {}", object.display()));
+                }
                 warn(format!(
-                    "{}: host pass failed ({error:#}); its kernels run uninstrumented",
-                    source.display()
+                    "{}: host pass failed ({}); its kernels run uninstrumented",
+                    source.display(),
+                    crate::error_line(&error)
                 ));
                 let mut command = self.host_compile(&fatbin);
                 command.arg(source).arg("-o").arg(object);
