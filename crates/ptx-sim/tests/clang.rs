@@ -348,8 +348,19 @@ fn unregistered_memory_is_rejected() {
 /// entry block count every thread and warp once.
 #[test]
 fn instrumented_kernel_counts_threads_and_warps() {
+    // Every block counted on the device, so that each counter can be checked here (the default
+    // placement leaves the entry block to the host runtime, which fills it from the launch).
     let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
-    let results = device_runtime::instrument_module(&mut module);
+    let defaults = device_runtime::instrument_module(&mut module.clone());
+    assert!(
+        defaults
+            .iter()
+            .find(|r| r.kernel == "loops")
+            .unwrap()
+            .entry_from_launch
+    );
+    let results =
+        device_runtime::instrument_module_with(&mut module, device_runtime::Placement::EveryBlock);
     let loops = results.iter().find(|r| r.kernel == "loops").unwrap();
     let clone = loops.clone.clone().expect("loops is instrumented");
     let blocks = loops.blocks.len();
