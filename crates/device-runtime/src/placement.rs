@@ -89,7 +89,7 @@ impl Cfg {
 
     /// Immediate dominators (entry: block 0); `None` for blocks not reachable from the entry.
     fn idoms(&self) -> Vec<Option<usize>> {
-        immediate_dominators(self.blocks.len(), 0, &self.succs, &self.preds)
+        ptx_lexer::immediate_dominators(&self.succs, 0)
     }
 
     /// Immediate post-dominators; `None` where a block's first post-dominator is the function's
@@ -97,16 +97,9 @@ impl Cfg {
     fn ipdoms(&self) -> Vec<Option<usize>> {
         // The reverse graph with a virtual exit `n` that every block without successors leaves to.
         let n = self.blocks.len();
-        let mut forward: Vec<Vec<usize>> = self.preds.clone();
-        let mut backward: Vec<Vec<usize>> = self.succs.clone();
-        forward.push((0..n).filter(|&b| self.succs[b].is_empty()).collect());
-        backward.push(Vec::new());
-        for (to_exit, succs) in backward.iter_mut().zip(&self.succs) {
-            if succs.is_empty() {
-                to_exit.push(n);
-            }
-        }
-        let idom = immediate_dominators(n + 1, n, &forward, &backward);
+        let mut reverse: Vec<Vec<usize>> = self.preds.clone();
+        reverse.push((0..n).filter(|&b| self.succs[b].is_empty()).collect());
+        let idom = ptx_lexer::immediate_dominators(&reverse, n);
         idom[..n].iter().map(|d| d.filter(|&d| d != n)).collect()
     }
 
@@ -148,69 +141,6 @@ impl Cfg {
         loops.sort_by_key(|l| (std::cmp::Reverse(l.blocks.len()), l.header));
         loops
     }
-}
-
-/// Immediate dominators of a graph (Cooper, Harvey and Kennedy): `succs`/`preds` per node;
-/// `None` for nodes not reachable from `entry`; the entry is its own.
-fn immediate_dominators(
-    n: usize,
-    entry: usize,
-    succs: &[Vec<usize>],
-    preds: &[Vec<usize>],
-) -> Vec<Option<usize>> {
-    let mut order = Vec::with_capacity(n); // postorder
-    let mut seen = vec![false; n];
-    let mut stack = vec![(entry, 0usize)];
-    seen[entry] = true;
-    while let Some((b, i)) = stack.pop() {
-        if let Some(&s) = succs[b].get(i) {
-            stack.push((b, i + 1));
-            if !seen[s] {
-                seen[s] = true;
-                stack.push((s, 0));
-            }
-        } else {
-            order.push(b);
-        }
-    }
-    let mut rank = vec![usize::MAX; n];
-    for (i, &b) in order.iter().enumerate() {
-        rank[b] = i;
-    }
-    let mut idom: Vec<Option<usize>> = vec![None; n];
-    idom[entry] = Some(entry);
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for &b in order.iter().rev().filter(|&&b| b != entry) {
-            let mut new: Option<usize> = None;
-            for &p in &preds[b] {
-                if idom[p].is_none() {
-                    continue;
-                }
-                new = Some(match new {
-                    None => p,
-                    Some(mut a) => {
-                        let mut c = p;
-                        while a != c {
-                            while rank[a] < rank[c] {
-                                a = idom[a].unwrap_or(entry);
-                            }
-                            while rank[c] < rank[a] {
-                                c = idom[c].unwrap_or(entry);
-                            }
-                        }
-                        a
-                    }
-                });
-            }
-            if new.is_some() && idom[b] != new {
-                idom[b] = new;
-                changed = true;
-            }
-        }
-    }
-    idom
 }
 
 #[derive(Debug, Clone)]

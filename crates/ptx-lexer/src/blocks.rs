@@ -171,3 +171,97 @@ impl Function {
         Vec::new()
     }
 }
+
+/// Immediate dominators of a directed graph (Cooper, Harvey and Kennedy's iterative algorithm):
+/// `successors` per node; `None` for nodes not reachable from `entry`, which is its own. Run on
+/// the reverse graph from an exit node, it gives immediate post-dominators. Iterative throughout,
+/// since function bodies can be large.
+pub fn immediate_dominators(successors: &[Vec<usize>], entry: usize) -> Vec<Option<usize>> {
+    let nodes = successors.len();
+    if entry >= nodes {
+        return vec![None; nodes];
+    }
+    let mut predecessors: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+    for (from, succ) in successors.iter().enumerate() {
+        for &to in succ {
+            predecessors[to].push(from);
+        }
+    }
+    let mut order = Vec::with_capacity(nodes); // postorder from `entry`
+    let mut visited = vec![false; nodes];
+    let mut stack = vec![(entry, 0usize)];
+    visited[entry] = true;
+    while let Some((node, next_child)) = stack.pop() {
+        if let Some(&child) = successors[node].get(next_child) {
+            stack.push((node, next_child + 1));
+            if !visited[child] {
+                visited[child] = true;
+                stack.push((child, 0));
+            }
+        } else {
+            order.push(node);
+        }
+    }
+    let mut number = vec![usize::MAX; nodes];
+    for (i, &node) in order.iter().enumerate() {
+        number[node] = i;
+    }
+    let mut idom: Vec<Option<usize>> = vec![None; nodes];
+    idom[entry] = Some(entry);
+    let intersect = |idom: &[Option<usize>], mut a: usize, mut b: usize| {
+        while a != b {
+            while number[a] < number[b] {
+                a = idom[a].unwrap_or(b);
+            }
+            while number[b] < number[a] {
+                b = idom[b].unwrap_or(a);
+            }
+        }
+        a
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &node in order.iter().rev() {
+            if node == entry {
+                continue;
+            }
+            let mut new_idom = None;
+            for &p in &predecessors[node] {
+                if idom[p].is_none() {
+                    continue;
+                }
+                new_idom = Some(match new_idom {
+                    None => p,
+                    Some(current) => intersect(&idom, p, current),
+                });
+            }
+            if new_idom.is_some() && idom[node] != new_idom {
+                idom[node] = new_idom;
+                changed = true;
+            }
+        }
+    }
+    idom
+}
+
+#[cfg(test)]
+mod dominator_tests {
+    use super::immediate_dominators;
+
+    #[test]
+    fn a_diamond_a_loop_and_an_unreachable_node() {
+        // 0 -> {1, 2}; 1 -> 3; 2 -> 3; 3 -> {4, 1}; 5 -> 4 (5 unreachable).
+        let succ = vec![vec![1, 2], vec![3], vec![3], vec![4, 1], vec![], vec![4]];
+        let idom = immediate_dominators(&succ, 0);
+        assert_eq!(idom, [Some(0), Some(0), Some(0), Some(0), Some(3), None]);
+        // Post-dominators: the same on the reverse graph from the exit (4).
+        let mut reverse = vec![Vec::new(); succ.len()];
+        for (from, s) in succ.iter().enumerate() {
+            s.iter().for_each(|&to| reverse[to].push(from));
+        }
+        let ipdom = immediate_dominators(&reverse, 4);
+        assert_eq!(ipdom, [Some(3), Some(3), Some(3), Some(4), Some(4), Some(4)]);
+        assert!(immediate_dominators(&[], 0).is_empty());
+    }
+}

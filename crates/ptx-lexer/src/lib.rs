@@ -27,7 +27,7 @@ mod print;
 pub mod rewrite;
 pub mod summary;
 
-pub use blocks::{BasicBlock, Edge, EdgeKind};
+pub use blocks::{immediate_dominators, BasicBlock, Edge, EdgeKind};
 pub use error::ParseError;
 pub use instruction::{
     DataType, Guard, Instruction, InstructionFacts, Opcode, Operand, StateSpace,

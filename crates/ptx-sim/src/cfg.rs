@@ -90,75 +90,16 @@ fn block_or_exit(block_of: &[usize], pc: u32, exit: usize) -> usize {
     block_of.get(pc as usize).copied().unwrap_or(exit)
 }
 
-/// Immediate post-dominators (Cooper, Harvey and Kennedy's iterative algorithm on the reverse
-/// graph). `None` for nodes that cannot reach `exit` (endless loops).
+/// Immediate post-dominators: dominators of the reverse graph from `exit`. `None` for nodes that
+/// cannot reach `exit` (endless loops).
 fn immediate_post_dominators(successors: &[Vec<usize>], exit: usize) -> Vec<Option<usize>> {
-    let nodes = successors.len();
-    let mut predecessors: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+    let mut predecessors: Vec<Vec<usize>> = vec![Vec::new(); successors.len()];
     for (from, succ) in successors.iter().enumerate() {
         for &to in succ {
             predecessors[to].push(from);
         }
     }
-    // Postorder of the reverse graph from `exit`, iteratively (bodies can be large).
-    let mut order = Vec::with_capacity(nodes);
-    let mut visited = vec![false; nodes];
-    let mut stack = vec![(exit, 0usize)];
-    visited[exit] = true;
-    while let Some((node, next_child)) = stack.pop() {
-        if let Some(&child) = predecessors[node].get(next_child) {
-            stack.push((node, next_child + 1));
-            if !visited[child] {
-                visited[child] = true;
-                stack.push((child, 0));
-            }
-        } else {
-            order.push(node);
-        }
-    }
-    let mut number = vec![usize::MAX; nodes];
-    for (i, &node) in order.iter().enumerate() {
-        number[node] = i;
-    }
-    let mut idom: Vec<Option<usize>> = vec![None; nodes];
-    idom[exit] = Some(exit);
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for &node in order.iter().rev() {
-            if node == exit {
-                continue;
-            }
-            let mut new_idom = None;
-            for &s in &successors[node] {
-                if idom[s].is_none() {
-                    continue;
-                }
-                new_idom = Some(match new_idom {
-                    None => s,
-                    Some(current) => intersect(&idom, &number, s, current),
-                });
-            }
-            if new_idom.is_some() && idom[node] != new_idom {
-                idom[node] = new_idom;
-                changed = true;
-            }
-        }
-    }
-    idom
-}
-
-fn intersect(idom: &[Option<usize>], number: &[usize], a: usize, b: usize) -> usize {
-    let (mut a, mut b) = (a, b);
-    while a != b {
-        while number[a] < number[b] {
-            a = idom[a].unwrap_or(b);
-        }
-        while number[b] < number[a] {
-            b = idom[b].unwrap_or(a);
-        }
-    }
-    a
+    ptx_lexer::immediate_dominators(&predecessors, exit)
 }
 
 #[cfg(test)]
