@@ -337,10 +337,11 @@ fn instrument_kernel_in(
     })
 }
 
-/// Inserts the counter code `plan` calls for: an update at the top of every block outside the
-/// register-counted loops (except an entry block counted from the launch); in those loops, an increment on each counted edge and a flush on
-/// each exit edge. Block `i` is counted at counter pair `offset + i`. Returns whether any
-/// counter code went in.
+/// Inserts the counter code `plan` calls for: an update at the top of every block that is not
+/// derived by a register-counted loop, copied, or the entry block counted from the launch; in
+/// those loops, an increment on each counted edge and a flush on each exit edge (or, where
+/// lanes leave at different times, one flush where they meet). Block `i` is counted at counter
+/// pair `offset + i`. Returns whether any counter code went in.
 fn place_counters(
     function: &mut ptx_lexer::Function,
     regs: &CounterRegisters,
@@ -378,7 +379,7 @@ fn place_counters(
         };
         first_counter += exit_counters.len();
         // Where code on an edge out of `from` goes: before its branch, or after its last
-        // instruction.
+        // instruction (after its label, for a block of a label alone).
         let terminator = |from: usize| {
             cfg.blocks[from].instructions.last().copied().filter(|&s| {
                 statements[s]
@@ -387,8 +388,13 @@ fn place_counters(
             })
         };
         let end_of = |from: usize| {
-            terminator(from)
-                .unwrap_or_else(|| cfg.blocks[from].instructions.last().map_or(0, |&s| s + 1))
+            let block = &cfg.blocks[from];
+            terminator(from).unwrap_or_else(|| {
+                block
+                    .instructions
+                    .last()
+                    .map_or(block.insertion_point(), |&s| s + 1)
+            })
         };
         let counted_edges = region
             .counted

@@ -548,4 +548,26 @@ mod tests {
         assert_eq!(regs.b32, "%__cfx1_r");
         assert!(k.declares_register("%__cfx1_r3"));
     }
+
+    #[test]
+    fn a_counted_edge_out_of_a_block_of_a_label_alone_counts_after_that_label() {
+        // $L1 holds no instruction; its edge into $L2 is the loop's counted edge.
+        let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n$L2:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;\n}\n";
+        let mut module = ptx_lexer::parse(ptx).unwrap();
+        let results = instrument_module(&mut module);
+        let clone = module.function(results[0].clone.as_deref().unwrap()).unwrap();
+        let text: Vec<String> = clone
+            .statements()
+            .iter()
+            .map(|s| match s.kind() {
+                StatementKind::Label(l) => format!("{l}:"),
+                StatementKind::Instruction(i) => i.to_string(),
+                _ => String::new(),
+            })
+            .filter(|t| !t.is_empty())
+            .collect();
+        let label = text.iter().position(|t| t == "$L1:").unwrap();
+        assert_eq!(text[label + 1], "add.s64 %__cfc0, %__cfc0, 1;", "{text:#?}");
+        assert_eq!(text.iter().filter(|t| t.contains("%__cfc0, 1")).count(), 1);
+    }
 }

@@ -261,7 +261,10 @@ mod dominator_tests {
             s.iter().for_each(|&to| reverse[to].push(from));
         }
         let ipdom = immediate_dominators(&reverse, 4);
-        assert_eq!(ipdom, [Some(3), Some(3), Some(3), Some(4), Some(4), Some(4)]);
+        assert_eq!(
+            ipdom,
+            [Some(3), Some(3), Some(3), Some(4), Some(4), Some(4)]
+        );
         assert!(immediate_dominators(&[], 0).is_empty());
     }
 }

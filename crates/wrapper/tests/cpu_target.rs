@@ -229,6 +229,30 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
 }
 
+#[test]
+fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
+    // `-g` PTX splits blocks at every `.loc` label: chains, blocks of a label alone.
+    let dir = scratch("cpu-target-debug-placements");
+    let programs = ["loops", "uniform_loops", "switch_dense", "device_calls", "saxpy"];
+    let errors = support::parallel(&programs, |name| {
+        let sources = [support::repo_root().join(format!("corpus/{name}.cu"))];
+        let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
+        let mut profiles = Vec::new();
+        for placement in ["derived", "every-block"] {
+            let program = dir.join(format!("{name}-{placement}"));
+            build_cpu_placed(&sources, &program, &["-g"], placement)?;
+            let (output, profile) = run(&program, &one_thread)?;
+            check_witness(&format!("{name} -g ({placement})"), &output, profile.as_ref())?;
+            profiles.push(profile.ok_or_else(|| format!("{name}: no profile"))?);
+        }
+        if block_counts(&profiles[0]) != block_counts(&profiles[1]) {
+            return Err(format!("{name} -g: block counts differ between the placements"));
+        }
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
 /// Every launch's per-block thread and warp counts, per kernel, in an order that does not
 /// depend on the order in which host threads launched.
 fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
