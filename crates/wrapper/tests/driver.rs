@@ -691,3 +691,43 @@ fn modes_that_build_nothing_behave_as_clang_does() {
     assert!(stdout.starts_with("k.o: k.cu"), "{stdout}");
     assert_eq!(names(dir.path()), ["broken.cu", "k.cu"]);
 }
+
+/// `-x c` compiles C (an `extern "C"` definition links; `.c` alone is C++ to clang++, and to
+/// cuda-flux-clang).
+#[test]
+fn language_c_compiles_c() {
+    let dir = tempfile::tempdir().unwrap();
+    // `new` is an identifier in C only.
+    std::fs::write(
+        dir.path().join("h.c"),
+        "int twice(int new) { return 2 * new; }\n",
+    )
+    .unwrap();
+    let compile = |args: &[&str]| {
+        driver()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let output = compile(&["-x", "c", "-c", "h.c", "-o", "h.o"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let symbols = Command::new("nm")
+        .arg(dir.path().join("h.o"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&symbols.stdout).contains(" T twice\n"));
+    // As clang++-16: `.c` without `-x` is C++, where `new` is a keyword.
+    assert!(!compile(&["-c", "h.c", "-o", "h2.o"]).status.success());
+    assert!(!Command::new("clang++-16")
+        .args(["-c", "h.c", "-o", "h3.o"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .status
+        .success());
+}

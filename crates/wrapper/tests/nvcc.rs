@@ -372,3 +372,86 @@ fn deprecation_warnings_once_as_with_nvcc() {
     assert_eq!(warnings(driver, &["-Wno-deprecated-declarations"]), 0);
     assert_eq!(warnings("nvcc", &["-Wno-deprecated-declarations"]), 0);
 }
+
+/// A `.c` input is C, as nvcc compiles it (gcc `-x c`): a function defined there and declared
+/// `extern "C"` in a `.cu` file links, and C-only code (`new` as a name) compiles. The program
+/// runs on the CPU target; real nvcc builds (compiles and links) the same sources.
+#[test]
+fn c_inputs_are_compiled_as_c() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("helper.c"),
+        "/* C, not C++: `new` is a name, and the symbol is not mangled. */\n\
+         int helper_scale(int new) { return 3 * new; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("main.cu"),
+        r#"#include <cstdio>
+extern "C" int helper_scale(int);
+__global__ void fill(int *out, int factor) { out[threadIdx.x] = factor * threadIdx.x; }
+int main() {
+    int *d = nullptr;
+    int h[32];
+    cudaMalloc(&d, sizeof h);
+    fill<<<1, 32>>>(d, helper_scale(2));
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += h[i];
+    printf("sum %d\n", sum);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let driver = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
+    // One call, and separate compiles linked by a third, as Makefiles do.
+    let builds: &[&[&[&str]]] = &[
+        &[&["-O2", "main.cu", "helper.c", "-o", "app1"]],
+        &[
+            &["-c", "helper.c"],
+            &["-c", "main.cu"],
+            &["main.o", "helper.o", "-o", "app2"],
+        ],
+    ];
+    for (index, steps) in builds.iter().enumerate() {
+        for args in steps.iter() {
+            let output = Command::new(driver)
+                .env("CUDA_FLUX_TARGET", "cpu")
+                .args(*args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let app = dir.path().join(format!("app{}", index + 1));
+        let (status, stdout) = run(&app);
+        assert_eq!(status, Some(0), "{}", app.display());
+        // 6 * (0 + 1 + ... + 31)
+        assert_eq!(stdout, "sum 2976\n");
+    }
+    // The same sources with nvcc: compiled and linked (running needs a GPU).
+    let output = Command::new("nvcc")
+        .args(["-O2", "main.cu", "helper.c", "-o", "app-nvcc"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // As C++ (nvcc `-x c++`), the C source fails for both: the language is what nvcc says.
+    for compiler in [driver, "nvcc"] {
+        let output = Command::new(compiler)
+            .args(["-x", "c++", "-c", "helper.c", "-o", "helper-cxx.o"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{compiler}");
+    }
+}

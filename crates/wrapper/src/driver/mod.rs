@@ -345,7 +345,7 @@ impl Driver {
         for input in &self.args.inputs {
             let language = match input.kind {
                 InputKind::Cuda => "cuda",
-                InputKind::Host if input.path.extension().is_some_and(|e| e == "c") => "c",
+                InputKind::C => "c",
                 InputKind::Host => "c++",
                 InputKind::Link => "none",
             };
@@ -355,6 +355,24 @@ impl Driver {
             command.arg("-o").arg(output);
         }
         self.run(&mut command)
+    }
+
+    /// clang compiling a C++ (`InputKind::Host`) or C source with the command line's flags,
+    /// the language named (`-x c++`/`-x c`) so that the input's kind decides it, not clang++'s
+    /// reading of the extension. A C compilation leaves out C++ dialects (`-std=c++14`), as nvcc
+    /// does for a `.c` input: clang would reject them.
+    fn host_source_command(&self, kind: InputKind) -> Command {
+        let c = kind == InputKind::C;
+        let mut command = Command::new(&self.tools.clang);
+        command.args(["-Qunused-arguments", "-x", if c { "c" } else { "c++" }]);
+        command.args(
+            self.args
+                .flags
+                .iter()
+                .chain(&self.args.host_flags)
+                .filter(|flag| !(c && is_cxx_dialect(flag))),
+        );
+        command
     }
 
     /// Builds everything; returns normally when the build succeeded.
@@ -385,12 +403,9 @@ impl Driver {
                     objects.push(input.path.clone());
                     continue;
                 }
-                InputKind::Host => {
-                    let mut command = Command::new(&self.tools.clang);
-                    command
-                        .args(["-Qunused-arguments", "-c"])
-                        .args(&self.args.flags)
-                        .args(&self.args.host_flags);
+                InputKind::Host | InputKind::C => {
+                    let mut command = self.host_source_command(input.kind);
+                    command.arg("-c");
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
@@ -870,6 +885,13 @@ impl Driver {
     }
 }
 
+/// `-std=c++14`, `-std=gnu++17`...: a C++ dialect, which a C compilation cannot take.
+fn is_cxx_dialect(flag: &str) -> bool {
+    flag.strip_prefix("-std=")
+        .or_else(|| flag.strip_prefix("--std="))
+        .is_some_and(|dialect| dialect.contains("++"))
+}
+
 /// `70` for `sm_70` (and `sm_90a`).
 fn arch_number(arch: &str) -> Result<u32> {
     arch.trim_start_matches("sm_")
@@ -907,6 +929,12 @@ mod tests {
                       clang: error: linker command failed with exit code 1\n";
         assert_eq!(unimplemented_cuda_calls(stderr), ["cudaGraphLaunch"]);
         assert!(unimplemented_cuda_calls("").is_empty());
+    }
+
+    #[test]
+    fn cxx_dialects_are_recognised() {
+        assert!(is_cxx_dialect("-std=c++14") && is_cxx_dialect("-std=gnu++17"));
+        assert!(!is_cxx_dialect("-std=c11") && !is_cxx_dialect("-O2"));
     }
 
     #[test]
