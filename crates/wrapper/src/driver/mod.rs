@@ -13,6 +13,7 @@
 pub mod args;
 pub mod chevrons;
 pub mod nvcc;
+pub mod probe;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
