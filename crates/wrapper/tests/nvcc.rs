@@ -512,6 +512,33 @@ int main() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // Assembly (`.s`, `.S` through the preprocessor) is assembled by the host compiler.
+    std::fs::write(
+        dir.path().join("answer.S"),
+        "#define VALUE 42\n.globl answer_asm\nanswer_asm:\n  movl $VALUE, %eax\n  ret\n\
+         .section .note.GNU-stack,\"\",@progbits\n",
+    )
+    .unwrap();
+    for compiler in [driver, "nvcc"] {
+        let output = Command::new(compiler)
+            .args(["-c", "answer.S", "-o", "answer.o"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{compiler}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let symbols = Command::new("nm")
+            .arg(dir.path().join("answer.o"))
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&symbols.stdout).contains(" T answer_asm\n"),
+            "{compiler}"
+        );
+    }
     // As C++ (nvcc `-x c++`), the C source fails for both: the language is what nvcc says.
     for compiler in [driver, "nvcc"] {
         let output = Command::new(compiler)

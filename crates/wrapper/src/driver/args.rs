@@ -49,7 +49,7 @@ impl Target {
 pub enum InputKind {
     /// CUDA source: instrumented.
     Cuda,
-    /// C++ source: compiled by clang (as C++) untouched.
+    /// C++ source (or assembly, `.s`/`.S`): compiled by clang untouched.
     Host,
     /// C source: compiled by clang as C (`-x c`, or a `.c` file given to cuda-flux-nvcc).
     C,
@@ -135,7 +135,7 @@ fn kind_by_extension(path: &str) -> InputKind {
     let extension = path.rsplit_once('.').map_or("", |(_, e)| e);
     match extension {
         "cu" => InputKind::Cuda,
-        "c" | "cc" | "cpp" | "cxx" | "C" | "c++" | "cp" | "CPP" => InputKind::Host,
+        "c" | "cc" | "cpp" | "cxx" | "C" | "c++" | "cp" | "CPP" | "s" | "S" => InputKind::Host,
         _ => InputKind::Link,
     }
 }

@@ -346,9 +346,8 @@ impl Driver {
         for input in &self.args.inputs {
             let language = match input.kind {
                 InputKind::Cuda => "cuda",
-                InputKind::C => "c",
-                InputKind::Host => "c++",
                 InputKind::Link => "none",
+                InputKind::C | InputKind::Host => host_language(input),
             };
             command.args(["-x", language]).arg(&input.path);
         }
@@ -358,20 +357,21 @@ impl Driver {
         self.run(&mut command)
     }
 
-    /// clang compiling a C++ (`InputKind::Host`) or C source with the command line's flags,
-    /// the language named (`-x c++`/`-x c`) so that the input's kind decides it, not clang++'s
-    /// reading of the extension. A C compilation leaves out C++ dialects (`-std=c++14`), as nvcc
-    /// does for a `.c` input: clang would reject them.
-    fn host_source_command(&self, kind: InputKind) -> Command {
-        let c = kind == InputKind::C;
+    /// clang compiling a host source (`InputKind::Host` or `C`) with the command line's flags,
+    /// the language named ([`host_language`]) so that the input's kind decides it, not
+    /// clang++'s reading of the extension. A compilation that is not C++ leaves out C++
+    /// dialects (`-std=c++14`), as nvcc does for a `.c` input: clang would reject them.
+    fn host_source_command(&self, input: &args::Input) -> Command {
+        let language = host_language(input);
+        let cxx = language == "c++";
         let mut command = Command::new(&self.tools.clang);
-        command.args(["-Qunused-arguments", "-x", if c { "c" } else { "c++" }]);
+        command.args(["-Qunused-arguments", "-x", language]);
         command.args(
             self.args
                 .flags
                 .iter()
                 .chain(&self.args.host_flags)
-                .filter(|flag| !(c && is_cxx_dialect(flag))),
+                .filter(|flag| cxx || !is_cxx_dialect(flag)),
         );
         command
     }
@@ -405,7 +405,7 @@ impl Driver {
                     continue;
                 }
                 InputKind::Host | InputKind::C => {
-                    let mut command = self.host_source_command(input.kind);
+                    let mut command = self.host_source_command(input);
                     command.arg("-c");
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
@@ -883,6 +883,17 @@ impl Driver {
                 Err(StepFailed(1).into())
             }
         }
+    }
+}
+
+/// The language clang compiles a host input in: `c` for C, and for the rest C++ but for
+/// assembly (`.s`, and `.S` through the preprocessor), which nvcc and clang++ assemble.
+fn host_language(input: &args::Input) -> &'static str {
+    match (input.kind, input.path.extension().and_then(|e| e.to_str())) {
+        (InputKind::C, _) => "c",
+        (_, Some("s")) => "assembler",
+        (_, Some("S")) => "assembler-with-cpp",
+        _ => "c++",
     }
 }
 

@@ -114,7 +114,8 @@ fn is_host_flag(arg: &str) -> bool {
 
 /// What nvcc 11.8 does with an input named without `-x`, by its suffix (checked one by one
 /// with `nvcc -dryrun`): `.cu` (and preprocessed `.cup`) is CUDA; `.c` (and `.i`) is C, compiled
-/// by the host compiler with `-x c`; `.cc`, `.cpp`, `.cxx` (and `.ii`) are C++; objects,
+/// by the host compiler with `-x c`; `.cc`, `.cpp`, `.cxx` (and `.ii`) are C++, `.s`/`.S`
+/// assembled by the host compiler; objects,
 /// archives and shared libraries (`.o`, `.a`, `.so`, and `.obj`, `.lib`, `.res`) go to the
 /// linker. `.ptx`, `.cubin`, `.fatbin` belong to device-only modes cuda-flux-nvcc does not
 /// have; anything else (`.C`, `.cp`, `lib.so.1`, no suffix) nvcc rejects, and so does this.
@@ -123,7 +124,7 @@ fn kind_by_suffix(input: &str) -> Result<InputKind, NvccError> {
     match name.rsplit_once('.').map(|(_, suffix)| suffix) {
         Some("cu" | "cup") => Ok(InputKind::Cuda),
         Some("c" | "i") => Ok(InputKind::C),
-        Some("cc" | "cpp" | "cxx" | "ii") => Ok(InputKind::Host),
+        Some("cc" | "cpp" | "cxx" | "ii" | "s" | "S") => Ok(InputKind::Host),
         Some("o" | "a" | "so" | "obj" | "lib" | "res") => Ok(InputKind::Link),
         Some("ptx" | "cubin" | "fatbin") => Err(NvccError::Unsupported(
             input.to_string(),
@@ -751,7 +752,7 @@ impl Driver {
                 }
                 command
             } else {
-                self.host_source_command(input.kind)
+                self.host_source_command(input)
             };
             command.arg("-E").arg(&input.path);
             let target = match (output, &self.args.output) {
@@ -1151,7 +1152,7 @@ mod tests {
         // nvcc's suffixes: `.c`/`.i` C, `.cc`/`.cpp`/`.cxx`/`.ii` C++, libraries linked; `-x`
         // names the language of the inputs after it.
         let (a, _) = build(
-            "a.cc b.cxx c.ii d.i e.a f.so g.obj -x c h.cpp -x c++ i.c",
+            "a.cc b.cxx c.ii d.i e.a f.so g.obj -x c h.cpp -x c++ i.c -x none j.s",
             None,
         );
         let kinds: Vec<InputKind> = a.inputs.iter().map(|i| i.kind).collect();
@@ -1166,6 +1167,7 @@ mod tests {
                 InputKind::Link,
                 InputKind::Link,
                 InputKind::C,
+                InputKind::Host,
                 InputKind::Host
             ]
         );
