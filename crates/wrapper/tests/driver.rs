@@ -228,11 +228,9 @@ fn same_behaviour(stem: &str, plain: &Path, instrumented: &Path) -> Result<(), S
 
 #[test]
 fn usage_errors_are_one_line_and_exit_2() {
-    for args in [
-        vec!["-c"],
-        vec!["--cuda-gpu-arch=gfx90a", "x.cu"],
-        vec!["-o"],
-    ] {
+    // A command line without inputs (`-c` alone) is clang's to answer, as clang does (status 1):
+    // `queries_are_answered_as_clang_answers_them`.
+    for args in [vec!["--cuda-gpu-arch=gfx90a", "x.cu"], vec!["-o"]] {
         let output = driver().args(&args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -690,4 +688,133 @@ fn modes_that_build_nothing_behave_as_clang_does() {
     );
     assert!(stdout.starts_with("k.o: k.cu"), "{stdout}");
     assert_eq!(names(dir.path()), ["broken.cu", "k.cu"]);
+}
+
+/// `program ARGS` run in `dir`: its stdout and stderr, paths in the temporary directory
+/// (`/tmp/k-f125d7/k-sm_70.s`: clang's intermediates, random per run) replaced by `TMP`, and its
+/// exit status.
+fn answer(program: &str, args: &[&str], dir: &Path) -> (String, String, Option<i32>) {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    let temp = format!("{}/", std::env::temp_dir().display());
+    let mask = |bytes: &[u8]| -> String {
+        let mut text = String::from_utf8_lossy(bytes).into_owned();
+        let mut from = 0;
+        while let Some(at) = text[from..].find(&temp).map(|at| at + from) {
+            let end = text[at..]
+                .find(|c: char| c == '"' || c == ',' || c.is_whitespace())
+                .map_or(text.len(), |end| end + at);
+            text.replace_range(at..end, "TMP");
+            from = at + 3;
+        }
+        text
+    };
+    (
+        mask(&output.stdout),
+        mask(&output.stderr),
+        output.status.code(),
+    )
+}
+
+/// Build systems' queries (`--version`, `-dumpversion`, `-print-*`, `-###`, a bare `-v`) get
+/// clang++-16's own answer, word for word, and its exit status; so does a command line with
+/// no input at all. The oracle is clang++-16 run with the same arguments.
+#[test]
+fn queries_are_answered_as_clang_answers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("k.cu"),
+        "__global__ void k(int *p) { *p = 1; }\n",
+    )
+    .unwrap();
+    let queries: &[&[&str]] = &[
+        &["--version"],
+        &["-dumpversion"],
+        &["-dumpmachine"],
+        &["-print-resource-dir"],
+        &["-print-search-dirs"],
+        &["-print-libgcc-file-name"],
+        &["-print-file-name=libstdc++.so"],
+        &["-print-prog-name=ld"],
+        &["-print-target-triple"],
+        &["-print-effective-triple"],
+        &["-###"],
+        &["-v"],
+        &["-c"],
+        &["-O2", "--version", "k.cu"],
+        &["-###", "-c", "k.cu", "-o", "k.o", "--cuda-gpu-arch=sm_70"],
+        &["-###", "k.cu", "-o", "k", "--cuda-gpu-arch=sm_90"],
+    ];
+    let driver = env!("CARGO_BIN_EXE_cuda-flux-clang");
+    for args in queries {
+        let ours = answer(driver, args, dir.path());
+        let clang = answer("clang++-16", args, dir.path());
+        assert_eq!(ours, clang, "{args:?}");
+        assert!(
+            !ours.0.is_empty() || !ours.1.is_empty(),
+            "{args:?}: says something"
+        );
+    }
+    // CMake's compiler identification reads the first line; the driver adds nothing before it.
+    let (version, _, status) = answer(driver, &["--version"], dir.path());
+    assert_eq!(status, Some(0));
+    assert!(
+        version
+            .lines()
+            .next()
+            .unwrap()
+            .contains("clang version 16."),
+        "{version}"
+    );
+    // A query builds nothing; cuda-flux's own options do not reach clang.
+    let (_, stderr, status) = answer(
+        driver,
+        &["--cuda-flux-target=cpu", "-###", "-c", "k.cu"],
+        dir.path(),
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(!dir.path().join("k.o").exists());
+}
+
+/// `-x c` compiles C (an `extern "C"` definition links; `.c` alone is C++ to clang++, and to
+/// cuda-flux-clang).
+#[test]
+fn language_c_compiles_c() {
+    let dir = tempfile::tempdir().unwrap();
+    // `new` is an identifier in C only.
+    std::fs::write(
+        dir.path().join("h.c"),
+        "int twice(int new) { return 2 * new; }\n",
+    )
+    .unwrap();
+    let compile = |args: &[&str]| {
+        driver()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let output = compile(&["-x", "c", "-c", "h.c", "-o", "h.o"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let symbols = Command::new("nm")
+        .arg(dir.path().join("h.o"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&symbols.stdout).contains(" T twice\n"));
+    // As clang++-16: `.c` without `-x` is C++, where `new` is a keyword.
+    assert!(!compile(&["-c", "h.c", "-o", "h2.o"]).status.success());
+    assert!(!Command::new("clang++-16")
+        .args(["-c", "h.c", "-o", "h3.o"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .status
+        .success());
 }

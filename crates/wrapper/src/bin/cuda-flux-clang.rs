@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use wrapper::driver::{Driver, DriverArgs, StepFailed};
+use wrapper::driver::{probe, ArgsError, Driver, DriverArgs, StepFailed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,8 +22,24 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let parsed = match DriverArgs::parse(&args) {
+    // Queries (`--version`, `-print-*`, `-###`...) and command lines without inputs (a bare
+    // `-v`) are clang++-16's to answer: build systems parse its answers.
+    let parsed = if probe::is_clang_query(&args) {
+        Err(ArgsError::NoInputs)
+    } else {
+        DriverArgs::parse(&args)
+    };
+    let parsed = match parsed {
         Ok(parsed) => parsed,
+        Err(ArgsError::NoInputs) => {
+            return match probe::run_clang(&args) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+                Err(error) => {
+                    eprintln!("cuda-flux-clang: error: {error}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Err(error) => {
             eprintln!("cuda-flux-clang: error: {error}");
             return ExitCode::from(2);

@@ -4,28 +4,37 @@
 use std::process::ExitCode;
 
 use wrapper::driver::nvcc::{
-    help_text, once_per_build, parse_nvcc, write_prefix, NvccInvocation, SUPPORTED_ARCHS,
+    help_text, once_per_build, parse_nvcc, write_prefix, NvccError, NvccInvocation, SUPPORTED_ARCHS,
 };
-use wrapper::driver::{Driver, StepFailed};
+use wrapper::driver::{probe, Driver, StepFailed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let extra_archs = std::env::var("CUDA_FLUX_ARCH").ok();
     let (args, notes, dry_run) = match parse_nvcc(&args, extra_archs.as_deref()) {
         Ok(NvccInvocation::Version) => {
-            // Makefiles read nvcc's version from its last lines: say what the pipeline is.
-            println!(
-                "cuda-flux-nvcc: CUDA instruction profiler (cuda-flux {}), nvcc-compatible driver\n\
-                 Cuda compilation tools, release 11.8, V11.8.89 (compiling with clang 16)",
-                env!("CARGO_PKG_VERSION")
-            );
-            return ExitCode::SUCCESS;
+            // nvcc's own answer: Makefiles and CMake parse it (`tail -n1`, `release 11.8`).
+            return match probe::run_nvcc(&["--version"]) {
+                Some(code) => exit(code),
+                None => {
+                    print!("{}", probe::NVCC_VERSION);
+                    ExitCode::SUCCESS
+                }
+            };
         }
         Ok(NvccInvocation::Help) => {
             print!("{}", help_text());
             return ExitCode::SUCCESS;
         }
         Ok(NvccInvocation::ListArchs { virtual_archs }) => {
+            let option = if virtual_archs {
+                "--list-gpu-arch"
+            } else {
+                "--list-gpu-code"
+            };
+            if let Some(code) = probe::run_nvcc(&[option]) {
+                return exit(code);
+            }
             let prefix = if virtual_archs { "compute" } else { "sm" };
             for arch in SUPPORTED_ARCHS {
                 println!("{prefix}_{arch}");
@@ -52,6 +61,11 @@ fn main() -> ExitCode {
             notes,
             dry_run,
         }) => (args, notes, dry_run),
+        Err(NvccError::NoInputs) => {
+            // As nvcc says it (`-v` or `-dryrun` alone too), status 1.
+            eprintln!("{}", probe::NVCC_NO_INPUTS);
+            return ExitCode::FAILURE;
+        }
         Err(error) => {
             eprintln!("cuda-flux-nvcc: error: {error}");
             return ExitCode::from(2);
@@ -64,6 +78,11 @@ fn main() -> ExitCode {
         .map(|driver| if dry_run { driver.dry_run() } else { driver })
         .and_then(Driver::rewrite_spaced_chevrons);
     finish(driver.and_then(|driver| driver.build()))
+}
+
+/// The exit status `code` of a tool whose answer was passed through.
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 /// The exit status of a build: a failed step's own status (its output said why), or one line.

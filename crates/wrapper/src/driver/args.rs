@@ -49,8 +49,10 @@ impl Target {
 pub enum InputKind {
     /// CUDA source: instrumented.
     Cuda,
-    /// C or C++ source: compiled by clang untouched.
+    /// C++ source (or assembly, `.s`/`.S`): compiled by clang untouched.
     Host,
+    /// C source: compiled by clang as C (`-x c`, or a `.c` file given to cuda-flux-nvcc).
+    C,
     /// Object, archive, shared library: passed to the linker.
     Link,
 }
@@ -127,11 +129,13 @@ const SEPARATE_VALUE: &[&str] = &[
     "-arch",
 ];
 
+/// The kind of an input named without `-x`, as clang++ sees it: a `.c` file is C++ to clang++
+/// (cuda-flux-nvcc has nvcc's rules instead, `.c` as C).
 fn kind_by_extension(path: &str) -> InputKind {
     let extension = path.rsplit_once('.').map_or("", |(_, e)| e);
     match extension {
         "cu" => InputKind::Cuda,
-        "c" | "cc" | "cpp" | "cxx" | "C" | "c++" | "cp" | "CPP" => InputKind::Host,
+        "c" | "cc" | "cpp" | "cxx" | "C" | "c++" | "cp" | "CPP" | "s" | "S" => InputKind::Host,
         _ => InputKind::Link,
     }
 }
@@ -158,7 +162,8 @@ fn check_arch(arch: &str) -> Result<String, ArgsError> {
 fn language_of(name: &str) -> Result<Option<InputKind>, ArgsError> {
     match name {
         "cuda" => Ok(Some(InputKind::Cuda)),
-        "c" | "c++" => Ok(Some(InputKind::Host)),
+        "c" => Ok(Some(InputKind::C)),
+        "c++" => Ok(Some(InputKind::Host)),
         "none" => Ok(None),
         other => Err(ArgsError::Language(other.to_string())),
     }
@@ -350,6 +355,10 @@ mod tests {
         let a = parse("-x cuda k.cpp -x none m.cpp -c").unwrap();
         assert_eq!(a.inputs[0].kind, InputKind::Cuda);
         assert_eq!(a.inputs[1].kind, InputKind::Host);
+        // `-x c` is C; a `.c` file alone is C++ to clang++.
+        let a = parse("h.c -x c g.c -x c++ f.c -c").unwrap();
+        let kinds: Vec<InputKind> = a.inputs.iter().map(|i| i.kind).collect();
+        assert_eq!(kinds, [InputKind::Host, InputKind::C, InputKind::Host]);
         assert_eq!(a.archs, ["sm_70"], "default architecture");
     }
 

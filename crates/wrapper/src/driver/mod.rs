@@ -13,6 +13,7 @@
 pub mod args;
 pub mod chevrons;
 pub mod nvcc;
+pub mod probe;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -345,9 +346,8 @@ impl Driver {
         for input in &self.args.inputs {
             let language = match input.kind {
                 InputKind::Cuda => "cuda",
-                InputKind::Host if input.path.extension().is_some_and(|e| e == "c") => "c",
-                InputKind::Host => "c++",
                 InputKind::Link => "none",
+                InputKind::C | InputKind::Host => host_language(input),
             };
             command.args(["-x", language]).arg(&input.path);
         }
@@ -355,6 +355,25 @@ impl Driver {
             command.arg("-o").arg(output);
         }
         self.run(&mut command)
+    }
+
+    /// clang compiling a host source (`InputKind::Host` or `C`) with the command line's flags,
+    /// the language named ([`host_language`]) so that the input's kind decides it, not
+    /// clang++'s reading of the extension. A compilation that is not C++ leaves out C++
+    /// dialects (`-std=c++14`), as nvcc does for a `.c` input: clang would reject them.
+    fn host_source_command(&self, input: &args::Input) -> Command {
+        let language = host_language(input);
+        let cxx = language == "c++";
+        let mut command = Command::new(&self.tools.clang);
+        command.args(["-Qunused-arguments", "-x", language]);
+        command.args(
+            self.args
+                .flags
+                .iter()
+                .chain(&self.args.host_flags)
+                .filter(|flag| cxx || !is_cxx_dialect(flag)),
+        );
+        command
     }
 
     /// Builds everything; returns normally when the build succeeded.
@@ -385,12 +404,9 @@ impl Driver {
                     objects.push(input.path.clone());
                     continue;
                 }
-                InputKind::Host => {
-                    let mut command = Command::new(&self.tools.clang);
-                    command
-                        .args(["-Qunused-arguments", "-c"])
-                        .args(&self.args.flags)
-                        .args(&self.args.host_flags);
+                InputKind::Host | InputKind::C => {
+                    let mut command = self.host_source_command(input);
+                    command.arg("-c");
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
@@ -870,6 +886,24 @@ impl Driver {
     }
 }
 
+/// The language clang compiles a host input in: `c` for C, and for the rest C++ but for
+/// assembly (`.s`, and `.S` through the preprocessor), which nvcc and clang++ assemble.
+fn host_language(input: &args::Input) -> &'static str {
+    match (input.kind, input.path.extension().and_then(|e| e.to_str())) {
+        (InputKind::C, _) => "c",
+        (_, Some("s")) => "assembler",
+        (_, Some("S")) => "assembler-with-cpp",
+        _ => "c++",
+    }
+}
+
+/// `-std=c++14`, `-std=gnu++17`...: a C++ dialect, which a C compilation cannot take.
+fn is_cxx_dialect(flag: &str) -> bool {
+    flag.strip_prefix("-std=")
+        .or_else(|| flag.strip_prefix("--std="))
+        .is_some_and(|dialect| dialect.contains("++"))
+}
+
 /// `70` for `sm_70` (and `sm_90a`).
 fn arch_number(arch: &str) -> Result<u32> {
     arch.trim_start_matches("sm_")
@@ -907,6 +941,12 @@ mod tests {
                       clang: error: linker command failed with exit code 1\n";
         assert_eq!(unimplemented_cuda_calls(stderr), ["cudaGraphLaunch"]);
         assert!(unimplemented_cuda_calls("").is_empty());
+    }
+
+    #[test]
+    fn cxx_dialects_are_recognised() {
+        assert!(is_cxx_dialect("-std=c++14") && is_cxx_dialect("-std=gnu++17"));
+        assert!(!is_cxx_dialect("-std=c11") && !is_cxx_dialect("-O2"));
     }
 
     #[test]

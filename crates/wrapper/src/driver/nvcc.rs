@@ -85,6 +85,10 @@ pub enum NvccError {
     Unsupported(String, &'static str),
     #[error("no input files")]
     NoInputs,
+    #[error(
+        "don't know what to do with '{0}' (nvcc's inputs: .cu, .c, .cc, .cpp, .cxx, .o, .a, .so)"
+    )]
+    UnknownInput(String),
 }
 
 /// Options that take no value and do not change the code built, accepted and ignored.
@@ -106,6 +110,28 @@ fn is_host_flag(arg: &str) -> bool {
         || arg.starts_with("-mtune=")
         || arg == "-pthread"
         || arg == "-rdynamic"
+}
+
+/// What nvcc 11.8 does with an input named without `-x`, by its suffix (checked one by one
+/// with `nvcc -dryrun`): `.cu` (and preprocessed `.cup`) is CUDA; `.c` (and `.i`) is C, compiled
+/// by the host compiler with `-x c`; `.cc`, `.cpp`, `.cxx` (and `.ii`) are C++, `.s`/`.S`
+/// assembled by the host compiler; objects,
+/// archives and shared libraries (`.o`, `.a`, `.so`, and `.obj`, `.lib`, `.res`) go to the
+/// linker. `.ptx`, `.cubin`, `.fatbin` belong to device-only modes cuda-flux-nvcc does not
+/// have; anything else (`.C`, `.cp`, `lib.so.1`, no suffix) nvcc rejects, and so does this.
+fn kind_by_suffix(input: &str) -> Result<InputKind, NvccError> {
+    let name = input.rsplit('/').next().unwrap_or(input);
+    match name.rsplit_once('.').map(|(_, suffix)| suffix) {
+        Some("cu" | "cup") => Ok(InputKind::Cuda),
+        Some("c" | "i") => Ok(InputKind::C),
+        Some("cc" | "cpp" | "cxx" | "ii" | "s" | "S") => Ok(InputKind::Host),
+        Some("o" | "a" | "so" | "obj" | "lib" | "res") => Ok(InputKind::Link),
+        Some("ptx" | "cubin" | "fatbin") => Err(NvccError::Unsupported(
+            input.to_string(),
+            "device code inputs need -cubin, -fatbin, -dc or -dlink",
+        )),
+        _ => Err(NvccError::UnknownInput(input.to_string())),
+    }
 }
 
 /// `sm_35`, `compute_70`, `sm_90a` -> architecture number (35, 70, 90).
@@ -331,7 +357,8 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
             "-x" | "--x" => {
                 language = match value()?.as_str() {
                     "cu" | "cuda" => Some(InputKind::Cuda),
-                    "c" | "c++" | "cpp" => Some(InputKind::Host),
+                    "c" => Some(InputKind::C),
+                    "c++" | "cpp" => Some(InputKind::Host),
                     "none" => None,
                     other => {
                         return Err(NvccError::BadValue {
@@ -399,11 +426,10 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
             _ if is_host_flag(&arg) => parsed.host_flags.push(arg.clone()),
             _ if arg.starts_with('-') => return Err(NvccError::Unknown(arg)),
             _ => parsed.inputs.push(Input {
-                kind: language.unwrap_or_else(|| match arg.rsplit_once('.').map(|(_, e)| e) {
-                    Some("cu") => InputKind::Cuda,
-                    Some("c" | "cc" | "cpp" | "cxx" | "C") => InputKind::Host,
-                    _ => InputKind::Link,
-                }),
+                kind: match language {
+                    Some(kind) => kind,
+                    None => kind_by_suffix(&arg)?,
+                },
                 path: PathBuf::from(arg),
             }),
         }
@@ -600,7 +626,7 @@ const HELP_OPTIONS: &[(&str, &str, &str)] = &[
     ),
     ("--device-c", "-dc", "As -c -rdc=true."),
     ("--std <standard>", "-std", "C++ dialect."),
-    ("--x <cu|c++>", "-x", "Language of the following inputs."),
+    ("--x <cu|c|c++>", "-x", "Language of the following inputs."),
     (
         "--keep",
         "-keep",
@@ -642,7 +668,7 @@ pub fn help_text() -> String {
         "Usage  : cuda-flux-nvcc [options] <inputfile>\n\n\
          cuda-flux-nvcc takes nvcc's command line and builds the program with every kernel\n\
          instrumented by cuda-flux (clang 16, CUDA 11.8). Unknown options are an error.\n\
-         .cu inputs are CUDA; .c/.cc/.cpp/.cxx are host code; anything else is linked.\n\n\
+         .cu inputs are CUDA; .c is C, .cc/.cpp/.cxx are C++; .o/.a/.so are linked.\n\n\
          Options\n=======\n\n",
     );
     for (long, short, description) in HELP_OPTIONS {
@@ -709,7 +735,7 @@ pub fn help_text() -> String {
 impl Driver {
     /// nvcc's `-E` and `-cuda`: the host side of each CUDA source preprocessed (spaced chevrons
     /// joined, prelude included, as the build would compile it). Host sources are preprocessed
-    /// as C++. Nothing is instrumented: this output is for reading, or for a compiler check.
+    /// as they are compiled: C++, or C for `.c`. Nothing is instrumented: this output is for reading, or for a compiler check.
     pub fn preprocess(&self, output: &PreprocessOutput) -> anyhow::Result<()> {
         use anyhow::Context as _;
         for input in self
@@ -726,14 +752,9 @@ impl Driver {
                 }
                 command
             } else {
-                let mut command = std::process::Command::new(&self.tools.clang);
-                command.arg("-Qunused-arguments").args(&self.args.flags);
-                command
+                self.host_source_command(input)
             };
-            command
-                .arg("-E")
-                .args(&self.args.host_flags)
-                .arg(&input.path);
+            command.arg("-E").arg(&input.path);
             let target = match (output, &self.args.output) {
                 (_, Some(path)) => Some(path.clone()),
                 (PreprocessOutput::Stdout, None) => None,
@@ -1123,11 +1144,55 @@ mod tests {
             [
                 InputKind::Cuda,
                 InputKind::Host,
-                InputKind::Host,
+                InputKind::C,
                 InputKind::Link,
                 InputKind::Cuda
             ]
         );
+        // nvcc's suffixes: `.c`/`.i` C, `.cc`/`.cpp`/`.cxx`/`.ii` C++, libraries linked; `-x`
+        // names the language of the inputs after it.
+        let (a, _) = build(
+            "a.cc b.cxx c.ii d.i e.a f.so g.obj -x c h.cpp -x c++ i.c -x none j.s",
+            None,
+        );
+        let kinds: Vec<InputKind> = a.inputs.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                InputKind::Host,
+                InputKind::Host,
+                InputKind::Host,
+                InputKind::C,
+                InputKind::Link,
+                InputKind::Link,
+                InputKind::Link,
+                InputKind::C,
+                InputKind::Host,
+                InputKind::Host
+            ]
+        );
+        // What nvcc rejects ("Don't know what to do with"), and device code inputs.
+        for input in [
+            "x.C",
+            "x.cp",
+            "x.c++",
+            "libz.so.1",
+            "noext",
+            "dir.d/noext",
+            "x.txt",
+        ] {
+            assert_eq!(
+                error(&format!("k.cu {input}")),
+                NvccError::UnknownInput(input.into()),
+                "{input}"
+            );
+        }
+        for input in ["x.ptx", "x.cubin", "x.fatbin"] {
+            assert!(
+                matches!(error(input), NvccError::Unsupported(..)),
+                "{input}"
+            );
+        }
         let (a, _) = build("-rdc=true a.cu", None);
         assert!(a.rdc);
     }
