@@ -555,7 +555,9 @@ mod tests {
         let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n$L2:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;\n}\n";
         let mut module = ptx_lexer::parse(ptx).unwrap();
         let results = instrument_module(&mut module);
-        let clone = module.function(results[0].clone.as_deref().unwrap()).unwrap();
+        let clone = module
+            .function(results[0].clone.as_deref().unwrap())
+            .unwrap();
         let text: Vec<String> = clone
             .statements()
             .iter()

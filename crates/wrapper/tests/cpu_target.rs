@@ -233,7 +233,13 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
 fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
     // `-g` PTX splits blocks at every `.loc` label: chains, blocks of a label alone.
     let dir = scratch("cpu-target-debug-placements");
-    let programs = ["loops", "uniform_loops", "switch_dense", "device_calls", "saxpy"];
+    let programs = [
+        "loops",
+        "uniform_loops",
+        "switch_dense",
+        "device_calls",
+        "saxpy",
+    ];
     let errors = support::parallel(&programs, |name| {
         let sources = [support::repo_root().join(format!("corpus/{name}.cu"))];
         let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
@@ -242,11 +248,17 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
             let program = dir.join(format!("{name}-{placement}"));
             build_cpu_placed(&sources, &program, &["-g"], placement)?;
             let (output, profile) = run(&program, &one_thread)?;
-            check_witness(&format!("{name} -g ({placement})"), &output, profile.as_ref())?;
+            check_witness(
+                &format!("{name} -g ({placement})"),
+                &output,
+                profile.as_ref(),
+            )?;
             profiles.push(profile.ok_or_else(|| format!("{name}: no profile"))?);
         }
         if block_counts(&profiles[0]) != block_counts(&profiles[1]) {
-            return Err(format!("{name} -g: block counts differ between the placements"));
+            return Err(format!(
+                "{name} -g: block counts differ between the placements"
+            ));
         }
         Ok(())
     });
