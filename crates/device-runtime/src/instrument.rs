@@ -18,7 +18,7 @@ use ptx_lexer::{
 use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, region_flush, shrinking_flush, CountForm, CounterRegisters,
+    function_prologue, guarded, region_flush, shrinking_flush, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -274,9 +274,7 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let mut plan = placement::plan(kernel_fn, placement, warp_reductions);
-    plan.entry_from_launch =
-        placement != Placement::EveryBlock && placement::entry_is_unreached(kernel_fn);
+    let plan = placement::plan(kernel_fn, placement, warp_reductions);
     let entry_from_launch = plan.entry_from_launch;
     let mut copied_counts: Vec<(usize, usize)> = plan
         .copies
@@ -708,14 +706,12 @@ fn redirect_indirect_calls(
                     scratch.clone(),
                 ],
             )));
-            code.push(Statement::instruction(Instruction::new(
-                Some(ptx_lexer::Guard {
-                    negated: false,
-                    predicate: format!("{}2", regs.pred).into(),
-                }),
-                Opcode::new("mov.u64"),
+            code.push(guarded(
+                regs,
+                2,
+                "mov.u64",
                 vec![chosen.clone(), Operand::sym(clone.clone())],
-            )));
+            ));
         }
         let statements = function.statements_mut();
         if let StatementKind::Instruction(call) = statements[index].kind_mut() {

@@ -155,14 +155,7 @@ pub fn entry_prologue(
         ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
         // Mode all (top byte 0): every thread counts.
         ins("setp.le.u32", vec![p(1), r(1), Operand::int(0x00FF_FFFF)]),
-        Statement::instruction(Instruction::new(
-            Some(Guard {
-                negated: false,
-                predicate: format!("{}1", regs.pred).into(),
-            }),
-            ptx_lexer::Opcode::new("bra.uni"),
-            vec![Operand::sym(label)],
-        )),
+        guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
         // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
         ins("mov.u32", vec![r(0), special("%ctaid.z")]),
         ins("mov.u32", vec![r(2), special("%nctaid.y")]),
@@ -262,33 +255,44 @@ fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
     ]
 }
 
+/// `@{pred}predicate opcode operands`.
+pub(crate) fn guarded(
+    regs: &CounterRegisters,
+    predicate: u32,
+    opcode: &str,
+    operands: Vec<Operand>,
+) -> Statement {
+    Statement::instruction(Instruction::new(
+        Some(Guard {
+            negated: false,
+            predicate: format!("{}{predicate}", regs.pred).into(),
+        }),
+        ptx_lexer::Opcode::new(opcode),
+        operands,
+    ))
+}
+
+/// `@{pred}predicate red.global.add.u64 [{b64}0+offset], value`: an add to one counter of the
+/// bank.
+fn counter_add(regs: &CounterRegisters, predicate: u32, offset: u64, value: Operand) -> Statement {
+    let counter = Operand::Address(vec![Operand::Offset {
+        base: Box::new(regs.r64(0)),
+        offset: offset.to_string().into(),
+    }]);
+    guarded(regs, predicate, "red.global.add.u64", vec![counter, value])
+}
+
+/// The leader (`{pred}0`) adds `threads` and `warps` to block `block`'s counter pair.
 fn leader_adds(
     regs: &CounterRegisters,
     block: u64,
     threads: Operand,
     warps: Operand,
 ) -> [Statement; 2] {
-    let leader = regs.leader();
-    let guarded = |operands| {
-        Statement::instruction(Instruction::new(
-            Some(Guard {
-                negated: false,
-                predicate: leader.as_str().into(),
-            }),
-            ptx_lexer::Opcode::new("red.global.add.u64"),
-            operands,
-        ))
-    };
-    let counter = |offset: u64| {
-        Operand::Address(vec![Operand::Offset {
-            base: Box::new(regs.r64(0)),
-            offset: offset.to_string().into(),
-        }])
-    };
     let threads_offset = block * COUNTER_PAIR_BYTES;
     [
-        guarded(vec![counter(threads_offset), threads]),
-        guarded(vec![counter(threads_offset + 8), warps]),
+        counter_add(regs, 0, threads_offset, threads),
+        counter_add(regs, 0, threads_offset + 8, warps),
     ]
 }
 
@@ -388,22 +392,6 @@ pub fn shrinking_flush(
     reset: &[usize],
 ) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
-    let guarded = |predicate: u32, negated: bool, opcode: &str, operands| {
-        Statement::instruction(Instruction::new(
-            Some(Guard {
-                negated,
-                predicate: format!("{}{predicate}", regs.pred).into(),
-            }),
-            ptx_lexer::Opcode::new(opcode),
-            operands,
-        ))
-    };
-    let counter = |offset: u64| {
-        Operand::Address(vec![Operand::Offset {
-            base: Box::new(rd(0)),
-            offset: offset.to_string().into(),
-        }])
-    };
     let mut code = elect_leader(regs);
     let mask = r(3);
     // p3: this lane is counted (the mode gives uncounted lanes an all-ones lower-lanes mask).
@@ -436,25 +424,11 @@ pub fn shrinking_flush(
             ins("and.pred", vec![p(2), p(2), p(3)]),
         ]);
         for block in list {
+            // p1: the sum is in rd4 (leader); p2: each counted lane adds its own; p0: warps.
             let threads = block * COUNTER_PAIR_BYTES;
-            code.push(guarded(
-                1,
-                false,
-                "red.global.add.u64",
-                vec![counter(threads), rd(4)],
-            ));
-            code.push(guarded(
-                2,
-                false,
-                "red.global.add.u64",
-                vec![counter(threads), value.clone()],
-            ));
-            code.push(guarded(
-                0,
-                false,
-                "red.global.add.u64",
-                vec![counter(threads + 8), rd(5)],
-            ));
+            code.push(counter_add(regs, 1, threads, rd(4)));
+            code.push(counter_add(regs, 2, threads, value.clone()));
+            code.push(counter_add(regs, 0, threads + 8, rd(5)));
         }
     }
     code.extend(

@@ -767,18 +767,12 @@ fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Plan {
     pub regions: Vec<Region>,
-    /// A kernel's block 0 is counted by the runtime from the launch configuration.
+    /// A kernel's block 0 (nothing branches to it) is counted by the runtime from the launch
+    /// configuration.
     pub entry_from_launch: bool,
     /// (block, from): blocks whose counts equal those of an earlier block (control
     /// equivalence), copied by the runtime instead of counted.
     pub copies: Vec<(usize, usize)>,
-}
-
-/// Whether nothing branches or falls into a function's first block, so that every thread runs
-/// it exactly once, first.
-pub(crate) fn entry_is_unreached(function: &Function) -> bool {
-    let cfg = Cfg::of(function);
-    !cfg.blocks.is_empty() && cfg.preds[0].is_empty()
 }
 
 impl Plan {
@@ -809,8 +803,15 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
         return Plan::default();
     }
     let cfg = Cfg::of(function);
+    // A kernel's first block that nothing branches or falls into runs exactly once per thread,
+    // first: the runtime counts it from the launch.
+    let entry_from_launch = function.kind() == FunctionKind::Entry
+        && cfg.preds.first().is_some_and(|preds| preds.is_empty());
     if cfg.blocks.is_empty() || cfg.blocks.len() > MAX_BLOCKS_FOR_ANALYSIS {
-        return Plan::default();
+        return Plan {
+            entry_from_launch,
+            ..Plan::default()
+        };
     }
     let loops = cfg.loops();
     let ipdoms = cfg.ipdoms();
@@ -826,7 +827,10 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
                     .as_instruction()
                     .is_some_and(|ins| !ins.can_fall_through())
         });
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        entry_from_launch,
+        ..Plan::default()
+    };
     let mut registers = 0;
     for l in &loops {
         if l.blocks.iter().any(|&b| plan.in_region(b)) {
@@ -911,38 +915,16 @@ fn same_counts(
         }
         false
     };
-    // Whether `from` reaches `to` (through at least one edge) without passing `avoid`.
-    let reaches_avoiding = |from: usize, to: usize, avoid: usize| {
+    // The blocks reached from `start` through at least one edge without passing `avoid`.
+    let reached_avoiding = |start: usize, avoid: usize| {
         let mut seen = vec![false; n];
-        let mut stack: Vec<usize> = cfg.succs[from].clone();
+        let mut stack: Vec<usize> = cfg.succs[start].clone();
         while let Some(x) = stack.pop() {
-            if x == to {
-                return true;
+            if x != avoid && !std::mem::replace(&mut seen[x], true) {
+                stack.extend(cfg.succs[x].iter().copied());
             }
-            if x == avoid || std::mem::replace(&mut seen[x], true) {
-                continue;
-            }
-            stack.extend(cfg.succs[x].iter().copied());
         }
-        false
-    };
-    // The blocks run between `from` and `block`: reached from `from` without passing `block`.
-    let calls_between = |from: usize, block: usize| {
-        if has_call[from] {
-            return true;
-        }
-        let mut seen = vec![false; n];
-        let mut stack: Vec<usize> = cfg.succs[from].clone();
-        while let Some(x) = stack.pop() {
-            if x == block || x == from || std::mem::replace(&mut seen[x], true) {
-                continue;
-            }
-            if has_call[x] {
-                return true;
-            }
-            stack.extend(cfg.succs[x].iter().copied());
-        }
-        false
+        seen
     };
     let mut copies = Vec::new();
     for block in 1..n {
@@ -957,12 +939,15 @@ fn same_counts(
                 Some(d) if d != a => a = d,
                 _ => break,
             }
-            if post_dominates(block, a)
-                && loops_of(a) == block_loops
-                && (block_loops.is_empty()
-                    || (!reaches_avoiding(a, a, block) && !reaches_avoiding(block, block, a)))
-                && !calls_between(a, block)
-            {
+            if !post_dominates(block, a) || loops_of(a) != block_loops {
+                continue;
+            }
+            // What runs between `a` and `block`; whether a cycle through one misses the other.
+            let after_a = reached_avoiding(a, block);
+            let cycles_apart =
+                !block_loops.is_empty() && (after_a[a] || reached_avoiding(block, a)[block]);
+            let calls_between = has_call[a] || (0..n).any(|x| after_a[x] && has_call[x]);
+            if !cycles_apart && !calls_between {
                 found = Some(a);
             }
         }
