@@ -806,51 +806,7 @@ fn device_malloc_and_free() {
 
 #[test]
 fn indirect_calls_grouped_by_target() {
-    let program = load(
-        r#"
-.func (.param .b32 r) twice(.param .b32 x)
-{
-    .reg .b32 %r<3>;
-    ld.param.b32 %r1, [x];
-    shl.b32 %r2, %r1, 1;
-    st.param.b32 [r], %r2;
-    ret;
-}
-.func (.param .b32 r) negate(.param .b32 x)
-{
-    .reg .b32 %r<3>;
-    ld.param.b32 %r1, [x];
-    neg.s32 %r2, %r1;
-    st.param.b32 [r], %r2;
-    ret;
-}
-.visible .entry pick(.param .u64 out)
-{
-    .reg .pred %p1;
-    .reg .b32 %r<5>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
-    mov.u32 %r1, %tid.x;
-    and.b32 %r2, %r1, 1;
-    setp.eq.u32 %p1, %r2, 0;
-    mov.u64 %rd2, twice;
-    mov.u64 %rd3, negate;
-    selp.b64 %rd4, %rd2, %rd3, %p1;
-    {
-        .param .b32 param0;
-        st.param.b32 [param0], %r1;
-        .param .b32 retval0;
-        proto: .callprototype (.param .b32 _) _ (.param .b32 _);
-        call (retval0), %rd4, (param0), proto;
-        ld.param.b32 %r3, [retval0];
-    }
-    mul.wide.u32 %rd5, %r1, 4;
-    add.s64 %rd6, %rd1, %rd5;
-    st.global.u32 [%rd6], %r3;
-    ret;
-}
-"#,
-    );
+    let program = load(common::INDIRECT_CALL);
     let out = launch_with_output(
         &program,
         "pick",

@@ -80,51 +80,7 @@ fn a_divergent_indirect_call_is_one_instruction() {
     // The kernel issues 14 instructions (the `.param` declarations and the prototype are
     // none), and each callee 4, for 16 lanes each. The call runs its two target groups one
     // after the other, but is issued once, with all 32 lanes, as a profile counts it.
-    let program = load(
-        r#"
-.func (.param .b32 r) twice(.param .b32 x)
-{
-    .reg .b32 %r<3>;
-    ld.param.b32 %r1, [x];
-    shl.b32 %r2, %r1, 1;
-    st.param.b32 [r], %r2;
-    ret;
-}
-.func (.param .b32 r) negate(.param .b32 x)
-{
-    .reg .b32 %r<3>;
-    ld.param.b32 %r1, [x];
-    neg.s32 %r2, %r1;
-    st.param.b32 [r], %r2;
-    ret;
-}
-.visible .entry pick(.param .u64 out)
-{
-    .reg .pred %p1;
-    .reg .b32 %r<5>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
-    mov.u32 %r1, %tid.x;
-    and.b32 %r2, %r1, 1;
-    setp.eq.u32 %p1, %r2, 0;
-    mov.u64 %rd2, twice;
-    mov.u64 %rd3, negate;
-    selp.b64 %rd4, %rd2, %rd3, %p1;
-    {
-        .param .b32 param0;
-        st.param.b32 [param0], %r1;
-        .param .b32 retval0;
-        proto: .callprototype (.param .b32 _) _ (.param .b32 _);
-        call (retval0), %rd4, (param0), proto;
-        ld.param.b32 %r3, [retval0];
-    }
-    mul.wide.u32 %rd5, %r1, 4;
-    add.s64 %rd6, %rd1, %rd5;
-    st.global.u32 [%rd6], %r3;
-    ret;
-}
-"#,
-    );
+    let program = load(common::INDIRECT_CALL);
     let env = TestEnv::default();
     let mut out = vec![0i32; 32];
     let address = env.register(&mut out);

@@ -183,9 +183,8 @@ fn saxpy_profile(name: &str, flags: &[&str]) -> PathBuf {
     path
 }
 
-#[test]
-fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
-    let dir = scratch("cpu-target-corpus");
+/// Every corpus program: its name and sources (`multi_tu` has two).
+fn corpus_programs() -> Vec<(String, Vec<PathBuf>)> {
     let mut programs: Vec<(String, Vec<PathBuf>)> = support::corpus_sources()
         .into_iter()
         .map(|source| {
@@ -199,6 +198,13 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
         vec![multi_tu.join("kernels.cu"), multi_tu.join("main.cu")],
     ));
     assert!(programs.len() >= 17, "the corpus shrank: {programs:?}");
+    programs
+}
+
+#[test]
+fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
+    let dir = scratch("cpu-target-corpus");
+    let programs = corpus_programs();
     let errors = support::parallel(&programs, |(name, sources)| {
         let program = dir.join(name);
         build_cpu(sources, &program, &[])?;
@@ -358,19 +364,7 @@ fn every_counting_mode_matches_its_witness_on_the_cpu_target() {
     // threads of linear CTA 0 of each launch and for the first warp of that CTA: the truth for
     // CUDA_FLUX_MODE=cta and warp, thread- and warp-level.
     let dir = scratch("cpu-target-modes");
-    let mut programs: Vec<(String, Vec<PathBuf>)> = support::corpus_sources()
-        .into_iter()
-        .map(|source| {
-            let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
-            (stem, vec![source])
-        })
-        .collect();
-    let multi_tu = support::repo_root().join("corpus/multi_tu");
-    programs.push((
-        "multi_tu".into(),
-        vec![multi_tu.join("kernels.cu"), multi_tu.join("main.cu")],
-    ));
-    assert!(programs.len() >= 17, "the corpus shrank: {programs:?}");
+    let programs = corpus_programs();
     // Per program: the witness thread counts of all, cta and warp.
     let seen = std::sync::Mutex::new(Vec::new());
     let errors = support::parallel(&programs, |(name, sources)| {
