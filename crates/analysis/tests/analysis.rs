@@ -27,7 +27,7 @@ fn fails(output: &Output) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wrapper-analysis");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-analysis");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
@@ -125,7 +125,7 @@ fn metrics_per_launch_as_csv() {
         "--format".as_ref(),
         "csv".as_ref(),
     ]));
-    let rows = wrapper::csv::parse(&out).unwrap();
+    let rows = analysis::csv::parse(&out).unwrap();
     let header = &rows[0].1;
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     // axpy x3, reduce x1; idle has no launches.
@@ -323,7 +323,7 @@ fn features_one_row_per_launch() {
         "-o".as_ref(),
         out.as_os_str(),
     ])));
-    let rows = wrapper::csv::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let rows = analysis::csv::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let header = &rows[0].1;
     let col = |row: usize, name: &str| -> String {
         rows[row].1[header.iter().position(|h| h == name).unwrap()].clone()
@@ -1034,7 +1034,7 @@ fn counts_beyond_64_bits_are_exact_or_refused_never_wrapped_or_saturated() {
     );
     // features: grid x block of six 32-bit dimensions, exactly; the mix and bytes in 128 bits.
     let features = ok(&cuda_flux(&["features".as_ref(), big.as_os_str()]));
-    let rows = wrapper::csv::parse(&features).unwrap();
+    let rows = analysis::csv::parse(&features).unwrap();
     let col = |name: &str| -> String {
         rows[1].1[rows[0].1.iter().position(|h| h == name).unwrap()].clone()
     };
@@ -1176,7 +1176,7 @@ fn an_error_never_repeats_itself() {
         .unwrap_err();
     let error = anyhow::Error::new(persist).context("cannot write out.csv");
     assert_eq!(
-        wrapper::error_line(&error),
+        analysis::error_line(&error),
         "cannot write out.csv: failed to persist temporary file: Is a directory (os error 21)"
     );
 }

@@ -1,4 +1,4 @@
-//! Running the `cuda-flux` command in the wrapper's integration tests.
+//! Running the `cuda-flux` command in the analysis crate's integration tests.
 // Each test file uses what it needs of this module.
 #![allow(dead_code)]
 

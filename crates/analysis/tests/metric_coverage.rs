@@ -26,7 +26,7 @@ fn every_corpus_opcode_has_a_metric_family() {
     );
     let missing: Vec<&String> = opcodes
         .iter()
-        .filter(|o| wrapper::metrics::family_of(o).is_none())
+        .filter(|o| analysis::metrics::family_of(o).is_none())
         .collect();
     assert!(missing.is_empty(), "opcodes without a family: {missing:?}");
 }

@@ -14,7 +14,7 @@ use common::cuda_flux;
 fn example_ptx() -> PathBuf {
     static PTX: OnceLock<PathBuf> = OnceLock::new();
     PTX.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wrapper-cli");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-cli");
         std::fs::create_dir_all(&dir).unwrap();
         let ptx = dir.join("saxpy.ptx");
         support::compile(

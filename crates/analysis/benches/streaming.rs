@@ -7,7 +7,7 @@
 //!   this process's peak RSS (`VmHWM` in /proc/self/status; generation streams too, so the
 //!   peak is theirs).
 //!
-//! Run: `cargo bench -p wrapper --bench streaming`. Results: benchmarks/results/.
+//! Run: `cargo bench -p analysis --bench streaming`. Results: benchmarks/results/.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -173,9 +173,9 @@ fn main() -> anyhow::Result<()> {
 
     let files = vec![profile.clone()];
     let start = Instant::now();
-    let summary = wrapper::aggregate::summarize(&files)?;
+    let summary = analysis::aggregate::summarize(&files)?;
     let kernels: Vec<_> = summary.kernels.iter().collect();
-    let text = wrapper::report::render(&summary, &kernels, Default::default());
+    let text = analysis::report::render(&summary, &kernels, Default::default());
     println!(
         "report (library): {:.2} s, {} launches aggregated, peak RSS {} MiB",
         start.elapsed().as_secs_f64(),
@@ -188,10 +188,14 @@ fn main() -> anyhow::Result<()> {
     );
 
     let start = Instant::now();
-    let json = wrapper::metric_table::render(&summary, wrapper::metric_table::Format::Json)?;
+    let json = analysis::metric_table::render(&summary, analysis::metric_table::Format::Json)?;
     drop(json);
     let mut sink = std::io::sink();
-    wrapper::metric_table::write_per_launch(&files, wrapper::metric_table::Format::Csv, &mut sink)?;
+    analysis::metric_table::write_per_launch(
+        &files,
+        analysis::metric_table::Format::Csv,
+        &mut sink,
+    )?;
     println!(
         "metrics --per-launch --format csv (library, to a sink): {:.2} s, peak RSS {} MiB",
         start.elapsed().as_secs_f64(),
@@ -200,7 +204,7 @@ fn main() -> anyhow::Result<()> {
 
     let start = Instant::now();
     let mut csv = std::io::BufWriter::new(std::io::sink());
-    wrapper::features::write(&files, &mut csv)?;
+    analysis::features::write(&files, &mut csv)?;
     println!(
         "features (library, to a sink): {:.2} s, peak RSS {} MiB",
         start.elapsed().as_secs_f64(),

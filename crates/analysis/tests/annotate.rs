@@ -19,7 +19,7 @@ use host_runtime::snapshot::Block;
 use common::{cuda_flux, ok};
 
 fn dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wrapper-annotate");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-annotate");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -56,7 +56,7 @@ fn fixture() -> &'static Fixture {
                         ..Block::default()
                     })
                     .collect();
-                let files = wrapper::snapshot_text::describe_blocks(&module, &mut blocks);
+                let files = analysis::snapshot_text::describe_blocks(&module, &mut blocks);
                 let table = OpcodeTable::new(&blocks);
                 let threads: Vec<u64> = (0..blocks.len() as u64).map(|i| 1000 + 37 * i).collect();
                 let warps: Vec<u64> = threads.iter().map(|t| t.div_ceil(32)).collect();

@@ -4,12 +4,12 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use analysis::aggregate::{self, Summary};
+use analysis::metric_table;
+use analysis::profile;
+use analysis::rows::Output;
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use wrapper::aggregate::{self, Summary};
-use wrapper::metric_table;
-use wrapper::profile;
-use wrapper::rows::Output;
 
 /// cuda-flux: exact PTX instruction counts for CUDA programs.
 #[derive(Debug, Parser)]
@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line: the chain of causes, outermost first.
-            eprintln!("cuda-flux: error: {}", wrapper::error_line(&error));
+            eprintln!("cuda-flux: error: {}", analysis::error_line(&error));
             ExitCode::FAILURE
         }
     }
@@ -164,7 +164,7 @@ fn run(cli: Cli) -> Result<()> {
             let mut text = String::new();
             for file in &files {
                 let module = load(file)?;
-                text.push_str(&wrapper::summary_table(
+                text.push_str(&analysis::summary_table(
                     &file.display().to_string(),
                     &module,
                     blocks,
@@ -199,11 +199,11 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let summary = aggregate::summarize(&files)?;
             let chosen = choose(&summary, kernel.as_deref())?;
-            let options = wrapper::report::Options {
+            let options = analysis::report::Options {
                 top_opcodes: top,
                 hot_blocks: blocks,
             };
-            print(wrapper::report::render(&summary, &chosen, options).trim_end())
+            print(analysis::report::render(&summary, &chosen, options).trim_end())
         }
         Command::Annotate {
             file,
@@ -214,13 +214,13 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let summary = aggregate::summarize(std::slice::from_ref(&file))?;
             let chosen = choose(&summary, Some(&kernel))?;
-            let options = wrapper::annotate::Options { hot, by_line };
+            let options = analysis::annotate::Options { hot, by_line };
             let mut text = String::new();
             for (i, k) in chosen.iter().enumerate() {
                 if i > 0 {
                     text.push('\n');
                 }
-                let part = wrapper::annotate::render(k, options)
+                let part = analysis::annotate::render(k, options)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
                 text.push_str(&part);
             }
@@ -234,14 +234,14 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let summary = aggregate::summarize(&files)?;
             let chosen = choose(&summary, kernel.as_deref())?;
-            let options = wrapper::html::Options { hot_blocks: blocks };
+            let options = analysis::html::Options { hot_blocks: blocks };
             emit(
                 output.as_deref(),
-                &wrapper::html::render(&summary, &chosen, options),
+                &analysis::html::render(&summary, &chosen, options),
             )
         }
         Command::Compare { file, nvprof, ncu } => {
-            use wrapper::compare::{self, Tool};
+            use analysis::compare::{self, Tool};
             let profiles = profile::load_all(std::slice::from_ref(&file))?;
             let kernels = profile::merge(&profiles)?;
             let (tool, path) = match (nvprof, ncu) {
@@ -256,7 +256,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Features { files, output } => {
             let mut out = Output::new(output.as_deref())?;
-            wrapper::features::write(&files, out.writer())?;
+            analysis::features::write(&files, out.writer())?;
             out.commit()
         }
     }
