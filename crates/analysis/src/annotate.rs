@@ -12,7 +12,7 @@ use host_runtime::report::Counts;
 use host_runtime::snapshot::Block;
 
 use crate::aggregate::Kernel;
-use crate::report::simd_efficiency;
+use crate::metrics::simd_efficiency;
 
 /// How much to show.
 #[derive(Debug, Clone, Copy)]

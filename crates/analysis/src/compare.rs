@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 
 use crate::csv;
-use crate::metrics::{self, Metrics, Value};
+use crate::metrics::{Metric, Metrics, Value};
 use crate::names;
 use crate::profile::MergedKernel;
 
@@ -23,163 +23,160 @@ pub enum Tool {
 /// factor that converts its value to ours. The subset of Nsight Compute's "nvprof metric
 /// comparison" table whose definitions match one metric of ours; `sm__` names with the same
 /// suffix are accepted too (a sum over SMs equals the sum over their sub-partitions).
-pub static NCU_METRICS: &[(&str, &str, f64)] = &[
-    ("smsp__inst_executed.sum", "inst_executed", 1.0),
+pub static NCU_METRICS: &[(&str, Metric, f64)] = &[
+    ("smsp__inst_executed.sum", Metric::InstExecuted, 1.0),
     (
         "smsp__thread_inst_executed.sum",
-        "thread_inst_executed",
+        Metric::ThreadInstExecuted,
         1.0,
     ),
     (
         "smsp__inst_executed_op_global_ld.sum",
-        "inst_executed_global_loads",
+        Metric::InstExecutedGlobalLoads,
         1.0,
     ),
     (
         "smsp__inst_executed_op_global_st.sum",
-        "inst_executed_global_stores",
+        Metric::InstExecutedGlobalStores,
         1.0,
     ),
     (
         "smsp__inst_executed_op_local_ld.sum",
-        "inst_executed_local_loads",
+        Metric::InstExecutedLocalLoads,
         1.0,
     ),
     (
         "smsp__inst_executed_op_local_st.sum",
-        "inst_executed_local_stores",
+        Metric::InstExecutedLocalStores,
         1.0,
     ),
     (
         "smsp__inst_executed_op_shared_ld.sum",
-        "inst_executed_shared_loads",
+        Metric::InstExecutedSharedLoads,
         1.0,
     ),
     (
         "smsp__inst_executed_op_shared_st.sum",
-        "inst_executed_shared_stores",
+        Metric::InstExecutedSharedStores,
         1.0,
     ),
     (
         "smsp__inst_executed_op_global_red.sum",
-        "inst_executed_global_reductions",
+        Metric::InstExecutedGlobalReductions,
         1.0,
     ),
     (
         "smsp__sass_inst_executed_op_global_atom.sum",
-        "inst_executed_global_atomics",
+        Metric::InstExecutedGlobalAtomics,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
-        "flop_count_sp_add",
+        Metric::FlopCountSpAdd,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
-        "flop_count_sp_mul",
+        Metric::FlopCountSpMul,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
-        "flop_count_sp_fma",
+        Metric::FlopCountSpFma,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
-        "flop_count_dp_add",
+        Metric::FlopCountDpAdd,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
-        "flop_count_dp_mul",
+        Metric::FlopCountDpMul,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
-        "flop_count_dp_fma",
+        Metric::FlopCountDpFma,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
-        "flop_count_hp_add",
+        Metric::FlopCountHpAdd,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
-        "flop_count_hp_mul",
+        Metric::FlopCountHpMul,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
-        "flop_count_hp_fma",
+        Metric::FlopCountHpFma,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_fp16_pred_on.sum",
-        "inst_fp_16",
+        Metric::InstFp16,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_fp32_pred_on.sum",
-        "inst_fp_32",
+        Metric::InstFp32,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_fp64_pred_on.sum",
-        "inst_fp_64",
+        Metric::InstFp64,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_integer_pred_on.sum",
-        "inst_integer",
+        Metric::InstInteger,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_conversion_pred_on.sum",
-        "inst_bit_convert",
+        Metric::InstBitConvert,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_control_pred_on.sum",
-        "inst_control",
+        Metric::InstControl,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_memory_pred_on.sum",
-        "inst_compute_ld_st",
+        Metric::InstComputeLdSt,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_misc_pred_on.sum",
-        "inst_misc",
+        Metric::InstMisc,
         1.0,
     ),
     (
         "smsp__sass_thread_inst_executed_op_inter_thread_communication_pred_on.sum",
-        "inst_inter_thread_communication",
+        Metric::InstInterThreadCommunication,
         1.0,
     ),
     // Average active threads per warp instruction (0 to 32); ours is in percent.
     (
         "smsp__thread_inst_executed_per_inst_executed.ratio",
-        "warp_execution_efficiency",
+        Metric::WarpExecutionEfficiency,
         100.0 / 32.0,
     ),
     (
         "smsp__thread_inst_executed_per_inst_executed.pct",
-        "warp_execution_efficiency",
+        Metric::WarpExecutionEfficiency,
         1.0,
     ),
 ];
 
 /// Our metric for a reference metric name, and the factor to apply to the reference value.
-pub fn our_metric(tool: Tool, name: &str) -> Option<(&'static str, f64)> {
+pub fn our_metric(tool: Tool, name: &str) -> Option<(Metric, f64)> {
     match tool {
-        Tool::Nvprof => metrics::NAMES
-            .iter()
-            .find(|n| **n == name)
-            .map(|n| (*n, 1.0)),
+        Tool::Nvprof => Metric::from_name(name).map(|m| (m, 1.0)),
         Tool::Ncu => {
             let name = name
                 .strip_prefix("sm__")
@@ -511,7 +508,7 @@ pub fn render(kernels: &[MergedKernel<'_>], samples: &[Sample], tool: Tool) -> S
         }
         let mine: Vec<&Sample> = samples.iter().filter(|s| s.kernel == reference).collect();
         // Metric -> (reference, ours).
-        let mut rows: Vec<(String, &'static str, f64, Option<f64>)> = Vec::new();
+        let mut rows: Vec<(String, Metric, f64, Option<f64>)> = Vec::new();
         if mine.iter().all(|s| s.launch.is_none()) {
             let counted = kernel.counted_launches();
             let invocations = mine.iter().find_map(|s| s.invocations);
@@ -527,11 +524,11 @@ pub fn render(kernels: &[MergedKernel<'_>], samples: &[Sample], tool: Tool) -> S
                 let Some((ours, factor)) = our_metric(tool, &s.metric) else {
                     continue;
                 };
-                let value = m.get(ours).and_then(|v| match v {
+                let value = match m.get(ours) {
                     Value::Count(n) if counted > 0 => Some(n as f64 / counted as f64),
                     Value::Count(_) => None,
                     Value::Percent(p) => p,
-                });
+                };
                 rows.push((s.metric.clone(), ours, s.value * factor, value));
             }
         } else {
@@ -587,12 +584,9 @@ pub fn render(kernels: &[MergedKernel<'_>], samples: &[Sample], tool: Tool) -> S
                         mine.iter()
                             .any(|s| s.metric == metric && s.launch == Some(i))
                     })
-                    .filter_map(|&i| per_launch[i].get(ours).and_then(Value::as_f64))
+                    .filter_map(|&i| per_launch[i].get(ours).as_f64())
                     .collect();
-                let percent = matches!(
-                    per_launch.first().and_then(|m| m.get(ours)),
-                    Some(Value::Percent(_))
-                ) || ours == "warp_execution_efficiency";
+                let percent = ours == Metric::WarpExecutionEfficiency;
                 let combine = |v: &[f64]| -> Option<f64> {
                     if v.is_empty() {
                         None
@@ -625,7 +619,11 @@ pub fn render(kernels: &[MergedKernel<'_>], samples: &[Sample], tool: Tool) -> S
                 show(reference),
                 value.map_or("-".to_string(), show),
                 ratio,
-                if metric == ours { "" } else { metric.as_str() }
+                if metric == ours.name() {
+                    ""
+                } else {
+                    metric.as_str()
+                }
             );
         }
         out.push('\n');

@@ -10,7 +10,7 @@ use host_runtime::report::{Launch, OpcodeCounts};
 use ptx_lexer::{DataType, InstructionFacts, Opcode, StateSpace};
 
 use crate::csv;
-use crate::metrics::{self, Flop, Kind, MemOp, Metrics};
+use crate::metrics::{self, Flop, Kind, MemOp, Metric, Metrics};
 use crate::rows::{LaunchRows, RowFormat};
 use crate::stream::{self, KernelHead};
 
@@ -226,14 +226,15 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
         }
     }
     let m = Metrics::of(counts);
-    let flops = m.count("flop_count_sp") + m.count("flop_count_dp") + m.count("flop_count_hp");
+    let flops =
+        m.count(Metric::FlopCountSp) + m.count(Metric::FlopCountDp) + m.count(Metric::FlopCountHp);
     // Off-chip-backed spaces: global, local, generic, texture.
     let traffic: u128 = [0usize, 2, 5, 6]
         .iter()
         .map(|&s| read[s] + written[s])
         .sum();
-    let threads = m.count("thread_inst_executed");
-    let warps = m.count("inst_executed");
+    let threads = m.count(Metric::ThreadInstExecuted);
+    let warps = m.count(Metric::InstExecuted);
     let mut out: Vec<String> = groups.iter().map(u128::to_string).collect();
     out.extend(mem.iter().map(u128::to_string));
     for s in 0..SPACES.len() {
@@ -246,11 +247,10 @@ pub fn feature_values(counts: &OpcodeCounts) -> Vec<String> {
     } else {
         String::new()
     });
-    out.push(if warps > 0 {
-        format!("{:.6}", threads as f64 / (32.0 * warps as f64))
-    } else {
-        String::new()
-    });
+    out.push(
+        metrics::simd_efficiency_fraction(threads, warps)
+            .map_or(String::new(), |f| format!("{f:.6}")),
+    );
     out
 }
 
@@ -319,8 +319,8 @@ pub fn row(file_name: &str, head: &KernelHead, index: usize, launch: &Launch) ->
     match &launch.instructions {
         Some(counts) => {
             let m = Metrics::of(counts);
-            row.push(m.count("thread_inst_executed").to_string());
-            row.push(m.count("inst_executed").to_string());
+            row.push(m.count(Metric::ThreadInstExecuted).to_string());
+            row.push(m.count(Metric::InstExecuted).to_string());
             row.extend(feature_values(counts));
         }
         None => row.resize(width, String::new()),

@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 use crate::aggregate::{Kernel, Summary};
 use crate::annotate::{self, Listing};
 use crate::features;
-use crate::metrics::{Metrics, Value};
-use crate::report::simd_efficiency;
+use crate::metrics::{simd_efficiency, Metric, Metrics, Value};
 
 /// How much to show.
 #[derive(Debug, Clone, Copy)]
@@ -105,8 +104,8 @@ fn render_kernel(out: &mut String, i: usize, k: &Kernel, options: Options) {
         return;
     }
     let metrics = Metrics::of(&k.totals);
-    let threads = metrics.count("thread_inst_executed");
-    let warps = metrics.count("inst_executed");
+    let threads = metrics.count(Metric::ThreadInstExecuted);
+    let warps = metrics.count(Metric::InstExecuted);
     let simd = simd_efficiency(threads, warps).map_or("-".to_string(), |p| format!("{p:.2}%"));
     let _ = writeln!(
         out,

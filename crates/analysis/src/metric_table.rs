@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::aggregate::{Kernel, Summary};
 use crate::csv;
-use crate::metrics::{Metrics, NAMES};
+use crate::metrics::{Metric, Metrics};
 use crate::rows::{LaunchRows, RowFormat};
 use crate::stream::{self, KernelHead};
 
@@ -82,7 +82,7 @@ pub fn render(summary: &Summary, format: Format) -> Result<String> {
         Format::Csv => {
             let mut header = KERNEL_COLUMNS.to_vec();
             header.extend(["launches", "counted_launches"]);
-            header.extend(NAMES);
+            header.extend(Metric::ALL.iter().map(|m| m.name()));
             let mut text = csv::line(&header);
             for k in &summary.kernels {
                 let mut row = vec![
@@ -136,7 +136,7 @@ impl RowFormat for PerLaunch {
                 ];
                 match metrics {
                     Some(m) => row.extend(m.iter().map(|(_, v)| v.to_string())),
-                    None => row.extend(NAMES.iter().map(|_| String::new())),
+                    None => row.extend(Metric::ALL.iter().map(|_| String::new())),
                 }
                 csv::line(&row)
             }
@@ -165,7 +165,7 @@ pub fn write_per_launch(paths: &[PathBuf], format: Format, out: &mut dyn Write) 
     } else {
         let mut header = KERNEL_COLUMNS.to_vec();
         header.extend(["file", "launch", "grid", "block", "instrumented"]);
-        header.extend(NAMES);
+        header.extend(Metric::ALL.iter().map(|m| m.name()));
         out.write_all(csv::line(&header).as_bytes())?;
     }
     let format_rows = PerLaunch {

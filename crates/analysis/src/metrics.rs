@@ -459,51 +459,108 @@ impl Serialize for Value {
     }
 }
 
-/// The metric names, in output order. Names are nvprof's except the ones `docs/metrics.md`
-/// marks as cuda-flux's own (`thread_inst_executed`, `inst_executed_generic_*`).
-pub const NAMES: &[&str] = &[
-    "inst_executed",
-    "thread_inst_executed",
-    "inst_executed_global_loads",
-    "inst_executed_local_loads",
-    "inst_executed_shared_loads",
-    "inst_executed_generic_loads",
-    "inst_executed_global_stores",
-    "inst_executed_local_stores",
-    "inst_executed_shared_stores",
-    "inst_executed_generic_stores",
-    "inst_executed_global_atomics",
-    "inst_executed_global_reductions",
-    "inst_executed_shared_atomics",
-    "inst_executed_generic_atomics",
-    "flop_count_sp",
-    "flop_count_sp_add",
-    "flop_count_sp_mul",
-    "flop_count_sp_fma",
-    "flop_count_sp_special",
-    "flop_count_dp",
-    "flop_count_dp_add",
-    "flop_count_dp_mul",
-    "flop_count_dp_fma",
-    "flop_count_hp",
-    "flop_count_hp_add",
-    "flop_count_hp_mul",
-    "flop_count_hp_fma",
-    "inst_fp_16",
-    "inst_fp_32",
-    "inst_fp_64",
-    "inst_integer",
-    "inst_bit_convert",
-    "inst_control",
-    "inst_compute_ld_st",
-    "inst_misc",
-    "inst_inter_thread_communication",
-    "warp_execution_efficiency",
-];
+/// Defines [`Metric`] from one list of variants and names, so that a name exists once.
+macro_rules! metrics {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A metric, in output order. Names are nvprof's except the ones `docs/metrics.md` marks
+        /// as cuda-flux's own (`thread_inst_executed`, `inst_executed_generic_*`). Every metric
+        /// but the last, [`Metric::WarpExecutionEfficiency`] (a percentage), is a count.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Metric {
+            $($variant,)*
+        }
 
-/// Index of a metric in [`NAMES`].
-pub fn index_of(name: &str) -> Option<usize> {
-    NAMES.iter().position(|n| *n == name)
+        impl Metric {
+            /// Every metric, in output order.
+            pub const ALL: &'static [Metric] = &[$(Metric::$variant,)*];
+
+            /// The metric's name as written in the output (`inst_executed`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Metric::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+metrics! {
+    InstExecuted => "inst_executed",
+    ThreadInstExecuted => "thread_inst_executed",
+    InstExecutedGlobalLoads => "inst_executed_global_loads",
+    InstExecutedLocalLoads => "inst_executed_local_loads",
+    InstExecutedSharedLoads => "inst_executed_shared_loads",
+    InstExecutedGenericLoads => "inst_executed_generic_loads",
+    InstExecutedGlobalStores => "inst_executed_global_stores",
+    InstExecutedLocalStores => "inst_executed_local_stores",
+    InstExecutedSharedStores => "inst_executed_shared_stores",
+    InstExecutedGenericStores => "inst_executed_generic_stores",
+    InstExecutedGlobalAtomics => "inst_executed_global_atomics",
+    InstExecutedGlobalReductions => "inst_executed_global_reductions",
+    InstExecutedSharedAtomics => "inst_executed_shared_atomics",
+    InstExecutedGenericAtomics => "inst_executed_generic_atomics",
+    FlopCountSp => "flop_count_sp",
+    FlopCountSpAdd => "flop_count_sp_add",
+    FlopCountSpMul => "flop_count_sp_mul",
+    FlopCountSpFma => "flop_count_sp_fma",
+    FlopCountSpSpecial => "flop_count_sp_special",
+    FlopCountDp => "flop_count_dp",
+    FlopCountDpAdd => "flop_count_dp_add",
+    FlopCountDpMul => "flop_count_dp_mul",
+    FlopCountDpFma => "flop_count_dp_fma",
+    FlopCountHp => "flop_count_hp",
+    FlopCountHpAdd => "flop_count_hp_add",
+    FlopCountHpMul => "flop_count_hp_mul",
+    FlopCountHpFma => "flop_count_hp_fma",
+    InstFp16 => "inst_fp_16",
+    InstFp32 => "inst_fp_32",
+    InstFp64 => "inst_fp_64",
+    InstInteger => "inst_integer",
+    InstBitConvert => "inst_bit_convert",
+    InstControl => "inst_control",
+    InstComputeLdSt => "inst_compute_ld_st",
+    InstMisc => "inst_misc",
+    InstInterThreadCommunication => "inst_inter_thread_communication",
+    WarpExecutionEfficiency => "warp_execution_efficiency",
+}
+
+/// The number of count metrics: every metric but the last.
+const COUNTS: usize = Metric::ALL.len() - 1;
+
+impl Metric {
+    /// The metric of a name (`None` for a name that is none of ours).
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.iter().copied().find(|m| m.name() == name)
+    }
+
+    /// Its position in [`Metric::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// SIMD efficiency (nvprof's `warp_execution_efficiency`): the share of a warp's 32 lanes that
+/// run an instruction, thread instructions / (32 x warp instructions), in percent; `None`
+/// when no warp instruction ran.
+pub fn simd_efficiency(threads: impl Into<u128>, warps: impl Into<u128>) -> Option<f64> {
+    simd_efficiency_scaled(threads.into(), warps.into(), 100.0)
+}
+
+/// [`simd_efficiency`] as a fraction (0 to 1) instead of a percentage.
+pub fn simd_efficiency_fraction(threads: impl Into<u128>, warps: impl Into<u128>) -> Option<f64> {
+    simd_efficiency_scaled(threads.into(), warps.into(), 1.0)
+}
+
+/// The one formula; `scale` multiplies before dividing (as the percentage always has, so that
+/// its rounding, and the printed figures, stay as they were).
+fn simd_efficiency_scaled(threads: u128, warps: u128, scale: f64) -> Option<f64> {
+    (warps > 0).then(|| scale * threads as f64 / (32.0 * warps as f64))
 }
 
 /// One opcode's share of one count metric: (slot, per thread, per warp).
@@ -523,7 +580,7 @@ fn with_contribution<R>(opcode: &str, use_terms: impl FnOnce(&[Term]) -> R) -> R
             return use_terms(terms);
         }
         let unit = |threads: u64, warps: u64| {
-            let mut v = [0u128; NAMES.len() - 1];
+            let mut v = [0u128; COUNTS];
             add_entry(&mut v, opcode, Counts { threads, warps });
             v
         };
@@ -539,84 +596,100 @@ fn with_contribution<R>(opcode: &str, use_terms: impl FnOnce(&[Term]) -> R) -> R
 }
 
 /// Adds one histogram entry (`c` executions of `opcode`) to the count metrics `v`.
-fn add_entry(v: &mut [u128; NAMES.len() - 1], opcode: &str, c: Counts) {
-    let slot = |name: &str| index_of(name).expect("a metric name");
-    let mut add = |name: &str, n: u128| {
-        let i = slot(name);
+fn add_entry(v: &mut [u128; COUNTS], opcode: &str, c: Counts) {
+    let mut add_to = |metric: Metric, n: u128| {
+        let i = metric.index();
         v[i] = v[i].saturating_add(n);
     };
-    add("inst_executed", c.warps.into());
-    add("thread_inst_executed", c.threads.into());
+    add_to(Metric::InstExecuted, c.warps.into());
+    add_to(Metric::ThreadInstExecuted, c.threads.into());
     let class = classify(opcode);
     if let Some(thread) = class.thread {
-        let name = match thread {
-            ThreadClass::Fp16 => "inst_fp_16",
-            ThreadClass::Fp32 => "inst_fp_32",
-            ThreadClass::Fp64 => "inst_fp_64",
-            ThreadClass::Integer => "inst_integer",
-            ThreadClass::BitConvert => "inst_bit_convert",
-            ThreadClass::Control => "inst_control",
-            ThreadClass::ComputeLdSt => "inst_compute_ld_st",
-            ThreadClass::Misc => "inst_misc",
-            ThreadClass::InterThreadCommunication => "inst_inter_thread_communication",
+        let metric = match thread {
+            ThreadClass::Fp16 => Metric::InstFp16,
+            ThreadClass::Fp32 => Metric::InstFp32,
+            ThreadClass::Fp64 => Metric::InstFp64,
+            ThreadClass::Integer => Metric::InstInteger,
+            ThreadClass::BitConvert => Metric::InstBitConvert,
+            ThreadClass::Control => Metric::InstControl,
+            ThreadClass::ComputeLdSt => Metric::InstComputeLdSt,
+            ThreadClass::Misc => Metric::InstMisc,
+            ThreadClass::InterThreadCommunication => Metric::InstInterThreadCommunication,
         };
-        add(name, c.threads.into());
+        add_to(metric, c.threads.into());
     }
     if let Some((space, op)) = class.memory {
-        let name = match (space, op) {
-            (Space::Global, MemOp::Load) => Some("inst_executed_global_loads"),
-            (Space::Local, MemOp::Load) => Some("inst_executed_local_loads"),
-            (Space::Shared, MemOp::Load) => Some("inst_executed_shared_loads"),
-            (Space::Generic, MemOp::Load) => Some("inst_executed_generic_loads"),
-            (Space::Global, MemOp::Store) => Some("inst_executed_global_stores"),
-            (Space::Local, MemOp::Store) => Some("inst_executed_local_stores"),
-            (Space::Shared, MemOp::Store) => Some("inst_executed_shared_stores"),
-            (Space::Generic, MemOp::Store) => Some("inst_executed_generic_stores"),
-            (Space::Global, MemOp::Atomic) => Some("inst_executed_global_atomics"),
-            (Space::Global, MemOp::Reduction) => Some("inst_executed_global_reductions"),
+        let metric = match (space, op) {
+            (Space::Global, MemOp::Load) => Some(Metric::InstExecutedGlobalLoads),
+            (Space::Local, MemOp::Load) => Some(Metric::InstExecutedLocalLoads),
+            (Space::Shared, MemOp::Load) => Some(Metric::InstExecutedSharedLoads),
+            (Space::Generic, MemOp::Load) => Some(Metric::InstExecutedGenericLoads),
+            (Space::Global, MemOp::Store) => Some(Metric::InstExecutedGlobalStores),
+            (Space::Local, MemOp::Store) => Some(Metric::InstExecutedLocalStores),
+            (Space::Shared, MemOp::Store) => Some(Metric::InstExecutedSharedStores),
+            (Space::Generic, MemOp::Store) => Some(Metric::InstExecutedGenericStores),
+            (Space::Global, MemOp::Atomic) => Some(Metric::InstExecutedGlobalAtomics),
+            (Space::Global, MemOp::Reduction) => Some(Metric::InstExecutedGlobalReductions),
             // Shared-memory reductions compile to the same atomic instructions.
             (Space::Shared, MemOp::Atomic | MemOp::Reduction) => {
-                Some("inst_executed_shared_atomics")
+                Some(Metric::InstExecutedSharedAtomics)
             }
             (Space::Generic, MemOp::Atomic | MemOp::Reduction) => {
-                Some("inst_executed_generic_atomics")
+                Some(Metric::InstExecutedGenericAtomics)
             }
             _ => None,
         };
-        if let Some(name) = name {
-            add(name, c.warps.into());
+        if let Some(metric) = metric {
+            add_to(metric, c.warps.into());
         }
     }
     if let Some((precision, flop, lanes)) = class.flops {
-        let p = match precision {
-            Precision::Half => "hp",
-            Precision::Single => "sp",
-            Precision::Double => "dp",
+        // (all, add, mul, fma) of the precision.
+        let (all, add, mul, fma) = match precision {
+            Precision::Half => (
+                Metric::FlopCountHp,
+                Metric::FlopCountHpAdd,
+                Metric::FlopCountHpMul,
+                Metric::FlopCountHpFma,
+            ),
+            Precision::Single => (
+                Metric::FlopCountSp,
+                Metric::FlopCountSpAdd,
+                Metric::FlopCountSpMul,
+                Metric::FlopCountSpFma,
+            ),
+            Precision::Double => (
+                Metric::FlopCountDp,
+                Metric::FlopCountDpAdd,
+                Metric::FlopCountDpMul,
+                Metric::FlopCountDpFma,
+            ),
         };
         let ops = u128::from(c.threads) * u128::from(lanes);
         match flop {
             Flop::Add => {
-                add(&format!("flop_count_{p}_add"), ops);
-                add(&format!("flop_count_{p}"), ops);
+                add_to(add, ops);
+                add_to(all, ops);
             }
             Flop::Mul => {
-                add(&format!("flop_count_{p}_mul"), ops);
-                add(&format!("flop_count_{p}"), ops);
+                add_to(mul, ops);
+                add_to(all, ops);
             }
             Flop::Fma => {
-                add(&format!("flop_count_{p}_fma"), ops);
-                add(&format!("flop_count_{p}"), ops * 2);
+                add_to(fma, ops);
+                add_to(all, ops * 2);
             }
             // Special operations are not part of flop_count_sp.
-            Flop::Special => add("flop_count_sp_special", ops),
+            Flop::Special => add_to(Metric::FlopCountSpSpecial, ops),
             Flop::None => {}
         }
     }
 }
 
-/// Every metric of [`NAMES`] for one histogram.
+/// Every [`Metric`] of one histogram.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metrics {
+    /// Indexed by [`Metric::index`].
     values: Vec<Value>,
 }
 
@@ -624,7 +697,7 @@ impl Metrics {
     /// Computes the metrics of a histogram (a launch's `instructions` or a kernel's `totals`).
     pub fn of(counts: &OpcodeCounts) -> Metrics {
         // 128-bit sums of 64-bit counts times small factors: exact, whatever the counts.
-        let mut v = [0u128; NAMES.len() - 1];
+        let mut v = [0u128; COUNTS];
         for (opcode, c) in counts {
             with_contribution(opcode, |terms| {
                 for &(i, per_thread, per_warp) in terms {
@@ -633,41 +706,38 @@ impl Metrics {
                 }
             });
         }
-        let slot = |name: &str| index_of(name).expect("a metric name");
         let mut values: Vec<Value> = v.iter().map(|&n| Value::Count(n)).collect();
-        let warps = v[slot("inst_executed")];
-        let threads = v[slot("thread_inst_executed")];
-        values.push(Value::Percent(
-            (warps > 0).then(|| 100.0 * threads as f64 / (32.0 * warps as f64)),
-        ));
-        debug_assert_eq!(values.len(), NAMES.len());
+        let warps = v[Metric::InstExecuted.index()];
+        let threads = v[Metric::ThreadInstExecuted.index()];
+        values.push(Value::Percent(simd_efficiency(threads, warps)));
+        debug_assert_eq!(values.len(), Metric::ALL.len());
         Metrics { values }
     }
 
-    /// A metric by name (`None` for a name not in [`NAMES`]).
-    pub fn get(&self, name: &str) -> Option<Value> {
-        index_of(name).map(|i| self.values[i])
+    /// A metric's value.
+    pub fn get(&self, metric: Metric) -> Value {
+        self.values[metric.index()]
     }
 
-    /// A count metric by name; 0 for unknown names and percentages.
-    pub fn count(&self, name: &str) -> u128 {
-        match self.get(name) {
-            Some(Value::Count(n)) => n,
-            _ => 0,
+    /// A count metric; 0 for the percentage.
+    pub fn count(&self, metric: Metric) -> u128 {
+        match self.get(metric) {
+            Value::Count(n) => n,
+            Value::Percent(_) => 0,
         }
     }
 
-    /// `(name, value)` in [`NAMES`] order.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, Value)> + '_ {
-        NAMES.iter().copied().zip(self.values.iter().copied())
+    /// `(metric, value)` in [`Metric::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Metric, Value)> + '_ {
+        Metric::ALL.iter().copied().zip(self.values.iter().copied())
     }
 }
 
 impl Serialize for Metrics {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.values.len()))?;
-        for (name, value) in self.iter() {
-            map.serialize_entry(name, &value)?;
+        for (metric, value) in self.iter() {
+            map.serialize_entry(metric.name(), &value)?;
         }
         map.end()
     }
@@ -691,17 +761,21 @@ mod tests {
 
     /// Every metric of `metrics` that is not listed is zero.
     fn only(metrics: &Metrics, expected: &[(&str, u64)]) {
-        for (name, value) in metrics.iter() {
-            if matches!(name, "inst_executed" | "thread_inst_executed")
-                || name == "warp_execution_efficiency"
-            {
+        for (name, _) in expected {
+            assert!(Metric::from_name(name).is_some(), "no metric {name}");
+        }
+        for (metric, value) in metrics.iter() {
+            if matches!(
+                metric,
+                Metric::InstExecuted | Metric::ThreadInstExecuted | Metric::WarpExecutionEfficiency
+            ) {
                 continue;
             }
             let want = expected
                 .iter()
-                .find(|(n, _)| *n == name)
+                .find(|(n, _)| *n == metric.name())
                 .map_or(0, |(_, v)| *v);
-            assert_eq!(value, Value::Count(want.into()), "{name}");
+            assert_eq!(value, Value::Count(want.into()), "{metric}");
         }
     }
 
@@ -736,7 +810,7 @@ mod tests {
                 ("inst_fp_32", 410),
             ],
         );
-        assert_eq!(x.get("inst_executed"), Some(Value::Count(17)));
+        assert_eq!(x.get(Metric::InstExecuted), Value::Count(17));
     }
 
     #[test]
@@ -939,22 +1013,34 @@ mod tests {
             ("no_such_op.f32", 32, 1),
         ]);
         only(&x, &[]);
-        assert_eq!(x.get("inst_executed"), Some(Value::Count(5)));
-        assert_eq!(x.get("thread_inst_executed"), Some(Value::Count(160)));
+        assert_eq!(x.get(Metric::InstExecuted), Value::Count(5));
+        assert_eq!(x.get(Metric::ThreadInstExecuted), Value::Count(160));
     }
 
     #[test]
     fn warp_execution_efficiency() {
         // 3 warps: two full, one with 16 active threads: 80 / (32 * 3).
         let x = m(&[("add.s32", 80, 3)]);
-        let Some(Value::Percent(Some(p))) = x.get("warp_execution_efficiency") else {
+        let Value::Percent(Some(p)) = x.get(Metric::WarpExecutionEfficiency) else {
             panic!()
         };
         assert!((p - 100.0 * 80.0 / 96.0).abs() < 1e-9);
         assert_eq!(
-            m(&[]).get("warp_execution_efficiency"),
-            Some(Value::Percent(None))
+            m(&[]).get(Metric::WarpExecutionEfficiency),
+            Value::Percent(None)
         );
+        let fraction = simd_efficiency_fraction(80u32, 3u32).unwrap();
+        assert!((fraction - 80.0 / 96.0).abs() < 1e-12);
+        assert_eq!(simd_efficiency_fraction(0u32, 0u32), None);
+    }
+
+    #[test]
+    fn metric_names_are_unique_and_round_trip() {
+        for (i, metric) in Metric::ALL.iter().enumerate() {
+            assert_eq!(metric.index(), i);
+            assert_eq!(Metric::from_name(metric.name()), Some(*metric));
+        }
+        assert_eq!(Metric::from_name("inst_executed_global_load"), None);
     }
 
     #[test]

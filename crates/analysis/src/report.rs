@@ -3,29 +3,29 @@
 use std::fmt::Write as _;
 
 use crate::aggregate::{Kernel, Summary};
-use crate::metrics::{Metrics, Value};
+use crate::metrics::{simd_efficiency, Metric, Metrics, Value};
 
 /// The metric groups the report shows (those that are not zero).
-pub const KEY_METRICS: &[&str] = &[
-    "inst_executed_global_loads",
-    "inst_executed_global_stores",
-    "inst_executed_shared_loads",
-    "inst_executed_shared_stores",
-    "inst_executed_local_loads",
-    "inst_executed_local_stores",
-    "inst_executed_generic_loads",
-    "inst_executed_generic_stores",
-    "inst_executed_global_atomics",
-    "inst_executed_shared_atomics",
-    "flop_count_sp",
-    "flop_count_dp",
-    "flop_count_hp",
-    "flop_count_sp_special",
-    "inst_fp_32",
-    "inst_fp_64",
-    "inst_integer",
-    "inst_control",
-    "inst_compute_ld_st",
+pub const KEY_METRICS: &[Metric] = &[
+    Metric::InstExecutedGlobalLoads,
+    Metric::InstExecutedGlobalStores,
+    Metric::InstExecutedSharedLoads,
+    Metric::InstExecutedSharedStores,
+    Metric::InstExecutedLocalLoads,
+    Metric::InstExecutedLocalStores,
+    Metric::InstExecutedGenericLoads,
+    Metric::InstExecutedGenericStores,
+    Metric::InstExecutedGlobalAtomics,
+    Metric::InstExecutedSharedAtomics,
+    Metric::FlopCountSp,
+    Metric::FlopCountDp,
+    Metric::FlopCountHp,
+    Metric::FlopCountSpSpecial,
+    Metric::InstFp32,
+    Metric::InstFp64,
+    Metric::InstInteger,
+    Metric::InstControl,
+    Metric::InstComputeLdSt,
 ];
 
 /// How much to show.
@@ -52,12 +52,6 @@ fn percent(part: u128, whole: u128) -> String {
     } else {
         format!("{:.1}%", 100.0 * part as f64 / whole as f64)
     }
-}
-
-/// SIMD efficiency: thread instructions / (32 x warp instructions), in percent.
-pub fn simd_efficiency(threads: impl Into<u128>, warps: impl Into<u128>) -> Option<f64> {
-    let (threads, warps) = (threads.into(), warps.into());
-    (warps > 0).then(|| 100.0 * threads as f64 / (32.0 * warps as f64))
 }
 
 /// The report text for `kernels` of `summary`.
@@ -109,8 +103,8 @@ fn render_kernel(out: &mut String, k: &Kernel, options: Options) {
         return;
     }
     let metrics = Metrics::of(&k.totals);
-    let threads = metrics.count("thread_inst_executed");
-    let warps = metrics.count("inst_executed");
+    let threads = metrics.count(Metric::ThreadInstExecuted);
+    let warps = metrics.count(Metric::InstExecuted);
     let simd = simd_efficiency(threads, warps).map_or("-".to_string(), |p| format!("{p:.2}%"));
     let _ = writeln!(
         out,
@@ -147,10 +141,10 @@ fn render_kernel(out: &mut String, k: &Kernel, options: Options) {
     }
 
     let _ = writeln!(out, "  metrics:");
-    for name in KEY_METRICS {
-        if let Some(Value::Count(n)) = metrics.get(name) {
+    for &metric in KEY_METRICS {
+        if let Value::Count(n) = metrics.get(metric) {
             if n > 0 {
-                let _ = writeln!(out, "    {name:<32} {n:>14}");
+                let _ = writeln!(out, "    {metric:<32} {n:>14}");
             }
         }
     }
