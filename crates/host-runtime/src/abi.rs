@@ -1,7 +1,9 @@
-//! `#[repr(C)]` mirrors of the CUDA 11.8 structs the API reads or fills, field for field as in
-//! `driver_types.h` / `texture_types.h` / `vector_types.h`. Field names are the header's
-//! (`a__b` for the member `a.b`), so that `tests/c_api.rs` can compare every field offset and
-//! every struct size with a C program compiled against the real headers ([`LAYOUTS`]).
+//! `#[repr(C)]` mirrors of the CUDA 11.8 structs that cuda-flux's runtimes read or fill, field
+//! for field as in `driver_types.h` / `texture_types.h` / `vector_types.h`: the one set, used by
+//! this crate's calls into cudart and by cpu-runtime's CUDA API. Field names are the header's
+//! (`a__b` for the member `a.b`), so that `crates/cpu-runtime/tests/c_api.rs` can compare every
+//! field offset and every struct size with a C program compiled against the real headers
+//! ([`LAYOUTS`]).
 
 #![allow(non_snake_case, non_camel_case_types)]
 
@@ -40,6 +42,7 @@ macro_rules! c_structs {
 
 c_structs! {
     /// `dim3` (passed by value in launches).
+    #[derive(PartialEq, Eq)]
     Dim3 = "dim3" {
         pub x: c_uint,
         pub y: c_uint,
