@@ -29,9 +29,9 @@ impl Mode {
     /// The mode's code in the top byte of the clone's `banks` parameter (see `device-runtime`).
     pub fn device_code(self) -> u32 {
         match self {
-            Mode::All => 0,
-            Mode::Cta => 1,
-            Mode::Warp => 2,
+            Mode::All => device_runtime::MODE_ALL,
+            Mode::Cta => device_runtime::MODE_CTA,
+            Mode::Warp => device_runtime::MODE_WARP,
         }
     }
 

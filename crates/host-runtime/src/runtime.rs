@@ -21,8 +21,10 @@ use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot};
 use crate::Dim3;
 
-/// Bytes of one block's counters in one bank (`device_runtime::COUNTER_PAIR_BYTES`).
-const COUNTER_PAIR_BYTES: usize = 16;
+/// Bytes of one block's counters in one bank, as the counter code writes them (16: a widening
+/// of a small constant, checked at compile time).
+const COUNTER_PAIR_BYTES: usize = device_runtime::COUNTER_PAIR_BYTES as usize;
+const _: () = assert!(COUNTER_PAIR_BYTES as u64 == device_runtime::COUNTER_PAIR_BYTES);
 /// Smallest counter buffer allocated (sizes are rounded up to powers of two from here).
 const MIN_SLOT_BYTES: usize = 4096;
 /// Soft limits of one device's pool; past them, launches wait for the oldest pending one
