@@ -5,8 +5,7 @@
 //! made up (no GPU needed): distinct per block, so that a count in the wrong place shows.
 
 mod common;
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

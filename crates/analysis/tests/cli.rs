@@ -1,8 +1,7 @@
 //! The `cuda-flux` command as a user runs it: on real clang output, and on bad input.
 
 mod common;
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

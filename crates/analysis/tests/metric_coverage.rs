@@ -1,8 +1,7 @@
 //! Every opcode that clang-16 and nvcc 11.8 emit for the corpus belongs to a family of the metric
 //! table: an opcode missing from the table would be counted only in `inst_executed`.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::collections::BTreeSet;
 

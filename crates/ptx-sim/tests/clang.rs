@@ -2,8 +2,7 @@
 //! `Program::launch` and compared with Rust reference computations. One test also runs the
 //! kernel instrumented by `device-runtime` and checks the counters it produces.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 mod common;
 

@@ -11,8 +11,7 @@
 //! instructions their profile counts. Real profiles also go through the `cuda-flux` command's
 //! library (crate `analysis`): annotate, metrics and features as the command computes them.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,5 @@
-//! Test support for the crates built as static libraries (`host-runtime`, `cpu-runtime`, whose
-//! tests include this file): finding the archive cargo built for the test run, and checking
-//! the symbols it exports.
-#![allow(dead_code)]
+//! For the crates built as static libraries (`host-runtime`, `cpu-runtime`): finding the archive
+//! cargo built for the test run, and checking the symbols it exports.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

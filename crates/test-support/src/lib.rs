@@ -1,7 +1,11 @@
-//! Test support shared by the crates' corpus tests: compiles the CUDA corpus (`corpus/*.cu`) to
-//! PTX with clang-16 and nvcc 11.8, and assembles PTX with ptxas. The tools come from
-//! `scripts/setup.sh`; a missing tool fails the test with a message saying so.
-#![allow(dead_code)]
+//! Test support shared by the crates' tests (a dev-dependency only, never published): compiles
+//! the CUDA corpus (`corpus/*.cu`) to PTX with clang-16 and nvcc 11.8, and assembles PTX with
+//! ptxas; [`golden`] compares outputs with checked-in expected files; [`staticlib`] finds and
+//! checks the runtimes' static libraries. The tools come from `scripts/setup.sh`; a missing tool
+//! fails the test with a message saying so.
+
+pub mod golden;
+pub mod staticlib;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,12 +52,25 @@ impl PtxFile {
     }
 }
 
+/// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
-        .expect("crates/<name> sits two levels below the repository root")
+        .expect("crates/test-support sits two levels below the repository root")
         .to_path_buf()
+}
+
+/// The directory cargo gives integration tests and benchmarks for their files
+/// (`CARGO_TARGET_TMPDIR`, which only their own compilation sees): `<target>/tmp`, found from the
+/// running executable, `<target>/<profile>/deps/<name>`.
+pub fn target_tmpdir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("test executables sit in <target>/<profile>/deps");
+    target.join("tmp")
 }
 
 /// The corpus's CUDA sources, sorted.
@@ -212,7 +229,7 @@ fn is_newer_than(path: &Path, inputs: &[&Path]) -> bool {
 /// more for sm_70 with debug information from each compiler, into one directory shared by every
 /// test (files newer than their sources are reused).
 pub fn generate_corpus_ptx() -> Vec<PtxFile> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("corpus-ptx");
+    let dir = target_tmpdir().join("corpus-ptx");
     let dir = dir.as_path();
     std::fs::create_dir_all(dir).expect("create PTX output directory");
     let mut files = Vec::new();
