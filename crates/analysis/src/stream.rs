@@ -12,11 +12,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{BufReader, IsTerminal as _, Read, Write as _};
+use std::io::{BufReader, IsTerminal as _, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::consistency::{different_builds, Builds, EntryCheck};
 use host_runtime::report::{Device, Launch, OpcodeCounts, UniqueMap, SCHEMA};
@@ -454,66 +455,48 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// A hand-rolled progress bar on bytes read: one `\r`-rewritten stderr line, cleared at the end.
-/// (The only need is a percentage on a known byte count; a dependency would add nothing.)
+/// The progress bar on bytes read (indicatif, which draws, rate-limits and erases it): shown
+/// only when stderr is a terminal and reading has taken more than a second, erased at the end.
 struct Progress {
-    name: String,
-    total: u64,
-    done: u64,
+    bar: ProgressBar,
     start: Instant,
-    last_draw: Option<Instant>,
-    terminal: bool,
+    /// Whether the bar may be drawn now (a terminal, a known size); set once it is drawn.
+    drawable: bool,
+    shown: bool,
 }
 
 impl Progress {
     fn new(name: &str, total: u64) -> Progress {
+        // Hidden until the first second has passed: short reads draw nothing.
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        if let Ok(style) = ProgressStyle::with_template(
+            "cuda-flux: reading {msg} [{bar:30}] {percent:>3}% {bytes} / {total_bytes}",
+        ) {
+            bar.set_style(style.progress_chars("# "));
+        }
+        bar.set_message(name.to_string());
         Progress {
-            name: name.to_string(),
-            total,
-            done: 0,
+            bar,
             start: Instant::now(),
-            last_draw: None,
-            terminal: std::io::stderr().is_terminal(),
+            drawable: total > 0 && std::io::stderr().is_terminal(),
+            shown: false,
         }
     }
 
     fn advance(&mut self, bytes: u64) {
-        self.done += bytes;
-        if !self.terminal || self.total == 0 {
-            return;
+        self.bar.inc(bytes);
+        if self.drawable && !self.shown && self.start.elapsed() >= Duration::from_secs(1) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
         }
-        let now = Instant::now();
-        if now.duration_since(self.start) < Duration::from_secs(1) {
-            return;
-        }
-        if self
-            .last_draw
-            .is_some_and(|t| now.duration_since(t) < Duration::from_millis(100))
-        {
-            return;
-        }
-        self.last_draw = Some(now);
-        let fraction = (self.done as f64 / self.total as f64).min(1.0);
-        const WIDTH: usize = 30;
-        let filled = (fraction * WIDTH as f64) as usize;
-        let _ = write!(
-            std::io::stderr().lock(),
-            "\r\x1b[Kcuda-flux: reading {} [{}{}] {:>3.0}% {} / {} MB",
-            self.name,
-            "#".repeat(filled),
-            " ".repeat(WIDTH - filled),
-            100.0 * fraction,
-            self.done >> 20,
-            self.total >> 20
-        );
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        if self.last_draw.is_some() {
+        if self.shown {
             // Leave the terminal as it was: the bar's line is erased.
-            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+            self.bar.finish_and_clear();
         }
     }
 }
