@@ -1,7 +1,14 @@
 //! Minimal CSV (RFC 4180) writing and reading: quoted fields, doubled quotes, commas and line
 //! breaks inside quotes. Enough for the tables cuda-flux writes and for nvprof's and Nsight
-//! Compute's `--csv` output (every field quoted, kernel names with commas); a dependency would add
-//! nothing these few lines do not do.
+//! Compute's `--csv` output (every field quoted, kernel names with commas).
+//!
+//! Why not the `csv` crate (tried for issue 15): its reader is lenient where `compare` must not
+//! be, and its positions are not the lines a user sees. It accepts a quoted field that is never
+//! closed (reading the rest of the file into it: silent data loss), and its record line numbers,
+//! which `compare`'s errors cite, are off after a blank line (`x,y\n\n1,2` puts `1,2` on line 2)
+//! and after `\r\n` line ends (`x,y\r\n1,2` puts `1,2` on line 1). Its writer quotes as
+//! [`field`] does; the whole writer is [`field`] and [`line`]. The byte order mark and number
+//! parsing that spreadsheet exports need are `compare::parse`'s, outside this tokenizer.
 
 /// One field, quoted when it needs to be.
 pub fn field(text: &str) -> String {
@@ -110,5 +117,12 @@ mod tests {
         assert_eq!(records[1], (3, vec!["1".to_string(), "2".to_string()]));
         assert_eq!(records[2].0, 4);
         assert!(parse("a,\"b\nc").unwrap_err().contains("line 1"));
+        // Windows line ends: each record on its own line.
+        let lines: Vec<usize> = parse("h\r\n1\r\n2\r\n")
+            .unwrap()
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(lines, [1, 2, 3]);
     }
 }
