@@ -507,11 +507,12 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        // The clone's `banks` parameter: the bank count, with the counting mode in the top
-        // byte (banks are at most 4096). The harvest folds `self.config.banks` banks, never
-        // this packed value.
+        // The clone's `banks` parameter (device-runtime's `entry_prologue`): the bank mask
+        // (bank count - 1, a power of two at most 4096), with the counting mode in the top
+        // byte. The harvest folds `self.config.banks` banks, never this packed value.
         let banks = self.config.banks as usize;
-        let mut banks_param: u32 = self.config.banks | (self.config.mode().device_code() << 24);
+        let mut banks_param: u32 =
+            (self.config.banks - 1) | (self.config.mode().device_code() << 24);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks_param as *mut u32).cast(),

@@ -227,8 +227,8 @@ impl Cuda for Fake {
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
             let blocks = PER_BLOCK.len();
-            // The low 24 bits are the bank count; the top byte is the mode.
-            let banks = (banks & 0xFF_FFFF) as usize;
+            // The low 24 bits are the bank mask (count - 1); the top byte is the mode.
+            let banks = (banks & 0xFF_FFFF) as usize + 1;
             for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
                 let second = (b + 1) % banks;
                 memory[b * 2] += t / 2;
@@ -502,7 +502,7 @@ fn counts_launches_and_writes_a_valid_profile() {
             &args,
             "original arguments are passed through"
         );
-        assert_eq!(st.clone_extras[0].1, 32, "default banks");
+        assert_eq!(st.clone_extras[0].1, 31, "default banks (their mask)");
     }
     s.runtime.exit();
     assert!(messages(&s).is_empty(), "{:?}", messages(&s));
@@ -817,9 +817,10 @@ fn a_full_pool_waits_for_the_oldest_launch() {
 
 #[test]
 fn banks_come_from_the_environment() {
-    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_BANKS", "3")]);
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_BANKS", "4")]);
     s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
     assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    // The device takes the mask: bank = %smid & 3.
     assert_eq!(s.runtime.cuda.st().clone_extras[0].1, 3);
     s.runtime.exit();
     let (report, _) = read_report(&s.output);
@@ -898,9 +899,9 @@ fn the_mode_reaches_the_clone_and_the_record() {
     assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
     {
         let st = s.runtime.cuda.st();
-        // Top byte: the mode's device code (warp = 2); low bits: the bank count.
+        // Top byte: the mode's device code (warp = 2); low bits: the bank mask (32 banks).
         assert_eq!(st.clone_extras[0].1 >> 24, 2);
-        assert_eq!(st.clone_extras[0].1 & 0xFF_FFFF, 32);
+        assert_eq!(st.clone_extras[0].1 & 0xFF_FFFF, 31);
     }
     s.runtime.exit();
     let (report, value) = read_report(&s.output);
