@@ -775,6 +775,21 @@ pub(crate) struct Plan {
     /// (block, from): blocks whose counts equal those of an earlier block (control
     /// equivalence), copied by the runtime instead of counted.
     pub copies: Vec<(usize, usize)>,
+    /// Blocks whose thread count the runtime derives by flow conservation at a branch.
+    pub differences: Vec<Difference>,
+}
+
+/// One side of a two-way branch: every thread that runs `branch` (a block that calls nothing)
+/// then runs `block` or `sibling`, each entered only from it, so
+/// `threads(block) = threads(branch) - threads(sibling)`. Where the branch is warp-uniform,
+/// every group that runs `branch` runs one of the two whole, and the same holds for warps;
+/// elsewhere the device still counts `block`'s warps (an update without the thread count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Difference {
+    pub block: usize,
+    pub branch: usize,
+    pub sibling: usize,
+    pub warps_too: bool,
 }
 
 impl Plan {
@@ -792,6 +807,11 @@ impl Plan {
     /// Whether block `b`'s counts are copied from another block's by the runtime.
     pub fn copied(&self, b: usize) -> bool {
         self.copies.iter().any(|&(block, _)| block == b)
+    }
+
+    /// The difference that derives block `b`'s thread count, if one does.
+    pub fn difference(&self, b: usize) -> Option<&Difference> {
+        self.differences.iter().find(|d| d.block == b)
     }
 
     fn in_region(&self, b: usize) -> bool {
@@ -864,8 +884,75 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     }
     if placement == Placement::Derived {
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
+        plan.differences = differences(function, &cfg, &divergence, &plan);
     }
     plan
+}
+
+/// The sides of two-way branches whose thread counts follow from the branch's and the other
+/// side's ([`Difference`]). The runtime fills blocks in this order: the entry from the launch,
+/// the copies, the differences (in list order), the copies again; so a difference's inputs are
+/// counted on the device, from the launch, or copied from such a block, never derived by a
+/// difference (nor copied from one).
+fn differences(
+    function: &Function,
+    cfg: &Cfg,
+    divergence: &Divergence,
+    plan: &Plan,
+) -> Vec<Difference> {
+    let statements = function.statements();
+    let mut differences: Vec<Difference> = Vec::new();
+    let source = |b: usize| {
+        plan.copies
+            .iter()
+            .find(|c| c.0 == b)
+            .map_or(b, |&(_, from)| from)
+    };
+    let known = |b: usize, differences: &[Difference]| {
+        let b = source(b);
+        !differences.iter().any(|d| d.block == b)
+    };
+    for branch in 0..cfg.blocks.len() {
+        let [first, second] = cfg.succs[branch][..] else {
+            continue;
+        };
+        let instructions: Vec<&Instruction> = cfg.blocks[branch]
+            .instructions
+            .iter()
+            .filter_map(|&s| statements[s].as_instruction())
+            .collect();
+        let ends_in_conditional_branch = instructions
+            .last()
+            .is_some_and(|i| i.opcode.base() == "bra" && i.guard.is_some());
+        let calls = instructions.iter().any(|i| i.opcode.base() == "call");
+        if !ends_in_conditional_branch || calls || !known(branch, &differences) {
+            continue;
+        }
+        let free =
+            |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
+        // The side that would need a counter of its own, the other one known.
+        for (block, sibling) in [(second, first), (first, second)] {
+            let only_from_branch = |b: usize| cfg.preds[b][..] == [branch];
+            if block == 0
+                || free(block)
+                || !only_from_branch(block)
+                || !only_from_branch(sibling)
+                || !known(sibling, &differences)
+                || differences.iter().any(|d| {
+                    d.branch == branch || source(d.branch) == block || source(d.sibling) == block
+                })
+            {
+                continue;
+            }
+            differences.push(Difference {
+                block,
+                branch,
+                sibling,
+                warps_too: !divergence.divergent_branch[branch],
+            });
+        }
+    }
+    differences
 }
 
 /// Functions with more blocks keep a counter at the top of every block: the analyses below grow
@@ -955,14 +1042,16 @@ fn same_counts(
         chain
     };
     let mut copies: Vec<(usize, usize)> = Vec::new();
+    let reachable = |block: usize| idoms[block].is_some();
     for block in 1..n {
-        if plan.derived(block) || idoms[block].is_none() {
+        if plan.derived(block) || !reachable(block) {
             continue;
         }
+        // The earliest such dominator.
         let from = dominators(block)
             .into_iter()
-            .filter(|&a| equivalent(a, block).is_some())
-            .last();
+            .rev()
+            .find(|&a| equivalent(a, block).is_some());
         if let Some(from) = from {
             copies.push((block, from));
         }
@@ -998,7 +1087,7 @@ fn same_counts(
         Some((x, guard, taken))
     };
     for block in 1..n {
-        if plan.derived(block) || idoms[block].is_none() || copies.iter().any(|c| c.0 == block) {
+        if plan.derived(block) || !reachable(block) || copies.iter().any(|c| c.0 == block) {
             continue;
         }
         let Some((x2, guard, taken)) = entered_by(block) else {
@@ -1390,6 +1479,45 @@ mod tests {
         );
         let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
         assert!(!plan.copied(3), "{:?}", plan.copies);
+    }
+
+    /// Blocks: 0 entry (branch on `condition`), 1 then, 2 `$ELSE`, 3 `$JOIN`.
+    fn if_else(condition: &str) -> Plan {
+        let m = function(&format!(
+            "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
+        ));
+        plan(m.function("k").unwrap(), Placement::Derived, false)
+    }
+
+    #[test]
+    fn one_side_of_a_divergent_if_else_derives_its_threads_from_the_other() {
+        let plan = if_else("%r1");
+        assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
+        let d = plan.differences[0];
+        assert_eq!(d.branch, 0);
+        assert_eq!([d.block.min(d.sibling), d.block.max(d.sibling)], [1, 2]);
+        // Lanes split: both sides may run in one warp, so warps are still counted.
+        assert!(!d.warps_too);
+        // The join runs as often as the entry.
+        assert!(plan.copies.contains(&(3, 0)));
+    }
+
+    #[test]
+    fn one_side_of_a_uniform_if_else_derives_threads_and_warps() {
+        let plan = if_else("%r4");
+        assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
+        assert!(plan.differences[0].warps_too);
+    }
+
+    #[test]
+    fn a_branch_block_that_calls_derives_nothing() {
+        // The callee could end the thread: not every thread that starts the block branches.
+        let m = ptx_lexer::parse(
+            ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{\n\tret;\n}\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, %r1, %r4;\n\tcall f;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;\n}\n",
+        )
+        .unwrap();
+        let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
+        assert!(plan.differences.is_empty(), "{:?}", plan.differences);
     }
 
     #[test]

@@ -943,7 +943,7 @@ impl<C: Cuda> Runtime<C> {
     }
 
     /// Fills in the counts of the blocks the device does not count (see the snapshot): the
-    /// entry block's from the launch, then the copies.
+    /// entry block's from the launch, then the copies, the differences and the copies again.
     fn fill_uncounted_blocks(
         &self,
         state: &State,
@@ -965,17 +965,46 @@ impl<C: Cuda> Runtime<C> {
                 warps[0] = entry_warps;
             }
         }
-        for &[block, from] in &variant.snapshot.copied_counts {
-            if block >= threads.len() || from >= threads.len() {
-                return Err(format!(
-                    "the snapshot copies counts between blocks {from} and {block} of {}",
-                    threads.len()
-                ));
+        let snapshot = &variant.snapshot;
+        let copy = |threads: &mut [u64], warps: &mut [u64]| {
+            for &[block, from] in &snapshot.copied_counts {
+                if block >= threads.len() || from >= threads.len() {
+                    return Err(format!(
+                        "the snapshot copies counts between blocks {from} and {block} of {}",
+                        threads.len()
+                    ));
+                }
+                threads[block] = threads[from];
+                warps[block] = warps[from];
             }
-            threads[block] = threads[from];
-            warps[block] = warps[from];
+            Ok(())
+        };
+        copy(threads, warps)?;
+        for (counts, rules) in [
+            (&mut *threads, &snapshot.thread_differences),
+            (&mut *warps, &snapshot.warp_differences),
+        ] {
+            for &[block, branch, sibling] in rules {
+                let value = |b: usize| {
+                    counts.get(b).copied().ok_or_else(|| {
+                        format!(
+                            "the snapshot derives block {block} from blocks {branch} and \
+                             {sibling} of {}",
+                            counts.len()
+                        )
+                    })
+                };
+                let difference = value(branch)?.checked_sub(value(sibling)?).ok_or_else(|| {
+                    format!(
+                        "block {sibling} ran more often than the branch before it (block \
+                             {branch}): the counts are inconsistent"
+                    )
+                })?;
+                counts[block] = difference;
+            }
         }
-        Ok(())
+        // Copies of derived blocks.
+        copy(threads, warps)
     }
 
     /// The counts of a launch's entry block where the device does not count it (the snapshot's

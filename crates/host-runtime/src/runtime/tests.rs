@@ -303,6 +303,8 @@ fn snapshot(arch: u32) -> Snapshot {
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
         entry_from_launch: false,
         copied_counts: Vec::new(),
+        thread_differences: Vec::new(),
+        warp_differences: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -602,6 +604,64 @@ fn copied_blocks_get_the_counts_of_the_block_they_follow_and_bad_copies_are_refu
     assert!(value["kernels"][0]["launches"][0]["reason"]
         .as_str()
         .is_some_and(|r| r.contains("copies counts between blocks 0 and 7 of 3")));
+}
+
+/// The counts of one launch of `snapshot`'s kernel (per block 64/2, 512/16, 60/2 on the
+/// device), or the reason there are none.
+fn counts_of(snapshot: &Snapshot) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let s = setup(Fake::gpu(90), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launch = &report.kernels[0].launches[0];
+    match &launch.block_counts {
+        Some(counts) => Ok((counts.threads.clone(), counts.warps.clone())),
+        None => Err(launch.reason.clone().unwrap_or_default()),
+    }
+}
+
+#[test]
+fn differences_derive_a_sides_counts_from_its_branch_and_the_other_side() {
+    // Block 2 = block 1's threads minus block 0's: a side of a divergent branch, its warps
+    // counted on the device.
+    let mut snapshot = snapshot(90);
+    snapshot.thread_differences = vec![[2, 1, 0]];
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![64, 512, 448], vec![2, 16, 2]))
+    );
+    // A warp-uniform branch: warps too.
+    snapshot.warp_differences = vec![[2, 1, 0]];
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![64, 512, 448], vec![2, 16, 14]))
+    );
+    // A copy of a derived block is made after the difference.
+    snapshot.copied_counts = vec![[0, 2]];
+    snapshot.thread_differences = vec![[2, 1, 2]];
+    snapshot.warp_differences = Vec::new();
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![452, 512, 452], vec![2, 16, 2]))
+    );
+}
+
+#[test]
+fn differences_that_do_not_fit_the_counts_are_refused() {
+    let mut snapshot = snapshot(90);
+    snapshot.thread_differences = vec![[0, 0, 1]];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("block 1 ran more often than the branch before it (block 0)"),
+        "{reason}"
+    );
+    snapshot.thread_differences = vec![[0, 5, 1]];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("derives block 0 from blocks 5 and 1 of 3"),
+        "{reason}"
+    );
 }
 
 #[test]
