@@ -391,7 +391,8 @@ fn instrumented_kernel_counts_threads_and_warps() {
             Arg::U64(b),
             Arg::U32(n as u32),
             Arg::U64(c),
-            Arg::U32(0), // banks: the bank mask, 0 for one bank
+            // The `banks` parameter: bank mask 0 (one bank), mode `all`.
+            Arg::U32(0),
         ],
         &env,
     )
