@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_BANKS: u32 = 32;
 /// The largest accepted `CUDA_FLUX_BANKS`.
 pub const MAX_BANKS: u32 = 4096;
+// The bank mask must fit below the mode in the clone's `banks` parameter.
+const _: () = assert!(MAX_BANKS - 1 <= device_runtime::BANK_MASK_BITS);
 
 /// Counting mode (`CUDA_FLUX_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

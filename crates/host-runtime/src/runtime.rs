@@ -511,8 +511,8 @@ impl<C: Cuda> Runtime<C> {
         // (bank count - 1, a power of two at most 4096), with the counting mode in the top
         // byte. The harvest folds `self.config.banks` banks, never this packed value.
         let banks = self.config.banks as usize;
-        let mut banks_param: u32 =
-            (self.config.banks - 1) | (self.config.mode().device_code() << 24);
+        let mut banks_param: u32 = (self.config.banks - 1)
+            | (self.config.mode().device_code() << device_runtime::MODE_SHIFT);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks_param as *mut u32).cast(),
