@@ -300,3 +300,49 @@ pub extern "C" fn __cuda_flux_device_reset() -> Code {
     });
     RealCuda.device_reset()
 }
+
+/// One entry of [`__cuda_flux_runtime_exports`]: an entry point's C name and address.
+#[repr(C)]
+pub struct ExportEntry {
+    name: *const u8,
+    function: *const c_void,
+}
+
+/// The entry points, in a table an instrumented object's carried resolver reads
+/// (`crates/wrapper/src/driver/carry.rs`): each object defines weak stand-ins for the
+/// `__cuda_flux_*` entry points, which a static link of this library overrides only where the
+/// archive member holding them is extracted. Links that name this symbol (`-u`, a linker
+/// script's `EXTERN`) extract it, and the stand-ins then call through it. Ends with a null name.
+#[repr(C)]
+pub struct ExportTable(pub [ExportEntry; 12]);
+
+// SAFETY: read-only addresses of functions and string literals.
+unsafe impl Sync for ExportTable {}
+
+macro_rules! export_entry {
+    ($name:ident) => {
+        ExportEntry {
+            name: concat!(stringify!($name), "\0").as_ptr(),
+            function: $name as *const c_void,
+        }
+    };
+}
+
+#[no_mangle]
+pub static __cuda_flux_runtime_exports: ExportTable = ExportTable([
+    export_entry!(__cuda_flux_register_kernel),
+    export_entry!(__cuda_flux_launch_kernel),
+    export_entry!(__cuda_flux_launch_kernel_ptsz),
+    export_entry!(__cuda_flux_launch_cooperative_kernel),
+    export_entry!(__cuda_flux_launch_cooperative_kernel_ptsz),
+    export_entry!(__cuda_flux_launch_kernel_ex_c),
+    export_entry!(__cuda_flux_launch_kernel_ex_c_ptsz),
+    export_entry!(__cuda_flux_func_set_attribute),
+    export_entry!(__cuda_flux_func_set_cache_config),
+    export_entry!(__cuda_flux_func_set_shared_mem_config),
+    export_entry!(__cuda_flux_device_reset),
+    ExportEntry {
+        name: std::ptr::null(),
+        function: std::ptr::null(),
+    },
+]);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use wrapper::driver::nvcc::{
     help_text, once_per_build, parse_nvcc, write_prefix, NvccError, NvccInvocation, SUPPORTED_ARCHS,
 };
-use wrapper::driver::{probe, Driver, StepFailed};
+use wrapper::driver::{probe, Driver, StepFailed, Target};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(NvccInvocation::Prefix(dir)) => {
-            return match write_prefix(&dir) {
+            return match prefix_target(&args).and_then(|target| write_prefix(&dir, target)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     eprintln!("cuda-flux-nvcc: error: {}", wrapper::error_line(&error));
@@ -96,5 +96,25 @@ fn finish(result: anyhow::Result<()>) -> ExitCode {
             eprintln!("cuda-flux-nvcc: error: {}", wrapper::error_line(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The target a `--cuda-flux-prefix` directory is written for: `--cuda-flux-target` on the same
+/// command line, else `CUDA_FLUX_TARGET`, else the GPU.
+fn prefix_target(args: &[String]) -> anyhow::Result<Target> {
+    let mut named = None;
+    for (index, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix("--cuda-flux-target=") {
+            named = Some(value.to_string());
+        } else if arg == "--cuda-flux-target" {
+            named = args.get(index + 1).cloned();
+        }
+    }
+    let value = named
+        .or_else(|| std::env::var("CUDA_FLUX_TARGET").ok())
+        .filter(|v| !v.is_empty());
+    match value {
+        Some(value) => Target::parse(&value).map_err(anyhow::Error::from),
+        None => Ok(Target::Gpu),
     }
 }

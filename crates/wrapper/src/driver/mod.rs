@@ -11,6 +11,7 @@
 //! code and is reported (one warning at build time, `"instrumented": false` in the profile).
 
 pub mod args;
+pub mod carry;
 pub mod chevrons;
 pub mod nvcc;
 pub mod probe;
@@ -26,6 +27,10 @@ use inkwell::OptimizationLevel;
 pub use args::{ArgsError, DriverArgs, InputKind, OptLevel, Target};
 use cuda_flux_pass::host::KernelRegistration;
 use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
+
+/// The host runtime's table of entry points (`host_runtime` `exports`), which a link names to
+/// extract the static runtime (`carry.rs`).
+pub const RUNTIME_EXPORTS: &str = "__cuda_flux_runtime_exports";
 
 /// A failed step whose own output already told the user why (e.g. a compile error in their
 /// code): exit with its status and add nothing.
@@ -54,6 +59,17 @@ pub struct Toolchain {
     /// The CPU target's library (`libcpu_runtime.a`): the CUDA runtime API on the CPU and the
     /// host runtime in one archive.
     pub cpu_runtime_lib: PathBuf,
+}
+
+impl Toolchain {
+    /// The shared build of a runtime library (`libhost_runtime.so` beside `libhost_runtime.a`),
+    /// which objects load when their program was linked without the static one (`carry.rs`).
+    pub fn shared_runtime(&self, target: Target) -> PathBuf {
+        match target {
+            Target::Gpu => self.runtime_lib.with_extension("so"),
+            Target::Cpu => self.cpu_runtime_lib.with_extension("so"),
+        }
+    }
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -132,6 +148,9 @@ pub struct Driver {
     overlay: Option<PathBuf>,
     /// Print the commands instead of running them (cuda-flux-nvcc's `-dryrun`).
     dry_run: bool,
+    /// The carried part (`carry.rs`) compiled for this run's target, made at the first CUDA
+    /// object and merged into each.
+    carried: std::cell::OnceCell<PathBuf>,
 }
 
 fn quote(arg: &str) -> String {
@@ -213,6 +232,7 @@ impl Driver {
             placement,
             overlay: None,
             dry_run: false,
+            carried: std::cell::OnceCell::new(),
         })
     }
 
@@ -467,14 +487,15 @@ impl Driver {
         self.run(&mut command)?;
 
         let registrations = self.registrations(source, &builds)?;
+        let host_object = dir.join(format!("{stem}.host.o"));
         self.verbose(format!(
             "[in process] host pass on {} ({} kernel(s)) -> {}",
             host_ir.display(),
             registrations.len(),
-            object.display()
+            host_object.display()
         ));
         if self.dry_run {
-            return Ok(());
+            return self.merge_carried(&host_object, object);
         }
         let context = Context::create();
         let outcome = cuda_flux_pass::read_module(&context, &host_ir)
@@ -485,7 +506,7 @@ impl Driver {
                 if self.work_is_kept() {
                     let _ = module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
                 }
-                cuda_flux_pass::host::emit_object(&module, object, self.host_opt_level())?;
+                cuda_flux_pass::host::emit_object(&module, &host_object, self.host_opt_level())?;
                 Ok(report)
             });
         match outcome {
@@ -497,7 +518,7 @@ impl Driver {
                         demangle(missing)
                     ));
                 }
-                Ok(())
+                self.merge_carried(&host_object, object)
             }
             Err(error) => {
                 // An object that cannot be written is the user's error, not the pass's: say
@@ -516,10 +537,65 @@ impl Driver {
                     crate::error_line(&error)
                 ));
                 let mut command = self.host_compile(&fatbin);
-                command.arg(source).arg("-o").arg(object);
-                self.run(&mut command)
+                command.arg(source).arg("-o").arg(&host_object);
+                self.run(&mut command)?;
+                self.merge_carried(&host_object, object)
             }
         }
+    }
+
+    /// The carried part (`carry.rs`) for this run's target, compiled once per run.
+    fn carried_object(&self) -> Result<&Path> {
+        if let Some(path) = self.carried.get() {
+            return Ok(path);
+        }
+        let dir = self.work.path();
+        let runtime_so = self.tools.shared_runtime(self.target);
+        let entries = match self.target {
+            Target::Gpu => carry::gpu_entry_points(),
+            Target::Cpu if self.dry_run => Vec::new(),
+            Target::Cpu => carry::cpu_entry_points(&runtime_so).with_context(|| {
+                format!(
+                    "the CPU target needs the shared CPU runtime {} (build the workspace with \
+                     cargo build, or set CUDA_FLUX_CPU_RUNTIME_LIB to the directory's .a)",
+                    runtime_so.display()
+                )
+            })?,
+        };
+        let source = dir.join("cuda_flux_carried.c");
+        let object = dir.join("cuda_flux_carried.o");
+        if !self.dry_run {
+            std::fs::write(&source, carry::source(self.target, &entries, &runtime_so))
+                .with_context(|| format!("cannot write {}", source.display()))?;
+        } else {
+            self.verbose(format!(
+                "[in process] carried part ({} entry points) -> {}",
+                entries.len(),
+                source.display()
+            ));
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object);
+        self.run(&mut command)?;
+        Ok(self.carried.get_or_init(|| object))
+    }
+
+    /// Writes `object`: the host object with the carried part merged in (`ld -r`), so that
+    /// the object links and finds the runtime under any final link.
+    fn merge_carried(&self, host_object: &Path, object: &Path) -> Result<()> {
+        let carried = self.carried_object()?.to_path_buf();
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-r", "-nostdlib"])
+            .arg(host_object)
+            .arg(carried)
+            .arg("-o")
+            .arg(object);
+        self.run(&mut command)
     }
 
     /// Fat binary: SASS and (instrumented) PTX for every architecture.
@@ -828,6 +904,9 @@ impl Driver {
             );
         }
         let mut command = self.link_command(objects);
+        // The objects' carried stand-ins define the entry points weakly, so nothing would pull
+        // the archive's definitions in: its table is named instead (`carry.rs`).
+        command.arg(format!("-Wl,--undefined={RUNTIME_EXPORTS}"));
         command.arg(&self.tools.runtime_lib);
         if let Some(dir) = &self.tools.cudart_dir {
             command.arg(format!("-L{}", dir.display()));
@@ -855,14 +934,16 @@ impl Driver {
         command
     }
 
-    /// The CPU target's link: the CPU runtime library (CUDA runtime API on the CPU plus the host
-    /// runtime) instead of the host runtime and cudart.
+    /// The CPU target's link: the shared CPU runtime (CUDA runtime API on the CPU plus the host
+    /// runtime) instead of the host runtime and cudart. Named by its absolute path, so that the
+    /// program needs no library path to find it; the objects' carried trampolines load the
+    /// same library, so every object of a process shares one CPU runtime (`carry.rs`).
     fn link_cpu(&self, objects: &[PathBuf]) -> Result<()> {
-        let library = &self.tools.cpu_runtime_lib;
+        let library = self.tools.shared_runtime(Target::Cpu);
         if !library.exists() {
             bail!(
                 "the CPU runtime library is missing at {} (build the workspace with cargo build, \
-                 or set CUDA_FLUX_CPU_RUNTIME_LIB)",
+                 or set CUDA_FLUX_CPU_RUNTIME_LIB to libcpu_runtime.a beside it)",
                 library.display()
             );
         }

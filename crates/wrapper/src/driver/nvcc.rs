@@ -773,18 +773,26 @@ impl Driver {
     }
 }
 
+/// The first line of a `--cuda-flux-prefix` directory's `bin/nvcc` when it is a script (the
+/// CPU target's), by which the search for the real nvcc tells it apart.
+pub const PREFIX_SCRIPT_MARK: &str = "# cuda-flux-nvcc --cuda-flux-prefix";
+
 /// Writes `dir` as a stand-in for a CUDA toolkit directory, for Makefiles that take the
 /// toolkit's location rather than the compiler (`CUDA_DIR=dir`, `CUDA_PATH=dir`) and that link
-/// with gcc/g++ and `-L$(CUDA_DIR)/lib64 -lcudart` instead of nvcc:
-/// - `bin/nvcc` is cuda-flux-nvcc; `bin/ptxas`, `bin/fatbinary` the toolkit's;
+/// with gcc/g++ and `-L$(CUDA_DIR)/lib64 -lcudart` instead of nvcc, for `target`:
+/// - `bin/nvcc` is cuda-flux-nvcc (for the CPU target a script running it with
+///   `CUDA_FLUX_TARGET=cpu` unless the environment names a target); `bin/ptxas`,
+///   `bin/fatbinary` the toolkit's;
 /// - `include`, `nvvm` are the toolkit's;
-/// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts naming the
-///   cuda-flux host runtime and the real static cudart, so that a gcc link of instrumented
-///   objects gets the runtime they call; the toolkit's other libraries (`libcu*`, `libnv*`)
-///   are linked in as they are; `lib` is `lib64`.
+/// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts: for the GPU
+///   target naming the cuda-flux host runtime (its export table, so that the archive is
+///   extracted although the objects' carried stand-ins define the entry points weakly) and the
+///   real static cudart; for the CPU target naming the shared CPU runtime, which replaces
+///   cudart. The toolkit's other libraries (`libcu*`, `libnv*`) are linked in as they are;
+///   `lib` is `lib64`.
 ///
 /// Idempotent: existing entries are replaced.
-pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
+pub fn write_prefix(dir: &Path, target: Target) -> anyhow::Result<()> {
     use anyhow::{bail, Context as _};
     use std::os::unix::fs::symlink;
     let tools = super::Toolchain::discover(None)?;
@@ -809,7 +817,26 @@ pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
-    link(&exe, dir.join("bin/nvcc"))?;
+    let nvcc = dir.join("bin/nvcc");
+    match target {
+        Target::Gpu => link(&exe, nvcc)?,
+        Target::Cpu => {
+            if nvcc.symlink_metadata().is_ok() {
+                std::fs::remove_file(&nvcc)
+                    .with_context(|| format!("cannot replace {}", nvcc.display()))?;
+            }
+            let exe_text = exe.to_string_lossy().replace('\'', "'\\''");
+            let script = format!(
+                "#!/bin/sh\n{PREFIX_SCRIPT_MARK} (CPU target)\n\
+                 : \"${{CUDA_FLUX_TARGET:=cpu}}\"\nexport CUDA_FLUX_TARGET\nexec '{exe_text}' \"$@\"\n"
+            );
+            std::fs::write(&nvcc, script)
+                .with_context(|| format!("cannot write {}", nvcc.display()))?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", nvcc.display()))?;
+        }
+    }
     for (name, tool) in [("ptxas", &tools.ptxas), ("fatbinary", &tools.fatbinary)] {
         match find(tool) {
             Some(path) => link(&path, dir.join("bin").join(name))?,
@@ -832,13 +859,33 @@ pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
     }
     let cudart_dir = tools
         .cudart_dir
+        .clone()
         .context("cannot find libcudart_static.a (set CUDA_PATH to the CUDA toolkit)")?;
-    let script = format!(
-        "/* cuda-flux: objects built by cuda-flux-nvcc call its host runtime; link it with the \
-         static cudart wherever -lcudart is asked for. */\nGROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
-        tools.runtime_lib.display(),
-        cudart_dir.join("libcudart_static.a").display()
-    );
+    let script = match target {
+        Target::Gpu => format!(
+            "/* cuda-flux: objects built by cuda-flux-nvcc call its host runtime; link it with the \
+             static cudart wherever -lcudart is asked for. */\nEXTERN ( {} )\n\
+             GROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
+            super::RUNTIME_EXPORTS,
+            tools.runtime_lib.display(),
+            cudart_dir.join("libcudart_static.a").display()
+        ),
+        Target::Cpu => {
+            let runtime = tools.shared_runtime(Target::Cpu);
+            if !runtime.exists() {
+                bail!(
+                    "the CPU runtime library is missing at {} (build the workspace with cargo \
+                     build)",
+                    runtime.display()
+                );
+            }
+            format!(
+                "/* cuda-flux, CPU target: the CUDA runtime API on the CPU replaces cudart \
+                 wherever -lcudart is asked for. */\nINPUT ( {} -ldl -lrt -lpthread -lm )\n",
+                runtime.display()
+            )
+        }
+    };
     for name in ["libcudart.so", "libcudart.a", "libcudart_static.a"] {
         let path = dir.join("lib64").join(name);
         if path.symlink_metadata().is_ok() {

@@ -114,7 +114,19 @@ pub fn real_nvcc() -> Option<PathBuf> {
             && candidate
                 .canonicalize()
                 .is_ok_and(|real| Some(&real) != this.as_ref())
+            && !is_prefix_script(candidate)
     })
+}
+
+/// A `--cuda-flux-prefix` directory's `bin/nvcc` script (the CPU target's), which runs
+/// cuda-flux-nvcc: not the real nvcc.
+fn is_prefix_script(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let read = std::fs::File::open(path)
+        .and_then(|mut file| file.read(&mut head))
+        .unwrap_or(0);
+    String::from_utf8_lossy(&head[..read]).contains(super::nvcc::PREFIX_SCRIPT_MARK)
 }
 
 /// Runs the real nvcc with `args`, its stdout, stderr and exit status passed through; `None`
