@@ -346,3 +346,10 @@ pub static __cuda_flux_runtime_exports: ExportTable = ExportTable([
         function: std::ptr::null(),
     },
 ]);
+
+/// What links name to extract the static runtime (`-u`, a linker script's `EXTERN`): the
+/// objects' carried part refers to [`__cuda_flux_runtime_exports`] only weakly, and a weak
+/// reference extracts no archive member, nor does an `EXTERN` of a symbol already weakly
+/// referenced. Nothing refers to this one, so naming it extracts it, and it the table.
+#[no_mangle]
+pub static __cuda_flux_runtime_link: &ExportTable = &__cuda_flux_runtime_exports;

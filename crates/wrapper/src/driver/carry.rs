@@ -271,9 +271,19 @@ pub fn source(target: Target, entries: &[EntryPoint], runtime_so: &Path) -> Stri
          \"  popq %rbp\\n  ret\\n\"\n\
          \".size __cuda_flux_resolve_saving, .-__cuda_flux_resolve_saving\\n\"\n",
     );
+    // CPU target: a shared library's own calls bind to its own trampolines (protected), so that
+    // a real libcudart.so earlier in the process's search order cannot take them.
+    let protected = if target == Target::Cpu {
+        "\".protected "
+    } else {
+        ""
+    };
     for (index, entry) in entries.iter().enumerate() {
         let name = &entry.name;
         let offset = index * 8;
+        if !protected.is_empty() {
+            let _ = writeln!(c, "{protected}{name}\\n\"");
+        }
         let _ = write!(
             c,
             "\".p2align 4\\n\"\n\
@@ -288,6 +298,91 @@ pub fn source(target: Target, entries: &[EntryPoint], runtime_so: &Path) -> Stri
     }
     c.push_str(");\n");
     c
+}
+
+/// The contents of the linker scripts that stand in for `libcudart.so`, `libcudart.a` and
+/// `libcudart_static.a` in a directory cuda-flux hands to gcc links (`--cuda-flux-prefix`'s
+/// `lib64`, and [`runtime_link_dir`] for CMake): for the GPU target the static host runtime
+/// (its export table named, so that the archive is extracted although the objects' trampolines
+/// define the entry points weakly) and the real static cudart; for the CPU target the shared
+/// CPU runtime, which replaces cudart.
+pub fn cudart_script(target: Target, tools: &super::Toolchain) -> anyhow::Result<String> {
+    use anyhow::{bail, Context as _};
+    Ok(match target {
+        Target::Gpu => {
+            let cudart_dir = tools
+                .cudart_dir
+                .clone()
+                .context("cannot find libcudart_static.a (set CUDA_PATH to the CUDA toolkit)")?;
+            format!(
+                "/* cuda-flux: objects built by cuda-flux call its host runtime; link it with the \
+                 static cudart wherever -lcudart is asked for. */\nEXTERN ( {} )\n\
+                 GROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
+                super::RUNTIME_LINK_ANCHOR,
+                tools.runtime_lib.display(),
+                cudart_dir.join("libcudart_static.a").display()
+            )
+        }
+        Target::Cpu => {
+            let runtime = tools.shared_runtime(Target::Cpu);
+            if !runtime.exists() {
+                bail!(
+                    "the CPU runtime library is missing at {} (build the workspace with cargo \
+                     build)",
+                    runtime.display()
+                );
+            }
+            format!(
+                "/* cuda-flux, CPU target: the CUDA runtime API on the CPU replaces cudart \
+                 wherever -lcudart is asked for. */\nINPUT ( {} -ldl -lrt -lpthread -lm )\n",
+                runtime.display()
+            )
+        }
+    })
+}
+
+/// The names under which [`cudart_script`] stands in for cudart.
+pub const CUDART_NAMES: [&str; 3] = ["libcudart.so", "libcudart.a", "libcudart_static.a"];
+
+/// Writes the [`cudart_script`] for `target` under each of [`CUDART_NAMES`] in `dir`, replacing
+/// what is there; a file that already holds the script is left alone (several builds may run
+/// at once).
+pub fn write_cudart_scripts(
+    dir: &Path,
+    target: Target,
+    tools: &super::Toolchain,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let script = cudart_script(target, tools)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for name in CUDART_NAMES {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).is_ok_and(|text| text == script) {
+            continue;
+        }
+        // Written whole, then renamed: a concurrent link never reads half a script.
+        let temporary = dir.join(format!(".{name}.{}", std::process::id()));
+        std::fs::write(&temporary, &script)
+            .with_context(|| format!("cannot write {}", temporary.display()))?;
+        std::fs::rename(&temporary, &path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The directory of cudart stand-ins for `target` beside the driver (`cuda-flux-lib/<target>`):
+/// the drivers' links name it with `-L`, so that build systems that read a compiler's implicit
+/// link directories from its `-v` output (CMake) pass it to the links they make with the C++
+/// compiler, whose `-lcudart_static` / `-lcudart` then link the cuda-flux runtime. `None` when it
+/// cannot be written (only such links lose the runtime: the objects' trampolines say so).
+pub fn runtime_link_dir(target: Target, tools: &super::Toolchain) -> Option<std::path::PathBuf> {
+    let name = match target {
+        Target::Gpu => "gpu",
+        Target::Cpu => "cpu",
+    };
+    let dir = tools.runtime_lib.parent()?.join("cuda-flux-lib").join(name);
+    write_cudart_scripts(&dir, target, tools).ok()?;
+    Some(dir)
 }
 
 #[cfg(test)]

@@ -28,9 +28,9 @@ pub use args::{ArgsError, DriverArgs, InputKind, OptLevel, Target};
 use cuda_flux_pass::host::KernelRegistration;
 use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
 
-/// The host runtime's table of entry points (`host_runtime` `exports`), which a link names to
-/// extract the static runtime (`carry.rs`).
-pub const RUNTIME_EXPORTS: &str = "__cuda_flux_runtime_exports";
+/// The symbol a link names to extract the static host runtime and its table of entry points
+/// (`host_runtime` `exports`, `carry.rs`).
+pub const RUNTIME_LINK_ANCHOR: &str = "__cuda_flux_runtime_link";
 
 /// A failed step whose own output already told the user why (e.g. a compile error in their
 /// code): exit with its status and add nothing.
@@ -270,6 +270,9 @@ impl Driver {
             }
             if self.dry_run {
                 println!("{line}");
+            } else if self.args.nvcc_style {
+                // As nvcc prints its steps: CMake reads the link line from them.
+                eprintln!("#$ {line}");
             } else {
                 eprintln!("cuda-flux: {line}");
             }
@@ -294,14 +297,29 @@ impl Driver {
 
     /// Runs a command whose failure the driver handles itself; returns its stderr on failure.
     fn try_run(&self, command: &mut Command) -> Result<std::result::Result<(), String>> {
+        self.try_run_with(command, false)
+    }
+
+    /// [`Driver::try_run`]; with `pass_through`, what the command said on stderr when it
+    /// succeeded (warnings, `-v` output) is shown too.
+    fn try_run_with(
+        &self,
+        command: &mut Command,
+        pass_through: bool,
+    ) -> Result<std::result::Result<(), String>> {
         self.show(command);
         if self.dry_run {
             return Ok(Ok(()));
         }
         let output = command
+            .stdout(std::process::Stdio::inherit())
             .output()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
         Ok(if output.status.success() {
+            if pass_through {
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(&output.stderr);
+            }
             Ok(())
         } else {
             Err(String::from_utf8_lossy(&output.stderr).into_owned())
@@ -323,10 +341,26 @@ impl Driver {
         if let Some(prelude) = &self.prelude {
             command.arg("-include").arg(prelude);
         }
+        if self.args.nvcc_style && self.compiles_cmake_identification() {
+            // CMake identifies a CUDA compiler by the macros its identification source sees:
+            // cuda-flux-nvcc is nvcc to it (its command line, its `-v`), so it sees nvcc's.
+            command.args(probe::nvcc_identification_macros());
+        }
         if let Some(overlay) = &self.overlay {
             command.arg("-ivfsoverlay").arg(overlay);
         }
         command
+    }
+
+    /// Whether this run compiles CMake's compiler identification source
+    /// (`CMakeCUDACompilerId.cu`, CMakeDetermineCompilerId).
+    fn compiles_cmake_identification(&self) -> bool {
+        self.args.inputs.iter().any(|input| {
+            input
+                .path
+                .file_name()
+                .is_some_and(|n| n == "CMakeCUDACompilerId.cu")
+        })
     }
 
     /// The flag that makes this a run that builds nothing (`-E`, `-M`, `-MM`, `-S`,
@@ -400,6 +434,11 @@ impl Driver {
     pub fn build(&self) -> Result<()> {
         if self.stops_early().is_some() {
             return self.clang_only();
+        }
+        if self.args.nvcc_style && self.args.verbose && !self.dry_run {
+            // nvcc's `-v` starts with its variables (cuda-flux-nvcc prints the others first,
+            // `probe::nvcc_variables`); CMake takes the link line to be the one holding these.
+            eprintln!("#$ LIBRARIES=  {}", self.library_dirs().join(" "));
         }
         let compiled_count = self
             .args
@@ -588,14 +627,26 @@ impl Driver {
     /// the object links and finds the runtime under any final link.
     fn merge_carried(&self, host_object: &Path, object: &Path) -> Result<()> {
         let carried = self.carried_object()?.to_path_buf();
+        let merged = host_object.with_extension("merged.o");
         let mut command = Command::new(&self.tools.clang);
         command
             .args(["-r", "-nostdlib"])
             .arg(host_object)
             .arg(carried)
             .arg("-o")
-            .arg(object);
-        self.run(&mut command)
+            .arg(&merged);
+        self.run(&mut command)?;
+        if self.dry_run {
+            println!(
+                "cp {} {}",
+                quote(&merged.to_string_lossy()),
+                quote(&object.to_string_lossy())
+            );
+            return Ok(());
+        }
+        std::fs::copy(&merged, object)
+            .map(|_| ())
+            .with_context(|| format!("cannot write {}", object.display()))
     }
 
     /// Fat binary: SASS and (instrumented) PTX for every architecture.
@@ -707,6 +758,11 @@ impl Driver {
         if let Some(level) = self.args.device_opt_level {
             command.arg(level.flag());
         }
+        if self.args.verbose && !self.args.nvcc_style {
+            // clang's own steps too (`-cc1 ... -target-cpu sm_70`): CMake reads the
+            // architecture a compiler builds for by default from them.
+            command.arg("-v");
+        }
         command.arg(source).arg("-o").arg(&original);
         self.run(&mut command)?;
         let cubin = dir.join(format!("{stem}.{arch}.cubin"));
@@ -714,7 +770,8 @@ impl Driver {
             // Nothing to read: show the steps that the PTX would go through.
             let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
             self.verbose(format!(
-                "[in process] instrument {} -> {}",
+                "[in process] instrument -arch {} {} -> {}",
+                virtual_arch(arch),
                 original.display(),
                 instrumented.display()
             ));
@@ -736,7 +793,8 @@ impl Driver {
         let mut kernels = device_runtime::instrument_module_with(&mut module, self.placement);
         let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
         self.verbose(format!(
-            "[in process] instrument {} -> {} ({} kernel(s))",
+            "[in process] instrument -arch {} {} -> {} ({} kernel(s))",
+            virtual_arch(arch),
             original.display(),
             instrumented.display(),
             kernels.len()
@@ -906,11 +964,9 @@ impl Driver {
         let mut command = self.link_command(objects);
         // The objects' carried stand-ins define the entry points weakly, so nothing would pull
         // the archive's definitions in: its table is named instead (`carry.rs`).
-        command.arg(format!("-Wl,--undefined={RUNTIME_EXPORTS}"));
+        command.arg(format!("-Wl,--undefined={RUNTIME_LINK_ANCHOR}"));
         command.arg(&self.tools.runtime_lib);
-        if let Some(dir) = &self.tools.cudart_dir {
-            command.arg(format!("-L{}", dir.display()));
-        }
+        command.args(self.library_dirs());
         command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
         self.run(&mut command)
     }
@@ -921,6 +977,12 @@ impl Driver {
     fn link_command(&self, objects: &[PathBuf]) -> Command {
         let mut command = Command::new(&self.tools.clang);
         command.arg("-Qunused-arguments");
+        if self.args.verbose && !self.args.nvcc_style {
+            // The linker's command line too: build systems read the implicit link directories
+            // and libraries from it (CMake's compiler identification of clang). nvcc's `-v`
+            // shows the host compiler's link line only, which CMake takes as the link.
+            command.arg("-v");
+        }
         command.args(objects);
         command.args(&self.args.flags);
         command.args(&self.args.host_flags);
@@ -932,6 +994,26 @@ impl Driver {
                 .unwrap_or_else(|| PathBuf::from("a.out")),
         );
         command
+    }
+
+    /// The link's library directories: the cudart stand-ins for this target
+    /// ([`carry::runtime_link_dir`]), then the real cudart's (GPU). The stand-ins are for the
+    /// links build systems make themselves: CMake reads these directories from `-v` (nvcc's
+    /// `#$ LIBRARIES=` and its link line, clang's linker line) and passes them to the links it
+    /// makes with the C++ compiler, whose `-lcudart_static` / `-lcudart` then link the runtime.
+    fn library_dirs(&self) -> Vec<String> {
+        let mut dirs = Vec::new();
+        if !self.dry_run {
+            if let Some(dir) = carry::runtime_link_dir(self.target, &self.tools) {
+                dirs.push(format!("-L{}", dir.display()));
+            }
+        }
+        if self.target == Target::Gpu {
+            if let Some(dir) = &self.tools.cudart_dir {
+                dirs.push(format!("-L{}", dir.display()));
+            }
+        }
+        dirs
     }
 
     /// The CPU target's link: the shared CPU runtime (CUDA runtime API on the CPU plus the host
@@ -948,9 +1030,13 @@ impl Driver {
             );
         }
         let mut command = self.link_command(objects);
+        command.args(self.library_dirs());
         command.arg(library);
-        command.args(["-ldl", "-lrt", "-lpthread", "-lm"]);
-        match self.try_run(&mut command)? {
+        // The stand-in for the static cudart (the CPU runtime again, `library_dirs`), named as
+        // nvcc's link names cudart: CMake takes the runtime library a compiler links by
+        // default from it, and links it (so, the CPU runtime) into C++ executables too.
+        command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread", "-lm"]);
+        match self.try_run_with(&mut command, true)? {
             Ok(()) => Ok(()),
             Err(stderr) => {
                 eprint!("{stderr}");
@@ -983,6 +1069,12 @@ fn is_cxx_dialect(flag: &str) -> bool {
     flag.strip_prefix("-std=")
         .or_else(|| flag.strip_prefix("--std="))
         .is_some_and(|dialect| dialect.contains("++"))
+}
+
+/// `compute_70` for `sm_70`: the PTX architecture, in nvcc's notation (`-arch compute_70`,
+/// which CMake reads from `-v` for the architectures a compiler builds by default).
+fn virtual_arch(arch: &str) -> String {
+    format!("compute_{}", arch.trim_start_matches("sm_"))
 }
 
 /// `70` for `sm_70` (and `sm_90a`).

@@ -176,9 +176,49 @@ impl Archs {
     }
 }
 
+/// nvcc's `--options-file FILE` (`-optf`, also `=FILE`, several files comma-separated): the
+/// file's words, split as a shell would, stand where the option stood (CMake writes include
+/// directories to one). Files may not name further options files.
+fn expand_options_files(args: &[String]) -> Result<Vec<String>, NvccError> {
+    let mut expanded = Vec::with_capacity(args.len());
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let files = match arg.as_str() {
+            "--options-file" | "-optf" => match iter.next() {
+                Some(value) => value.clone(),
+                None => return Err(NvccError::MissingValue(arg.clone())),
+            },
+            _ => match arg
+                .strip_prefix("--options-file=")
+                .or_else(|| arg.strip_prefix("-optf="))
+            {
+                Some(value) => value.to_string(),
+                None => {
+                    expanded.push(arg.clone());
+                    continue;
+                }
+            },
+        };
+        for file in files.split(',').filter(|f| !f.is_empty()) {
+            let text = std::fs::read_to_string(file).map_err(|error| NvccError::BadValue {
+                option: "--options-file".into(),
+                value: format!("{file} ({error})"),
+            })?;
+            let words = shlex::split(&text).ok_or_else(|| NvccError::BadValue {
+                option: "--options-file".into(),
+                value: format!("{file} (unbalanced quotes)"),
+            })?;
+            expanded.extend(words);
+        }
+    }
+    Ok(expanded)
+}
+
 /// Parses nvcc's command line (the arguments after the program name). `extra_archs` is the
 /// value of `CUDA_FLUX_ARCH` (comma-separated), added to whatever the command line names.
 pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvocation, NvccError> {
+    let expanded = expand_options_files(args)?;
+    let args = expanded.as_slice();
     let mut parsed = DriverArgs::empty();
     let mut archs = Archs {
         list: Vec::new(),
@@ -187,6 +227,16 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
     let mut notes = Vec::new();
     let mut language: Option<InputKind> = None;
     let mut optimisation_given = false;
+    // Applies to the whole command line, wherever it stands.
+    let forward_unknown = args.iter().any(|arg| {
+        matches!(
+            arg.as_str(),
+            "-forward-unknown-to-host-compiler"
+                | "--forward-unknown-to-host-compiler"
+                | "-forward-unknown-to-host-linker"
+                | "--forward-unknown-to-host-linker"
+        )
+    });
     let mut dry_run = false;
     let mut preprocess = None;
     let mut i = 0;
@@ -423,7 +473,16 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 set_opt(&mut parsed, "-O", &name[2..])?;
                 optimisation_given = true;
             }
+            "-forward-unknown-to-host-compiler"
+            | "--forward-unknown-to-host-compiler"
+            | "-forward-unknown-to-host-linker"
+            | "--forward-unknown-to-host-linker" => {}
             _ if is_host_flag(&arg) => parsed.host_flags.push(arg.clone()),
+            // nvcc forwards them, as given, to the host compiler (which also links): CMake
+            // passes gcc's flags so (`-fPIC`, `-pthread`, `-Wall`).
+            _ if forward_unknown && arg.starts_with('-') && arg.len() > 1 => {
+                parsed.host_flags.push(arg.clone())
+            }
             _ if arg.starts_with('-') => return Err(NvccError::Unknown(arg)),
             _ => parsed.inputs.push(Input {
                 kind: match language {
@@ -481,6 +540,7 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         .map(String::from),
     );
     parsed.prelude = Some(PRELUDE);
+    parsed.nvcc_style = true;
     if let Some(output) = preprocess {
         return Ok(NvccInvocation::Preprocess {
             args: Box::new(parsed),
@@ -861,40 +921,7 @@ pub fn write_prefix(dir: &Path, target: Target) -> anyhow::Result<()> {
         .cudart_dir
         .clone()
         .context("cannot find libcudart_static.a (set CUDA_PATH to the CUDA toolkit)")?;
-    let script = match target {
-        Target::Gpu => format!(
-            "/* cuda-flux: objects built by cuda-flux-nvcc call its host runtime; link it with the \
-             static cudart wherever -lcudart is asked for. */\nEXTERN ( {} )\n\
-             GROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
-            super::RUNTIME_EXPORTS,
-            tools.runtime_lib.display(),
-            cudart_dir.join("libcudart_static.a").display()
-        ),
-        Target::Cpu => {
-            let runtime = tools.shared_runtime(Target::Cpu);
-            if !runtime.exists() {
-                bail!(
-                    "the CPU runtime library is missing at {} (build the workspace with cargo \
-                     build)",
-                    runtime.display()
-                );
-            }
-            format!(
-                "/* cuda-flux, CPU target: the CUDA runtime API on the CPU replaces cudart \
-                 wherever -lcudart is asked for. */\nINPUT ( {} -ldl -lrt -lpthread -lm )\n",
-                runtime.display()
-            )
-        }
-    };
-    for name in ["libcudart.so", "libcudart.a", "libcudart_static.a"] {
-        let path = dir.join("lib64").join(name);
-        if path.symlink_metadata().is_ok() {
-            std::fs::remove_file(&path)
-                .with_context(|| format!("cannot replace {}", path.display()))?;
-        }
-        std::fs::write(&path, &script)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    super::carry::write_cudart_scripts(&dir.join("lib64"), target, &tools)?;
     let entries = std::fs::read_dir(&cudart_dir)
         .with_context(|| format!("cannot read {}", cudart_dir.display()))?;
     for entry in entries.flatten() {
