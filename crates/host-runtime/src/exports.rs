@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::config::Config;
+use crate::config::{claim_instance, instance_output, Config, INSTANCES_VARIABLE};
 use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind};
 use crate::ffi::{LaunchConfig, RealCuda};
 use crate::runtime::Runtime;
@@ -30,9 +30,23 @@ fn warn(line: &str) {
 /// The runtime, created (and the environment read) at first use.
 fn runtime() -> &'static Runtime<RealCuda> {
     RUNTIME.get_or_init(|| {
-        let (config, messages) = Config::from_env();
+        let (mut config, messages) = Config::from_env();
         for message in &messages {
             warn(message);
+        }
+        // Several runtimes in one process (GPU target: shared libraries linked with their
+        // own) each write a profile of their own rather than replace each other's.
+        let pid = std::process::id();
+        let found = std::env::var(INSTANCES_VARIABLE).ok();
+        let (instance, value) = claim_instance(found.as_deref(), pid);
+        std::env::set_var(INSTANCES_VARIABLE, value);
+        if instance > 1 {
+            config.output = instance_output(&config.output, instance);
+            warn(&format!(
+                "cuda-flux: this process holds {instance} cuda-flux runtimes (shared libraries \
+                 linked with their own); this one writes {}",
+                config.output.display()
+            ));
         }
         Runtime::new(RealCuda, config, std::process::id(), Box::new(warn))
     })
