@@ -10,6 +10,9 @@ use wrapper::driver::{probe, Driver, StepFailed, Target};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = relocatable_device_code(&args) {
+        return code;
+    }
     if args.iter().any(|a| a == "-v" || a == "--verbose")
         && !args.iter().any(|a| a == "-dryrun" || a == "--dryrun")
     {
@@ -18,9 +21,6 @@ fn main() -> ExitCode {
         for line in probe::nvcc_variables() {
             eprintln!("{line}");
         }
-    }
-    if let Some(code) = relocatable_device_code(&args) {
-        return code;
     }
     let extra_archs = std::env::var("CUDA_FLUX_ARCH").ok();
     let (args, notes, dry_run) = match parse_nvcc(&args, extra_archs.as_deref()) {

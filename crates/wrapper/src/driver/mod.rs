@@ -311,8 +311,10 @@ impl Driver {
         if self.dry_run {
             return Ok(Ok(()));
         }
+        if pass_through {
+            command.stdout(std::process::Stdio::inherit());
+        }
         let output = command
-            .stdout(std::process::Stdio::inherit())
             .output()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
         Ok(if output.status.success() {
@@ -438,7 +440,7 @@ impl Driver {
         if self.args.nvcc_style && self.args.verbose && !self.dry_run {
             // nvcc's `-v` starts with its variables (cuda-flux-nvcc prints the others first,
             // `probe::nvcc_variables`); CMake takes the link line to be the one holding these.
-            eprintln!("#$ LIBRARIES=  {}", self.library_dirs().join(" "));
+            eprintln!("#$ LIBRARIES=  {}", self.library_dirs().0.join(" "));
         }
         let compiled_count = self
             .args
@@ -963,10 +965,10 @@ impl Driver {
         }
         let mut command = self.link_command(objects);
         // The objects' carried stand-ins define the entry points weakly, so nothing would pull
-        // the archive's definitions in: its table is named instead (`carry.rs`).
+        // the archive's definitions in: its anchor is named instead (`carry.rs`).
         command.arg(format!("-Wl,--undefined={RUNTIME_LINK_ANCHOR}"));
         command.arg(&self.tools.runtime_lib);
-        command.args(self.library_dirs());
+        command.args(self.library_dirs().0);
         command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
         self.run(&mut command)
     }
@@ -1001,11 +1003,14 @@ impl Driver {
     /// links build systems make themselves: CMake reads these directories from `-v` (nvcc's
     /// `#$ LIBRARIES=` and its link line, clang's linker line) and passes them to the links it
     /// makes with the C++ compiler, whose `-lcudart_static` / `-lcudart` then link the runtime.
-    fn library_dirs(&self) -> Vec<String> {
+    /// Also whether the stand-ins are among them.
+    fn library_dirs(&self) -> (Vec<String>, bool) {
         let mut dirs = Vec::new();
+        let mut stand_ins = false;
         if !self.dry_run {
             if let Some(dir) = carry::runtime_link_dir(self.target, &self.tools) {
                 dirs.push(format!("-L{}", dir.display()));
+                stand_ins = true;
             }
         }
         if self.target == Target::Gpu {
@@ -1013,7 +1018,7 @@ impl Driver {
                 dirs.push(format!("-L{}", dir.display()));
             }
         }
-        dirs
+        (dirs, stand_ins)
     }
 
     /// The CPU target's link: the shared CPU runtime (CUDA runtime API on the CPU plus the host
@@ -1030,12 +1035,18 @@ impl Driver {
             );
         }
         let mut command = self.link_command(objects);
-        command.args(self.library_dirs());
+        let (dirs, stand_ins) = self.library_dirs();
+        command.args(dirs);
         command.arg(library);
-        // The stand-in for the static cudart (the CPU runtime again, `library_dirs`), named as
-        // nvcc's link names cudart: CMake takes the runtime library a compiler links by
-        // default from it, and links it (so, the CPU runtime) into C++ executables too.
-        command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread", "-lm"]);
+        if stand_ins {
+            // The stand-in for the static cudart (the CPU runtime again, `library_dirs`),
+            // named as nvcc's link names cudart: CMake takes the runtime library a compiler
+            // links by default from it, and links it (so, the CPU runtime) into C++
+            // executables too. Never the real one, which would hide what the CPU runtime
+            // lacks behind cudart's implementation.
+            command.arg("-lcudart_static");
+        }
+        command.args(["-ldl", "-lrt", "-lpthread", "-lm"]);
         match self.try_run_with(&mut command, true)? {
             Ok(()) => Ok(()),
             Err(stderr) => {

@@ -833,8 +833,8 @@ impl Driver {
     }
 }
 
-/// The first line of a `--cuda-flux-prefix` directory's `bin/nvcc` when it is a script (the
-/// CPU target's), by which the search for the real nvcc tells it apart.
+/// A line of a `--cuda-flux-prefix` directory's `bin/nvcc` when it is a script (the CPU
+/// target's, the second line), by which the search for the real nvcc tells it apart.
 pub const PREFIX_SCRIPT_MARK: &str = "# cuda-flux-nvcc --cuda-flux-prefix";
 
 /// Writes `dir` as a stand-in for a CUDA toolkit directory, for Makefiles that take the
@@ -845,7 +845,7 @@ pub const PREFIX_SCRIPT_MARK: &str = "# cuda-flux-nvcc --cuda-flux-prefix";
 ///   `bin/fatbinary` the toolkit's;
 /// - `include`, `nvvm` are the toolkit's;
 /// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts: for the GPU
-///   target naming the cuda-flux host runtime (its export table, so that the archive is
+///   target naming the cuda-flux host runtime (its link anchor, so that the archive is
 ///   extracted although the objects' carried stand-ins define the entry points weakly) and the
 ///   real static cudart; for the CPU target naming the shared CPU runtime, which replaces
 ///   cudart. The toolkit's other libraries (`libcu*`, `libnv*`) are linked in as they are;
@@ -1431,5 +1431,56 @@ mod tests {
             parse_nvcc(&["--version".to_string()], None),
             Ok(NvccInvocation::Version)
         ));
+    }
+
+    #[test]
+    fn options_files_and_forwarded_host_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("includes_CUDA.rsp");
+        std::fs::write(&file, "-I\"/a b/inc\" -I/c -DX='1 2'\n").unwrap();
+        let args: Vec<String> = [
+            "-forward-unknown-to-host-compiler",
+            "--options-file",
+            file.to_str().unwrap(),
+            "-fno-strict-aliasing",
+            "-c",
+            "k.cu",
+        ]
+        .map(String::from)
+        .to_vec();
+        let NvccInvocation::Build { args: parsed, .. } = parse_nvcc(&args, None).unwrap() else {
+            panic!("a build");
+        };
+        for flag in ["-I/a b/inc", "-I/c", "-DX=1 2"] {
+            assert!(
+                parsed.flags.iter().any(|f| f == flag),
+                "{flag}: {:?}",
+                parsed.flags
+            );
+        }
+        assert!(parsed
+            .host_flags
+            .iter()
+            .any(|f| f == "-fno-strict-aliasing"));
+        // Without forwarding, an unknown option is an error; with it, a host flag.
+        let unknown: Vec<String> = ["--bogus-option", "-c", "k.cu"].map(String::from).to_vec();
+        assert!(parse_nvcc(&unknown, None).is_err());
+        let forwarded: Vec<String> = [
+            "-c",
+            "k.cu",
+            "--bogus-option",
+            "--forward-unknown-to-host-compiler",
+        ]
+        .map(String::from)
+        .to_vec();
+        let NvccInvocation::Build { args: parsed, .. } = parse_nvcc(&forwarded, None).unwrap()
+        else {
+            panic!("a build");
+        };
+        assert!(parsed.host_flags.iter().any(|f| f == "--bogus-option"));
+        let missing: Vec<String> = ["--options-file", "/no/such.rsp", "k.cu"]
+            .map(String::from)
+            .to_vec();
+        assert!(parse_nvcc(&missing, None).is_err());
     }
 }
