@@ -392,7 +392,8 @@ fn instrumented_kernel_counts_threads_and_warps() {
             Arg::U64(b),
             Arg::U32(n as u32),
             Arg::U64(c),
-            Arg::U32(1),
+            // The `banks` parameter: bank mask 0 (one bank), mode `all`.
+            Arg::U32(0),
         ],
         &env,
     )
