@@ -15,9 +15,11 @@ fn main() -> ExitCode {
     }
     if args.iter().any(|a| a == "-v" || a == "--verbose")
         && !args.iter().any(|a| a == "-dryrun" || a == "--dryrun")
+        && args.iter().any(|a| !a.starts_with('-'))
     {
-        // nvcc's `-v` output starts with its variables, whatever follows (CMake runs
-        // `nvcc -v __cmake_determine_cuda` for the toolkit's root and reads them).
+        // nvcc's `-v` output starts with its variables once it has something to work on, even
+        // what it then rejects (CMake runs `nvcc -v __cmake_determine_cuda` for the toolkit's
+        // root and reads them); a bare `-v` is only "No input files".
         for line in probe::nvcc_variables() {
             eprintln!("{line}");
         }
