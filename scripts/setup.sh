@@ -16,7 +16,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # Debian packages: what must be present, and the command that proves each one is.
-PACKAGES=(clang-16 llvm-16-dev libclang-16-dev libomp-16-dev nvidia-cuda-toolkit chromium python3)
+# cmake: the build-project corpus (corpus/builds) configures CMake projects with each driver.
+PACKAGES=(clang-16 llvm-16-dev libclang-16-dev libomp-16-dev nvidia-cuda-toolkit chromium python3 cmake make)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -68,7 +69,7 @@ else
 fi
 
 # The tools the build and tests use must now answer.
-for tool in clang-16 clang++-16 llvm-dis-16 nvcc ptxas fatbinary cuobjdump chromium python3; do
+for tool in clang-16 clang++-16 llvm-dis-16 nvcc ptxas fatbinary cuobjdump chromium python3 cmake make; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not on PATH after installation"
 done
 [ -f /usr/lib/llvm-16/include/llvm-c/Core.h ] || die "LLVM 16 headers missing (/usr/lib/llvm-16)"

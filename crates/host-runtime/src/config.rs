@@ -188,6 +188,42 @@ impl Config {
     }
 }
 
+/// The environment variable through which the cuda-flux runtimes of one process count
+/// themselves (`<pid>:<count>`): a process may hold several (GPU target: a shared library
+/// linked by a driver carries its own, as it carries its own static cudart), and each must
+/// write a profile of its own instead of replacing another's.
+pub const INSTANCES_VARIABLE: &str = "CUDA_FLUX_RUNTIME_INSTANCES";
+
+/// The number of this runtime among process `pid`'s (1 for the first) and the variable's new
+/// value, from its value as found (`None`, or another process's, which a child inherits:
+/// counting restarts).
+pub fn claim_instance(found: Option<&str>, pid: u32) -> (u32, String) {
+    let previous = found
+        .and_then(|value| value.split_once(':'))
+        .filter(|(owner, _)| owner.parse::<u32>().ok() == Some(pid))
+        .and_then(|(_, count)| count.parse::<u32>().ok())
+        .unwrap_or(0);
+    let instance = previous.saturating_add(1);
+    (instance, format!("{pid}:{instance}"))
+}
+
+/// Where runtime number `instance` of a process writes: `output` itself for the first,
+/// `name.<instance>.json` (before the extension, or appended) for the others.
+pub fn instance_output(output: &Path, instance: u32) -> PathBuf {
+    if instance <= 1 {
+        return output.to_path_buf();
+    }
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match output.extension() {
+        Some(ext) => format!("{stem}.{instance}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{instance}"),
+    };
+    output.with_file_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,5 +375,28 @@ mod tests {
             ("CUDA_FLUX_OUTPUT", ""),
         ]);
         assert_eq!(messages.len(), 4, "{messages:?}");
+    }
+
+    #[test]
+    fn runtimes_of_one_process_count_themselves() {
+        assert_eq!(claim_instance(None, 7), (1, "7:1".to_string()));
+        assert_eq!(claim_instance(Some("7:1"), 7), (2, "7:2".to_string()));
+        // Inherited from a parent: this process counts afresh.
+        assert_eq!(claim_instance(Some("6:3"), 7), (1, "7:1".to_string()));
+        assert_eq!(claim_instance(Some("garbage"), 7), (1, "7:1".to_string()));
+    }
+
+    #[test]
+    fn later_runtimes_write_beside_the_first() {
+        let first = Path::new("/w/cuda-flux-42.json");
+        assert_eq!(instance_output(first, 1), first);
+        assert_eq!(
+            instance_output(first, 2),
+            Path::new("/w/cuda-flux-42.2.json")
+        );
+        assert_eq!(
+            instance_output(Path::new("/w/prof"), 3),
+            Path::new("/w/prof.3")
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::config::Config;
+use crate::config::{claim_instance, instance_output, Config, INSTANCES_VARIABLE};
 use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind};
 use crate::ffi::{LaunchConfig, RealCuda};
 use crate::runtime::Runtime;
@@ -30,9 +30,23 @@ fn warn(line: &str) {
 /// The runtime, created (and the environment read) at first use.
 fn runtime() -> &'static Runtime<RealCuda> {
     RUNTIME.get_or_init(|| {
-        let (config, messages) = Config::from_env();
+        let (mut config, messages) = Config::from_env();
         for message in &messages {
             warn(message);
+        }
+        // Several runtimes in one process (GPU target: shared libraries linked with their
+        // own) each write a profile of their own rather than replace each other's.
+        let pid = std::process::id();
+        let found = std::env::var(INSTANCES_VARIABLE).ok();
+        let (instance, value) = claim_instance(found.as_deref(), pid);
+        std::env::set_var(INSTANCES_VARIABLE, value);
+        if instance > 1 {
+            config.output = instance_output(&config.output, instance);
+            warn(&format!(
+                "cuda-flux: this process holds {instance} cuda-flux runtimes (shared libraries \
+                 linked with their own); this one writes {}",
+                config.output.display()
+            ));
         }
         Runtime::new(RealCuda, config, std::process::id(), Box::new(warn))
     })
@@ -300,3 +314,56 @@ pub extern "C" fn __cuda_flux_device_reset() -> Code {
     });
     RealCuda.device_reset()
 }
+
+/// One entry of [`__cuda_flux_runtime_exports`]: an entry point's C name and address.
+#[repr(C)]
+pub struct ExportEntry {
+    name: *const u8,
+    function: *const c_void,
+}
+
+/// The entry points, in a table an instrumented object's carried resolver reads
+/// (`crates/wrapper/src/driver/carry.rs`): each object defines weak stand-ins for the
+/// `__cuda_flux_*` entry points, which a static link of this library overrides only where the
+/// archive member holding them is extracted. Links that name this symbol (`-u`, a linker
+/// script's `EXTERN`) extract it, and the stand-ins then call through it. Ends with a null name.
+#[repr(C)]
+pub struct ExportTable(pub [ExportEntry; 12]);
+
+// SAFETY: read-only addresses of functions and string literals.
+unsafe impl Sync for ExportTable {}
+
+macro_rules! export_entry {
+    ($name:ident) => {
+        ExportEntry {
+            name: concat!(stringify!($name), "\0").as_ptr(),
+            function: $name as *const c_void,
+        }
+    };
+}
+
+#[no_mangle]
+pub static __cuda_flux_runtime_exports: ExportTable = ExportTable([
+    export_entry!(__cuda_flux_register_kernel),
+    export_entry!(__cuda_flux_launch_kernel),
+    export_entry!(__cuda_flux_launch_kernel_ptsz),
+    export_entry!(__cuda_flux_launch_cooperative_kernel),
+    export_entry!(__cuda_flux_launch_cooperative_kernel_ptsz),
+    export_entry!(__cuda_flux_launch_kernel_ex_c),
+    export_entry!(__cuda_flux_launch_kernel_ex_c_ptsz),
+    export_entry!(__cuda_flux_func_set_attribute),
+    export_entry!(__cuda_flux_func_set_cache_config),
+    export_entry!(__cuda_flux_func_set_shared_mem_config),
+    export_entry!(__cuda_flux_device_reset),
+    ExportEntry {
+        name: std::ptr::null(),
+        function: std::ptr::null(),
+    },
+]);
+
+/// What links name to extract the static runtime (`-u`, a linker script's `EXTERN`): the
+/// objects' carried part refers to [`__cuda_flux_runtime_exports`] only weakly, and a weak
+/// reference extracts no archive member, nor does an `EXTERN` of a symbol already weakly
+/// referenced. Nothing refers to this one, so naming it extracts it, and it the table.
+#[no_mangle]
+pub static __cuda_flux_runtime_link: &ExportTable = &__cuda_flux_runtime_exports;

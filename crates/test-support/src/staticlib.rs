@@ -15,10 +15,12 @@ pub const HOST_RUNTIME_EXPORTS: [&str; 6] = [
 ];
 
 /// The static library of crate `lib_name` (`host_runtime`) cargo built for this test run:
-/// `lib<lib_name>-<hash>.a` beside this test executable (the newest, should several
-/// configurations have left one).
+/// `lib<lib_name>-<hash>.a` beside this test executable, or `lib<lib_name>.a` (the name cargo
+/// gives it when the crate is also a cdylib), the newest should several configurations have
+/// left one.
 pub fn staticlib(lib_name: &str) -> PathBuf {
     let prefix = format!("lib{lib_name}-");
+    let plain = format!("lib{lib_name}.a");
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("test executable directory");
     let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(deps)
@@ -28,7 +30,7 @@ pub fn staticlib(lib_name: &str) -> PathBuf {
         .filter(|path| {
             path.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".a"))
+                .is_some_and(|n| n == plain || (n.starts_with(&prefix) && n.ends_with(".a")))
         })
         .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
         .collect();
@@ -36,7 +38,7 @@ pub fn staticlib(lib_name: &str) -> PathBuf {
     candidates
         .pop()
         .map(|(_, path)| path)
-        .unwrap_or_else(|| panic!("no {prefix}*.a in {}", deps.display()))
+        .unwrap_or_else(|| panic!("no {prefix}*.a or {plain} in {}", deps.display()))
 }
 
 /// Asserts that `archive` defines each of `symbols` as a text symbol (per `nm`).

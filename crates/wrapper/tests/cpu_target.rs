@@ -12,12 +12,15 @@
 //! library (crate `analysis`): annotate, metrics and features as the command computes them.
 
 use test_support as support;
+mod witnesses;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+
+use witnesses::{check_witness, opcode_totals, text, witness};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -85,74 +88,6 @@ fn run(program: &Path, env: &[(&str, &str)]) -> Result<(Output, Option<Value>), 
         Err(_) => None,
     };
     Ok((output, json))
-}
-
-fn text(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
-}
-
-/// `witness: threads=N warps=M` as the program printed it.
-fn witness(text: &str) -> Option<(u64, u64)> {
-    let line = text.lines().find(|l| l.starts_with("witness:"))?;
-    let field = |name: &str| -> Option<u64> {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-    };
-    Some((field("threads=")?, field("warps=")?))
-}
-
-/// Thread and warp totals per opcode, summed over every kernel of a profile.
-fn opcode_totals(profile: &Value) -> BTreeMap<String, (u64, u64)> {
-    let mut totals = BTreeMap::new();
-    for kernel in profile["kernels"].as_array().into_iter().flatten() {
-        for (opcode, counts) in kernel["totals"].as_object().into_iter().flatten() {
-            let entry = totals.entry(opcode.clone()).or_insert((0, 0));
-            entry.0 += counts["threads"].as_u64().unwrap_or(0);
-            entry.1 += counts["warps"].as_u64().unwrap_or(0);
-        }
-    }
-    totals
-}
-
-/// The witness check for one run: PASS, every launched kernel instrumented, counts equal.
-fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Result<(), String> {
-    let text = text(output);
-    if output.status.code() != Some(0) || !text.contains("result: PASS") {
-        return Err(format!(
-            "{name}: did not pass on the CPU target ({:?}):\n{text}",
-            output.status.code()
-        ));
-    }
-    let (threads, warps) = witness(&text).ok_or_else(|| format!("{name}: no witness line"))?;
-    let predicated = text
-        .lines()
-        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
-    let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
-    for kernel in profile["kernels"].as_array().into_iter().flatten() {
-        let launched = kernel["launches"].as_array().is_some_and(|l| !l.is_empty());
-        if launched && kernel["instrumented"] != Value::Bool(true) {
-            return Err(format!(
-                "{name}: kernel {} ran uninstrumented: {}",
-                kernel["name"], kernel["reason"]
-            ));
-        }
-    }
-    let totals = opcode_totals(profile);
-    let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
-    let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
-    let u64_expected = if predicated {
-        (threads, warps)
-    } else {
-        (warps, warps)
-    };
-    if (u32, u64) != ((threads, warps), u64_expected) {
-        return Err(format!(
-            "{name}: witness threads={threads} warps={warps}, but the profile says \
-             atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
-        ));
-    }
-    Ok(())
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -247,15 +247,18 @@ fn dryrun_prints_commands_and_writes_nothing() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     let commands: Vec<&&str> = lines.iter().filter(|l| !l.starts_with('#')).collect();
-    // Device compile, ptxas, fatbinary, host compile, link.
-    assert_eq!(commands.len(), 5, "{stdout}");
+    // Device compile, ptxas, fatbinary, host compile, the carried part (compiled, merged into
+    // the object with `-r`, copied to it), link.
+    assert_eq!(commands.len(), 8, "{stdout}");
     assert!(commands[0].contains("--cuda-device-only") && commands[0].contains("sm_80"));
     assert!(commands[1].starts_with("ptxas") || commands[1].contains("/ptxas "));
     assert!(commands[2].contains("fatbinary"));
     assert!(commands[3].contains("--cuda-host-only"));
+    assert!(commands[4].contains("cuda_flux_carried.c"));
+    assert!(commands[5].contains(" -r ") && commands[6].starts_with("cp "));
     // As nvcc prints it (`-o "app"`), and followed by just the libraries a gcc link of the
     // objects needs: SHOC's find_cuda_libs.sh takes what follows `-o "a.out"` as those.
-    let (_, libraries) = commands[4]
+    let (_, libraries) = commands[7]
         .split_once(" -o \"app\" ")
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(

@@ -6,10 +6,24 @@ use std::process::ExitCode;
 use wrapper::driver::nvcc::{
     help_text, once_per_build, parse_nvcc, write_prefix, NvccError, NvccInvocation, SUPPORTED_ARCHS,
 };
-use wrapper::driver::{probe, Driver, StepFailed};
+use wrapper::driver::{probe, Driver, StepFailed, Target};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = relocatable_device_code(&args) {
+        return code;
+    }
+    if args.iter().any(|a| a == "-v" || a == "--verbose")
+        && !args.iter().any(|a| a == "-dryrun" || a == "--dryrun")
+        && args.iter().any(|a| !a.starts_with('-'))
+    {
+        // nvcc's `-v` output starts with its variables once it has something to work on, even
+        // what it then rejects (CMake runs `nvcc -v __cmake_determine_cuda` for the toolkit's
+        // root and reads them); a bare `-v` is only "No input files".
+        for line in probe::nvcc_variables() {
+            eprintln!("{line}");
+        }
+    }
     let extra_archs = std::env::var("CUDA_FLUX_ARCH").ok();
     let (args, notes, dry_run) = match parse_nvcc(&args, extra_archs.as_deref()) {
         Ok(NvccInvocation::Version) => {
@@ -42,7 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(NvccInvocation::Prefix(dir)) => {
-            return match write_prefix(&dir) {
+            return match prefix_target(&args).and_then(|target| write_prefix(&dir, target)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     eprintln!("cuda-flux-nvcc: error: {}", wrapper::error_line(&error));
@@ -97,4 +111,104 @@ fn finish(result: anyhow::Result<()>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The target a `--cuda-flux-prefix` directory is written for: `--cuda-flux-target` on the same
+/// command line, else `CUDA_FLUX_TARGET`, else the GPU.
+fn prefix_target(args: &[String]) -> anyhow::Result<Target> {
+    let mut named = None;
+    for (index, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix("--cuda-flux-target=") {
+            named = Some(value.to_string());
+        } else if arg == "--cuda-flux-target" {
+            named = args.get(index + 1).cloned();
+        }
+    }
+    let value = named
+        .or_else(|| std::env::var("CUDA_FLUX_TARGET").ok())
+        .filter(|v| !v.is_empty());
+    match value {
+        Some(value) => Target::parse(&value).map_err(anyhow::Error::from),
+        None => Ok(Target::Gpu),
+    }
+}
+
+/// Whether the command line compiles or links relocatable device code: `-rdc=true`
+/// (`--relocatable-device-code`), `-dc` (`--device-c`), `-dw`, `-dlink` (`--device-link`).
+fn is_relocatable_device_code(args: &[String]) -> bool {
+    let mut rdc = false;
+    for (index, arg) in args.iter().enumerate() {
+        match arg.as_str() {
+            "-dc" | "--device-c" | "-dw" | "--device-w" | "-dlink" | "--device-link" => {
+                return true
+            }
+            "-rdc" | "--relocatable-device-code" => {
+                rdc = args.get(index + 1).is_some_and(|v| v == "true");
+            }
+            _ => {
+                if let Some(value) = arg
+                    .strip_prefix("-rdc=")
+                    .or_else(|| arg.strip_prefix("--relocatable-device-code="))
+                {
+                    rdc = value == "true";
+                }
+            }
+        }
+    }
+    rdc
+}
+
+/// Separable compilation (relocatable device code, a device-link step) is not instrumented
+/// yet: for the GPU target the real nvcc builds it, uninstrumented, with one note per build
+/// (so the build works as with nvcc, and the objects link with the instrumented ones); the CPU
+/// target, which has no device linker, refuses it with one line. `None`: not such a command.
+fn relocatable_device_code(args: &[String]) -> Option<ExitCode> {
+    if !is_relocatable_device_code(args) {
+        return None;
+    }
+    let target = prefix_target(args).unwrap_or(Target::Gpu);
+    if target == Target::Cpu {
+        eprintln!(
+            "cuda-flux-nvcc: error: separable compilation (-rdc=true, -dc, -dlink) is not \
+             supported on the CPU target; build without it"
+        );
+        return Some(ExitCode::FAILURE);
+    }
+    let Some(nvcc) = probe::real_nvcc() else {
+        eprintln!(
+            "cuda-flux-nvcc: error: separable compilation (-rdc=true, -dc, -dlink) is built by \
+             nvcc, which is not installed"
+        );
+        return Some(ExitCode::FAILURE);
+    };
+    for note in once_per_build(vec![
+        "separable compilation (-rdc=true, -dc, -dlink) is not instrumented yet: nvcc builds \
+         it and its kernels run uninstrumented"
+            .to_string(),
+    ]) {
+        eprintln!("cuda-flux-nvcc: note: {note}");
+    }
+    let own = |arg: &String| arg.starts_with("--cuda-flux-");
+    let mut skip_value = false;
+    let forwarded: Vec<&String> = args
+        .iter()
+        .filter(|arg| {
+            if std::mem::take(&mut skip_value) {
+                return false;
+            }
+            if arg.as_str() == "--cuda-flux-target" {
+                skip_value = true;
+            }
+            !own(arg)
+        })
+        .collect();
+    Some(
+        match std::process::Command::new(nvcc).args(forwarded).status() {
+            Ok(status) => exit(status.code().unwrap_or(1)),
+            Err(error) => {
+                eprintln!("cuda-flux-nvcc: error: cannot run nvcc: {error}");
+                ExitCode::FAILURE
+            }
+        },
+    )
 }

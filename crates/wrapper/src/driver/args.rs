@@ -107,6 +107,8 @@ pub struct DriverArgs {
     pub prelude: Option<&'static str>,
     /// `--cuda-flux-target=gpu|cpu`; `None` leaves the choice to `CUDA_FLUX_TARGET` (default gpu).
     pub target: Option<Target>,
+    /// The command line was nvcc's (cuda-flux-nvcc): `-v` prints nvcc's `#$ ` lines.
+    pub nvcc_style: bool,
 }
 
 /// Options whose value is the next argument when not attached.
@@ -196,6 +198,7 @@ impl DriverArgs {
             compile_only: false,
             archs: Vec::new(),
             verbose: false,
+            nvcc_style: false,
             keep: None,
             cuda_path: None,
             rdc: false,

@@ -11,6 +11,7 @@
 //! code and is reported (one warning at build time, `"instrumented": false` in the profile).
 
 pub mod args;
+pub mod carry;
 pub mod chevrons;
 pub mod nvcc;
 pub mod probe;
@@ -26,6 +27,10 @@ use inkwell::OptimizationLevel;
 pub use args::{ArgsError, DriverArgs, InputKind, OptLevel, Target};
 use cuda_flux_pass::host::KernelRegistration;
 use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
+
+/// The symbol a link names to extract the static host runtime and its table of entry points
+/// (`host_runtime` `exports`, `carry.rs`).
+pub const RUNTIME_LINK_ANCHOR: &str = "__cuda_flux_runtime_link";
 
 /// A failed step whose own output already told the user why (e.g. a compile error in their
 /// code): exit with its status and add nothing.
@@ -54,6 +59,17 @@ pub struct Toolchain {
     /// The CPU target's library (`libcpu_runtime.a`): the CUDA runtime API on the CPU and the
     /// host runtime in one archive.
     pub cpu_runtime_lib: PathBuf,
+}
+
+impl Toolchain {
+    /// The shared build of a runtime library (`libhost_runtime.so` beside `libhost_runtime.a`),
+    /// which objects load when their program was linked without the static one (`carry.rs`).
+    pub fn shared_runtime(&self, target: Target) -> PathBuf {
+        match target {
+            Target::Gpu => self.runtime_lib.with_extension("so"),
+            Target::Cpu => self.cpu_runtime_lib.with_extension("so"),
+        }
+    }
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -132,6 +148,9 @@ pub struct Driver {
     overlay: Option<PathBuf>,
     /// Print the commands instead of running them (cuda-flux-nvcc's `-dryrun`).
     dry_run: bool,
+    /// The carried part (`carry.rs`) compiled for this run's target, made at the first CUDA
+    /// object and merged into each.
+    carried: std::cell::OnceCell<PathBuf>,
 }
 
 fn quote(arg: &str) -> String {
@@ -213,6 +232,7 @@ impl Driver {
             placement,
             overlay: None,
             dry_run: false,
+            carried: std::cell::OnceCell::new(),
         })
     }
 
@@ -250,6 +270,9 @@ impl Driver {
             }
             if self.dry_run {
                 println!("{line}");
+            } else if self.args.nvcc_style {
+                // As nvcc prints its steps: CMake reads the link line from them.
+                eprintln!("#$ {line}");
             } else {
                 eprintln!("cuda-flux: {line}");
             }
@@ -274,14 +297,31 @@ impl Driver {
 
     /// Runs a command whose failure the driver handles itself; returns its stderr on failure.
     fn try_run(&self, command: &mut Command) -> Result<std::result::Result<(), String>> {
+        self.try_run_with(command, false)
+    }
+
+    /// [`Driver::try_run`]; with `pass_through`, what the command said on stderr when it
+    /// succeeded (warnings, `-v` output) is shown too.
+    fn try_run_with(
+        &self,
+        command: &mut Command,
+        pass_through: bool,
+    ) -> Result<std::result::Result<(), String>> {
         self.show(command);
         if self.dry_run {
             return Ok(Ok(()));
+        }
+        if pass_through {
+            command.stdout(std::process::Stdio::inherit());
         }
         let output = command
             .output()
             .with_context(|| format!("cannot run {}", command.get_program().to_string_lossy()))?;
         Ok(if output.status.success() {
+            if pass_through {
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(&output.stderr);
+            }
             Ok(())
         } else {
             Err(String::from_utf8_lossy(&output.stderr).into_owned())
@@ -303,10 +343,26 @@ impl Driver {
         if let Some(prelude) = &self.prelude {
             command.arg("-include").arg(prelude);
         }
+        if self.args.nvcc_style && self.compiles_cmake_identification() {
+            // CMake identifies a CUDA compiler by the macros its identification source sees:
+            // cuda-flux-nvcc is nvcc to it (its command line, its `-v`), so it sees nvcc's.
+            command.args(probe::nvcc_identification_macros());
+        }
         if let Some(overlay) = &self.overlay {
             command.arg("-ivfsoverlay").arg(overlay);
         }
         command
+    }
+
+    /// Whether this run compiles CMake's compiler identification source
+    /// (`CMakeCUDACompilerId.cu`, CMakeDetermineCompilerId).
+    fn compiles_cmake_identification(&self) -> bool {
+        self.args.inputs.iter().any(|input| {
+            input
+                .path
+                .file_name()
+                .is_some_and(|n| n == "CMakeCUDACompilerId.cu")
+        })
     }
 
     /// The flag that makes this a run that builds nothing (`-E`, `-M`, `-MM`, `-S`,
@@ -380,6 +436,11 @@ impl Driver {
     pub fn build(&self) -> Result<()> {
         if self.stops_early().is_some() {
             return self.clang_only();
+        }
+        if self.args.nvcc_style && self.args.verbose && !self.dry_run {
+            // nvcc's `-v` starts with its variables (cuda-flux-nvcc prints the others first,
+            // `probe::nvcc_variables`); CMake takes the link line to be the one holding these.
+            eprintln!("#$ LIBRARIES=  {}", self.library_dirs().0.join(" "));
         }
         let compiled_count = self
             .args
@@ -467,14 +528,15 @@ impl Driver {
         self.run(&mut command)?;
 
         let registrations = self.registrations(source, &builds)?;
+        let host_object = dir.join(format!("{stem}.host.o"));
         self.verbose(format!(
             "[in process] host pass on {} ({} kernel(s)) -> {}",
             host_ir.display(),
             registrations.len(),
-            object.display()
+            host_object.display()
         ));
         if self.dry_run {
-            return Ok(());
+            return self.merge_carried(&host_object, object);
         }
         let context = Context::create();
         let outcome = cuda_flux_pass::read_module(&context, &host_ir)
@@ -485,7 +547,7 @@ impl Driver {
                 if self.work_is_kept() {
                     let _ = module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
                 }
-                cuda_flux_pass::host::emit_object(&module, object, self.host_opt_level())?;
+                cuda_flux_pass::host::emit_object(&module, &host_object, self.host_opt_level())?;
                 Ok(report)
             });
         match outcome {
@@ -497,7 +559,7 @@ impl Driver {
                         demangle(missing)
                     ));
                 }
-                Ok(())
+                self.merge_carried(&host_object, object)
             }
             Err(error) => {
                 // An object that cannot be written is the user's error, not the pass's: say
@@ -516,10 +578,77 @@ impl Driver {
                     crate::error_line(&error)
                 ));
                 let mut command = self.host_compile(&fatbin);
-                command.arg(source).arg("-o").arg(object);
-                self.run(&mut command)
+                command.arg(source).arg("-o").arg(&host_object);
+                self.run(&mut command)?;
+                self.merge_carried(&host_object, object)
             }
         }
+    }
+
+    /// The carried part (`carry.rs`) for this run's target, compiled once per run.
+    fn carried_object(&self) -> Result<&Path> {
+        if let Some(path) = self.carried.get() {
+            return Ok(path);
+        }
+        let dir = self.work.path();
+        let runtime_so = self.tools.shared_runtime(self.target);
+        let entries = match self.target {
+            Target::Gpu => carry::gpu_entry_points(),
+            Target::Cpu if self.dry_run => Vec::new(),
+            Target::Cpu => carry::cpu_entry_points(&runtime_so).with_context(|| {
+                format!(
+                    "the CPU target needs the shared CPU runtime {} (build the workspace with \
+                     cargo build, or set CUDA_FLUX_CPU_RUNTIME_LIB to the directory's .a)",
+                    runtime_so.display()
+                )
+            })?,
+        };
+        let source = dir.join("cuda_flux_carried.c");
+        let object = dir.join("cuda_flux_carried.o");
+        if !self.dry_run {
+            std::fs::write(&source, carry::source(self.target, &entries, &runtime_so))
+                .with_context(|| format!("cannot write {}", source.display()))?;
+        } else {
+            self.verbose(format!(
+                "[in process] carried part ({} entry points) -> {}",
+                entries.len(),
+                source.display()
+            ));
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object);
+        self.run(&mut command)?;
+        Ok(self.carried.get_or_init(|| object))
+    }
+
+    /// Writes `object`: the host object with the carried part merged in (`ld -r`), so that
+    /// the object links and finds the runtime under any final link.
+    fn merge_carried(&self, host_object: &Path, object: &Path) -> Result<()> {
+        let carried = self.carried_object()?.to_path_buf();
+        let merged = host_object.with_extension("merged.o");
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-r", "-nostdlib"])
+            .arg(host_object)
+            .arg(carried)
+            .arg("-o")
+            .arg(&merged);
+        self.run(&mut command)?;
+        if self.dry_run {
+            println!(
+                "cp {} {}",
+                quote(&merged.to_string_lossy()),
+                quote(&object.to_string_lossy())
+            );
+            return Ok(());
+        }
+        std::fs::copy(&merged, object)
+            .map(|_| ())
+            .with_context(|| format!("cannot write {}", object.display()))
     }
 
     /// Fat binary: SASS and (instrumented) PTX for every architecture.
@@ -631,6 +760,11 @@ impl Driver {
         if let Some(level) = self.args.device_opt_level {
             command.arg(level.flag());
         }
+        if self.args.verbose && !self.args.nvcc_style {
+            // clang's own steps too (`-cc1 ... -target-cpu sm_70`): CMake reads the
+            // architecture a compiler builds for by default from them.
+            command.arg("-v");
+        }
         command.arg(source).arg("-o").arg(&original);
         self.run(&mut command)?;
         let cubin = dir.join(format!("{stem}.{arch}.cubin"));
@@ -638,7 +772,8 @@ impl Driver {
             // Nothing to read: show the steps that the PTX would go through.
             let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
             self.verbose(format!(
-                "[in process] instrument {} -> {}",
+                "[in process] instrument -arch {} {} -> {}",
+                virtual_arch(arch),
                 original.display(),
                 instrumented.display()
             ));
@@ -660,7 +795,8 @@ impl Driver {
         let mut kernels = device_runtime::instrument_module_with(&mut module, self.placement);
         let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
         self.verbose(format!(
-            "[in process] instrument {} -> {} ({} kernel(s))",
+            "[in process] instrument -arch {} {} -> {} ({} kernel(s))",
+            virtual_arch(arch),
             original.display(),
             instrumented.display(),
             kernels.len()
@@ -838,10 +974,11 @@ impl Driver {
             );
         }
         let mut command = self.link_command(objects);
+        // The objects' carried stand-ins define the entry points weakly, so nothing would pull
+        // the archive's definitions in: its anchor is named instead (`carry.rs`).
+        command.arg(format!("-Wl,--undefined={RUNTIME_LINK_ANCHOR}"));
         command.arg(&self.tools.runtime_lib);
-        if let Some(dir) = &self.tools.cudart_dir {
-            command.arg(format!("-L{}", dir.display()));
-        }
+        command.args(self.library_dirs().0);
         command.args(["-lcudart_static", "-ldl", "-lrt", "-lpthread"]);
         self.run(&mut command)
     }
@@ -852,6 +989,12 @@ impl Driver {
     fn link_command(&self, objects: &[PathBuf]) -> Command {
         let mut command = Command::new(&self.tools.clang);
         command.arg("-Qunused-arguments");
+        if self.args.verbose && !self.args.nvcc_style {
+            // The linker's command line too: build systems read the implicit link directories
+            // and libraries from it (CMake's compiler identification of clang). nvcc's `-v`
+            // shows the host compiler's link line only, which CMake takes as the link.
+            command.arg("-v");
+        }
         command.args(objects);
         command.args(&self.args.flags);
         command.args(&self.args.host_flags);
@@ -865,21 +1008,56 @@ impl Driver {
         command
     }
 
-    /// The CPU target's link: the CPU runtime library (CUDA runtime API on the CPU plus the host
-    /// runtime) instead of the host runtime and cudart.
+    /// The link's library directories: the cudart stand-ins for this target
+    /// ([`carry::runtime_link_dir`]), then the real cudart's (GPU). The stand-ins are for the
+    /// links build systems make themselves: CMake reads these directories from `-v` (nvcc's
+    /// `#$ LIBRARIES=` and its link line, clang's linker line) and passes them to the links it
+    /// makes with the C++ compiler, whose `-lcudart_static` / `-lcudart` then link the runtime.
+    /// Also whether the stand-ins are among them.
+    fn library_dirs(&self) -> (Vec<String>, bool) {
+        let mut dirs = Vec::new();
+        let mut stand_ins = false;
+        if !self.dry_run {
+            if let Some(dir) = carry::runtime_link_dir(self.target, &self.tools) {
+                dirs.push(format!("-L{}", dir.display()));
+                stand_ins = true;
+            }
+        }
+        if self.target == Target::Gpu {
+            if let Some(dir) = &self.tools.cudart_dir {
+                dirs.push(format!("-L{}", dir.display()));
+            }
+        }
+        (dirs, stand_ins)
+    }
+
+    /// The CPU target's link: the shared CPU runtime (CUDA runtime API on the CPU plus the host
+    /// runtime) instead of the host runtime and cudart. Named by its absolute path, so that the
+    /// program needs no library path to find it; the objects' carried trampolines load the
+    /// same library, so every object of a process shares one CPU runtime (`carry.rs`).
     fn link_cpu(&self, objects: &[PathBuf]) -> Result<()> {
-        let library = &self.tools.cpu_runtime_lib;
+        let library = self.tools.shared_runtime(Target::Cpu);
         if !library.exists() {
             bail!(
                 "the CPU runtime library is missing at {} (build the workspace with cargo build, \
-                 or set CUDA_FLUX_CPU_RUNTIME_LIB)",
+                 or set CUDA_FLUX_CPU_RUNTIME_LIB to libcpu_runtime.a beside it)",
                 library.display()
             );
         }
         let mut command = self.link_command(objects);
+        let (dirs, stand_ins) = self.library_dirs();
+        command.args(dirs);
         command.arg(library);
+        if stand_ins {
+            // The stand-in for the static cudart (the CPU runtime again, `library_dirs`),
+            // named as nvcc's link names cudart: CMake takes the runtime library a compiler
+            // links by default from it, and links it (so, the CPU runtime) into C++
+            // executables too. Never the real one, which would hide what the CPU runtime
+            // lacks behind cudart's implementation.
+            command.arg("-lcudart_static");
+        }
         command.args(["-ldl", "-lrt", "-lpthread", "-lm"]);
-        match self.try_run(&mut command)? {
+        match self.try_run_with(&mut command, true)? {
             Ok(()) => Ok(()),
             Err(stderr) => {
                 eprint!("{stderr}");
@@ -912,6 +1090,12 @@ fn is_cxx_dialect(flag: &str) -> bool {
     flag.strip_prefix("-std=")
         .or_else(|| flag.strip_prefix("--std="))
         .is_some_and(|dialect| dialect.contains("++"))
+}
+
+/// `compute_70` for `sm_70`: the PTX architecture, in nvcc's notation (`-arch compute_70`,
+/// which CMake reads from `-v` for the architectures a compiler builds by default).
+fn virtual_arch(arch: &str) -> String {
+    format!("compute_{}", arch.trim_start_matches("sm_"))
 }
 
 /// `70` for `sm_70` (and `sm_90a`).

@@ -176,9 +176,49 @@ impl Archs {
     }
 }
 
+/// nvcc's `--options-file FILE` (`-optf`, also `=FILE`, several files comma-separated): the
+/// file's words, split as a shell would, stand where the option stood (CMake writes include
+/// directories to one). Files may not name further options files.
+fn expand_options_files(args: &[String]) -> Result<Vec<String>, NvccError> {
+    let mut expanded = Vec::with_capacity(args.len());
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let files = match arg.as_str() {
+            "--options-file" | "-optf" => match iter.next() {
+                Some(value) => value.clone(),
+                None => return Err(NvccError::MissingValue(arg.clone())),
+            },
+            _ => match arg
+                .strip_prefix("--options-file=")
+                .or_else(|| arg.strip_prefix("-optf="))
+            {
+                Some(value) => value.to_string(),
+                None => {
+                    expanded.push(arg.clone());
+                    continue;
+                }
+            },
+        };
+        for file in files.split(',').filter(|f| !f.is_empty()) {
+            let text = std::fs::read_to_string(file).map_err(|error| NvccError::BadValue {
+                option: "--options-file".into(),
+                value: format!("{file} ({error})"),
+            })?;
+            let words = shlex::split(&text).ok_or_else(|| NvccError::BadValue {
+                option: "--options-file".into(),
+                value: format!("{file} (unbalanced quotes)"),
+            })?;
+            expanded.extend(words);
+        }
+    }
+    Ok(expanded)
+}
+
 /// Parses nvcc's command line (the arguments after the program name). `extra_archs` is the
 /// value of `CUDA_FLUX_ARCH` (comma-separated), added to whatever the command line names.
 pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvocation, NvccError> {
+    let expanded = expand_options_files(args)?;
+    let args = expanded.as_slice();
     let mut parsed = DriverArgs::empty();
     let mut archs = Archs {
         list: Vec::new(),
@@ -187,6 +227,16 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
     let mut notes = Vec::new();
     let mut language: Option<InputKind> = None;
     let mut optimisation_given = false;
+    // Applies to the whole command line, wherever it stands.
+    let forward_unknown = args.iter().any(|arg| {
+        matches!(
+            arg.as_str(),
+            "-forward-unknown-to-host-compiler"
+                | "--forward-unknown-to-host-compiler"
+                | "-forward-unknown-to-host-linker"
+                | "--forward-unknown-to-host-linker"
+        )
+    });
     let mut dry_run = false;
     let mut preprocess = None;
     let mut i = 0;
@@ -423,7 +473,16 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 set_opt(&mut parsed, "-O", &name[2..])?;
                 optimisation_given = true;
             }
+            "-forward-unknown-to-host-compiler"
+            | "--forward-unknown-to-host-compiler"
+            | "-forward-unknown-to-host-linker"
+            | "--forward-unknown-to-host-linker" => {}
             _ if is_host_flag(&arg) => parsed.host_flags.push(arg.clone()),
+            // nvcc forwards them, as given, to the host compiler (which also links): CMake
+            // passes gcc's flags so (`-fPIC`, `-pthread`, `-Wall`).
+            _ if forward_unknown && arg.starts_with('-') && arg.len() > 1 => {
+                parsed.host_flags.push(arg.clone())
+            }
             _ if arg.starts_with('-') => return Err(NvccError::Unknown(arg)),
             _ => parsed.inputs.push(Input {
                 kind: match language {
@@ -481,6 +540,7 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
         .map(String::from),
     );
     parsed.prelude = Some(PRELUDE);
+    parsed.nvcc_style = true;
     if let Some(output) = preprocess {
         return Ok(NvccInvocation::Preprocess {
             args: Box::new(parsed),
@@ -816,18 +876,26 @@ impl Driver {
     }
 }
 
+/// A line of a `--cuda-flux-prefix` directory's `bin/nvcc` when it is a script (the CPU
+/// target's, the second line), by which the search for the real nvcc tells it apart.
+pub const PREFIX_SCRIPT_MARK: &str = "# cuda-flux-nvcc --cuda-flux-prefix";
+
 /// Writes `dir` as a stand-in for a CUDA toolkit directory, for Makefiles that take the
 /// toolkit's location rather than the compiler (`CUDA_DIR=dir`, `CUDA_PATH=dir`) and that link
-/// with gcc/g++ and `-L$(CUDA_DIR)/lib64 -lcudart` instead of nvcc:
-/// - `bin/nvcc` is cuda-flux-nvcc; `bin/ptxas`, `bin/fatbinary` the toolkit's;
+/// with gcc/g++ and `-L$(CUDA_DIR)/lib64 -lcudart` instead of nvcc, for `target`:
+/// - `bin/nvcc` is cuda-flux-nvcc (for the CPU target a script running it with
+///   `CUDA_FLUX_TARGET=cpu` unless the environment names a target); `bin/ptxas`,
+///   `bin/fatbinary` the toolkit's;
 /// - `include`, `nvvm` are the toolkit's;
-/// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts naming the
-///   cuda-flux host runtime and the real static cudart, so that a gcc link of instrumented
-///   objects gets the runtime they call; the toolkit's other libraries (`libcu*`, `libnv*`)
-///   are linked in as they are; `lib` is `lib64`.
+/// - `lib64/libcudart.so`, `libcudart.a`, `libcudart_static.a` are linker scripts: for the GPU
+///   target naming the cuda-flux host runtime (its link anchor, so that the archive is
+///   extracted although the objects' carried stand-ins define the entry points weakly) and the
+///   real static cudart; for the CPU target naming the shared CPU runtime, which replaces
+///   cudart. The toolkit's other libraries (`libcu*`, `libnv*`) are linked in as they are;
+///   `lib` is `lib64`.
 ///
 /// Idempotent: existing entries are replaced.
-pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
+pub fn write_prefix(dir: &Path, target: Target) -> anyhow::Result<()> {
     use anyhow::{bail, Context as _};
     use std::os::unix::fs::symlink;
     let tools = super::Toolchain::discover(None)?;
@@ -852,7 +920,26 @@ pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
-    link(&exe, dir.join("bin/nvcc"))?;
+    let nvcc = dir.join("bin/nvcc");
+    match target {
+        Target::Gpu => link(&exe, nvcc)?,
+        Target::Cpu => {
+            if nvcc.symlink_metadata().is_ok() {
+                std::fs::remove_file(&nvcc)
+                    .with_context(|| format!("cannot replace {}", nvcc.display()))?;
+            }
+            let exe_text = exe.to_string_lossy().replace('\'', "'\\''");
+            let script = format!(
+                "#!/bin/sh\n{PREFIX_SCRIPT_MARK} (CPU target)\n\
+                 : \"${{CUDA_FLUX_TARGET:=cpu}}\"\nexport CUDA_FLUX_TARGET\nexec '{exe_text}' \"$@\"\n"
+            );
+            std::fs::write(&nvcc, script)
+                .with_context(|| format!("cannot write {}", nvcc.display()))?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", nvcc.display()))?;
+        }
+    }
     for (name, tool) in [("ptxas", &tools.ptxas), ("fatbinary", &tools.fatbinary)] {
         match find(tool) {
             Some(path) => link(&path, dir.join("bin").join(name))?,
@@ -875,22 +962,9 @@ pub fn write_prefix(dir: &Path) -> anyhow::Result<()> {
     }
     let cudart_dir = tools
         .cudart_dir
+        .clone()
         .context("cannot find libcudart_static.a (set CUDA_PATH to the CUDA toolkit)")?;
-    let script = format!(
-        "/* cuda-flux: objects built by cuda-flux-nvcc call its host runtime; link it with the \
-         static cudart wherever -lcudart is asked for. */\nGROUP ( {} {} -ldl -lrt -lpthread -lm )\n",
-        tools.runtime_lib.display(),
-        cudart_dir.join("libcudart_static.a").display()
-    );
-    for name in ["libcudart.so", "libcudart.a", "libcudart_static.a"] {
-        let path = dir.join("lib64").join(name);
-        if path.symlink_metadata().is_ok() {
-            std::fs::remove_file(&path)
-                .with_context(|| format!("cannot replace {}", path.display()))?;
-        }
-        std::fs::write(&path, &script)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    super::carry::write_cudart_scripts(&dir.join("lib64"), target, &tools)?;
     let entries = std::fs::read_dir(&cudart_dir)
         .with_context(|| format!("cannot read {}", cudart_dir.display()))?;
     for entry in entries.flatten() {
@@ -1400,5 +1474,56 @@ mod tests {
             parse_nvcc(&["--version".to_string()], None),
             Ok(NvccInvocation::Version)
         ));
+    }
+
+    #[test]
+    fn options_files_and_forwarded_host_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("includes_CUDA.rsp");
+        std::fs::write(&file, "-I\"/a b/inc\" -I/c -DX='1 2'\n").unwrap();
+        let args: Vec<String> = [
+            "-forward-unknown-to-host-compiler",
+            "--options-file",
+            file.to_str().unwrap(),
+            "-fno-strict-aliasing",
+            "-c",
+            "k.cu",
+        ]
+        .map(String::from)
+        .to_vec();
+        let NvccInvocation::Build { args: parsed, .. } = parse_nvcc(&args, None).unwrap() else {
+            panic!("a build");
+        };
+        for flag in ["-I/a b/inc", "-I/c", "-DX=1 2"] {
+            assert!(
+                parsed.flags.iter().any(|f| f == flag),
+                "{flag}: {:?}",
+                parsed.flags
+            );
+        }
+        assert!(parsed
+            .host_flags
+            .iter()
+            .any(|f| f == "-fno-strict-aliasing"));
+        // Without forwarding, an unknown option is an error; with it, a host flag.
+        let unknown: Vec<String> = ["--bogus-option", "-c", "k.cu"].map(String::from).to_vec();
+        assert!(parse_nvcc(&unknown, None).is_err());
+        let forwarded: Vec<String> = [
+            "-c",
+            "k.cu",
+            "--bogus-option",
+            "--forward-unknown-to-host-compiler",
+        ]
+        .map(String::from)
+        .to_vec();
+        let NvccInvocation::Build { args: parsed, .. } = parse_nvcc(&forwarded, None).unwrap()
+        else {
+            panic!("a build");
+        };
+        assert!(parsed.host_flags.iter().any(|f| f == "--bogus-option"));
+        let missing: Vec<String> = ["--options-file", "/no/such.rsp", "k.cu"]
+            .map(String::from)
+            .to_vec();
+        assert!(parse_nvcc(&missing, None).is_err());
     }
 }

@@ -114,7 +114,19 @@ pub fn real_nvcc() -> Option<PathBuf> {
             && candidate
                 .canonicalize()
                 .is_ok_and(|real| Some(&real) != this.as_ref())
+            && !is_prefix_script(candidate)
     })
+}
+
+/// A `--cuda-flux-prefix` directory's `bin/nvcc` script (the CPU target's), which runs
+/// cuda-flux-nvcc: not the real nvcc.
+fn is_prefix_script(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let read = std::fs::File::open(path)
+        .and_then(|mut file| file.read(&mut head))
+        .unwrap_or(0);
+    String::from_utf8_lossy(&head[..read]).contains(super::nvcc::PREFIX_SCRIPT_MARK)
 }
 
 /// Runs the real nvcc with `args`, its stdout, stderr and exit status passed through; `None`
@@ -127,6 +139,107 @@ pub fn run_nvcc(args: &[&str]) -> Option<i32> {
         .status()
         .ok()?;
     Some(exit_code(status))
+}
+
+/// The variable lines nvcc's `-v` starts with (`#$ _NVVM_BRANCH_=nvvm`, `#$ PATH=...`,
+/// `#$ NVVMIR_LIBRARY_DIR=...`), as the real nvcc prints them, less `LIBRARIES` (the caller
+/// prints its own), plus `TOP`: the toolkit root CMake would derive from the real nvcc found in
+/// `PATH` (`/usr` for `/usr/bin/nvcc`; else the one found elsewhere). CMake reads them to identify a CUDA compiler as NVIDIA's
+/// and to find the toolkit (CMakeDetermineCUDACompiler). Empty without a real nvcc.
+pub fn nvcc_variables() -> Vec<String> {
+    let Some(nvcc) = real_nvcc() else {
+        return Vec::new();
+    };
+    let output = Command::new(&nvcc)
+        .args([
+            "-v",
+            "-dryrun",
+            "-c",
+            "-x",
+            "cu",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+        ])
+        .env(NVCC_PROBE_GUARD, OsString::from("1"))
+        .output();
+    let Ok(output) = output else {
+        return Vec::new();
+    };
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|line| {
+            line.strip_prefix("#$ ")
+                .and_then(|rest| rest.split_once('='))
+                .is_some_and(|(name, _)| {
+                    !name.is_empty()
+                        && name != "LIBRARIES"
+                        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+        })
+        .map(str::to_string)
+        .collect();
+    let this = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok());
+    let in_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("nvcc"))
+            .find(|candidate| {
+                candidate.is_file()
+                    && candidate
+                        .canonicalize()
+                        .is_ok_and(|real| Some(&real) != this.as_ref())
+                    && !is_prefix_script(candidate)
+            })
+    });
+    let top = in_path
+        .as_deref()
+        .unwrap_or(&nvcc)
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    if let Some(top) = top {
+        if !lines.iter().any(|line| line.starts_with("#$ TOP=")) {
+            lines.push(format!("#$ TOP={}", top.display()));
+        }
+    }
+    lines
+}
+
+/// The version macros nvcc defines (`-D__NVCC__ -D__CUDACC_VER_MAJOR__=11 ...`), from the real
+/// nvcc's `--version` (`V11.8.89`), else 11.8.89.
+pub fn nvcc_identification_macros() -> Vec<String> {
+    let text = real_nvcc()
+        .and_then(|nvcc| {
+            Command::new(nvcc)
+                .arg("--version")
+                .env(NVCC_PROBE_GUARD, OsString::from("1"))
+                .output()
+                .ok()
+        })
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_else(|| NVCC_VERSION.to_string());
+    let version = text
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix('V'))
+        .find_map(|v| {
+            let parts: Vec<&str> = v.split('.').collect();
+            (parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok())).then(|| {
+                (
+                    parts[0].to_string(),
+                    parts[1].to_string(),
+                    parts[2].to_string(),
+                )
+            })
+        })
+        .unwrap_or_else(|| ("11".into(), "8".into(), "89".into()));
+    vec![
+        "-D__NVCC__".to_string(),
+        format!("-D__CUDACC_VER_MAJOR__={}", version.0),
+        format!("-D__CUDACC_VER_MINOR__={}", version.1),
+        format!("-D__CUDACC_VER_BUILD__={}", version.2),
+    ]
 }
 
 /// nvcc 11.8's `--version`, for a machine whose toolkit has no nvcc to ask.
