@@ -365,17 +365,28 @@ unsafe fn launch_with(
     // inter-block barrier of its own), which only ends if all of them run at once, as they do
     // on a GPU: one host thread per CTA (at most 32 per emulated multiprocessor, checked
     // above), instead of `workers` threads taking CTAs one after the other.
-    let workers = if cooperative {
-        usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
-            .unwrap_or(usize::MAX)
+    // Other launches keep as many CTAs resident as the emulated device holds
+    // (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` × `multiProcessorCount`): ptx-sim makes
+    // more of them resident when the running ones wait, so CTAs that wait for each other
+    // without a cooperative launch (a persistent kernel's own barrier) work where a GPU of
+    // this shape runs them.
+    let resident_per_sm = device::max_active_blocks(
+        block.x * block.y * block.z,
+        info.static_shared_bytes + shared,
+    ) as usize;
+    let (workers, resident_ctas) = if cooperative {
+        let ctas = usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
+            .unwrap_or(usize::MAX);
+        (ctas, ctas)
     } else {
-        workers
+        (workers, resident_per_sm.max(1).saturating_mul(workers))
     };
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],
         block: [block.x, block.y, block.z],
         dynamic_shared_bytes: shared,
         workers,
+        resident_ctas,
     };
     let environment = LaunchEnvironment {
         memory,

@@ -295,8 +295,15 @@ impl<'a> Exec<'a, '_> {
                         }
                         for (i, src) in srcs[..*count as usize].iter().enumerate() {
                             let v = self.read(src, lane);
+                            let at = host + i as u64 * bytes;
                             // SAFETY: `resolve` checked the whole vector's range.
-                            unsafe { memory::store(host + i as u64 * bytes, ty.bytes, v) };
+                            unsafe {
+                                if !self.warp.wrote {
+                                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                                    self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
+                                }
+                                memory::store(at, ty.bytes, v)
+                            };
                         }
                     }
                 }
@@ -364,6 +371,12 @@ impl<'a> Exec<'a, '_> {
                         let (bv, cv) = (self.read(b, lane), self.read(c, lane));
                         // SAFETY: checked accessible and aligned above.
                         let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
+                        // Reductions (`red`, no destination) are what counter code uses:
+                        // they do not tell a working warp from a waiting one.
+                        if !self.warp.wrote && *dst != NO_REG {
+                            // SAFETY: as above.
+                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                        }
                         let old = match ty {
                             AtomType::S32 => old as u32 as i32 as i64 as u64,
                             _ => old,

@@ -42,6 +42,11 @@ pub struct LaunchConfig {
     pub dynamic_shared_bytes: usize,
     /// Host threads that run CTAs in parallel (at least 1).
     pub workers: usize,
+    /// CTAs that may be resident at once, over all workers (at least `workers`): what the
+    /// emulated device holds. A worker runs one CTA at a time and makes another one resident
+    /// whenever its CTAs run long without one finishing, so that CTAs waiting for other CTAs
+    /// of the grid make progress, as on a GPU.
+    pub resident_ctas: usize,
 }
 
 /// What one launch executed, counted exactly by the interpreter (plain `u64` sums: at the
@@ -167,4 +172,8 @@ pub enum SimError {
     Assertion(String),
     #[error("barrier deadlock in CTA ({}, {}, {}): {detail}", cta[0], cta[1], cta[2])]
     Deadlock { cta: [u32; 3], detail: String },
+    /// No CTA can become resident and nothing in the grid changed memory for a long time
+    /// (`launch.rs`): the grid waits for what never comes (on a GPU: a hang).
+    #[error("kernel `{kernel}` makes no progress (deadlock): {detail}")]
+    NoProgress { kernel: String, detail: String },
 }

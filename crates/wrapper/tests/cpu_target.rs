@@ -1004,6 +1004,53 @@ int main() {
 }
 
 #[test]
+fn a_grid_waiting_for_ctas_that_cannot_be_resident_is_reported_not_hung() {
+    // Issue 13, class e: one CTA more than the emulated device holds, all waiting for each
+    // other (corpus/gpu_scheduling.cu has the grid that fits): a GPU hangs; the CPU target
+    // names the kernel.
+    let dir = scratch("cpu-target-no-progress");
+    let source = dir.join("wait.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__device__ unsigned arrived;
+__global__ void wait_for_all(unsigned* seen) {
+    if (threadIdx.x == 0) {
+        atomicInc(&arrived, 0xFFFFFFFFu);
+        while (*(volatile unsigned*)&arrived < gridDim.x) {}
+        seen[blockIdx.x] = arrived;
+    }
+}
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wait_for_all, 1024, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms + 1;
+    unsigned* seen = nullptr;
+    cudaMalloc(&seen, blocks * sizeof(unsigned));
+    wait_for_all<<<blocks, 1024>>>(seen);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("status %d\n", (int)e);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("wait");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("the grid hung instead of being reported");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        stderr.starts_with("cuda-flux cpu: kernel `_Z12wait_for_allPj")
+            && stderr.contains("makes no progress")
+            && stderr.contains("1 of its")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+#[test]
 fn cooperative_groups_grid_sync_works_on_the_cpu_target() {
     // Issue 14, item 3: this_grid().is_valid() was false and grid.sync() trapped in a
     // cooperative launch (the grid workspace read through %envreg1/%envreg2 was 0).
