@@ -50,12 +50,14 @@ struct Runtime {
     registry: Mutex<Registry>,
     work: RwLock<()>,
     workers: OnceLock<Result<usize, config::ConfigError>>,
+    memcheck: OnceLock<Result<bool, config::ConfigError>>,
 }
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
     registry: Mutex::new(Registry::default()),
     work: RwLock::new(()),
     workers: OnceLock::new(),
+    memcheck: OnceLock::new(),
 });
 
 /// The registry, locked. (A panic while it was held ends the process, so poisoning carries
@@ -86,6 +88,16 @@ pub fn workers() -> Result<usize> {
     RUNTIME
         .workers
         .get_or_init(config::workers_from_env)
+        .clone()
+        .map_err(|e| Failure::Fault(e.to_string()))
+}
+
+/// Whether kernels may touch the guard zones around allocations (the default, as a GPU
+/// tolerates reads a little outside an allocation) or fault there (`CUDA_FLUX_CPU_MEMCHECK=1`).
+pub fn memcheck() -> Result<bool> {
+    RUNTIME
+        .memcheck
+        .get_or_init(config::memcheck_from_env)
         .clone()
         .map_err(|e| Failure::Fault(e.to_string()))
 }
@@ -213,6 +225,8 @@ struct LaunchEnvironment {
     /// The grid workspace of a cooperative launch (0 otherwise), which CUDA's cooperative
     /// groups find through `%envreg1`/`%envreg2`: `this_grid().is_valid()`, `grid.sync()`.
     grid_workspace: u64,
+    /// `CUDA_FLUX_CPU_MEMCHECK=1`: guard zones are not accessible.
+    memcheck: bool,
 }
 
 /// Bytes of a grid workspace: cooperative groups' `grid_workspace { unsigned wsSize; unsigned
@@ -222,6 +236,7 @@ const GRID_WORKSPACE_BYTES: usize = 16;
 impl Environment for LaunchEnvironment {
     fn global_accessible(&self, address: u64, len: u64) -> bool {
         self.memory.contains(address, len)
+            || (!self.memcheck && self.memory.contains_guarded(address, len))
     }
 
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture> {
@@ -389,17 +404,37 @@ unsafe fn launch_with(
         resident_ctas,
     };
     let environment = LaunchEnvironment {
-        memory,
+        memory: Arc::clone(&memory),
         objects,
         references,
         grid_workspace,
+        memcheck: memcheck()?,
     };
     let _work = work_shared();
     let collector = stats::collector();
     let start = collector.map(|_| Instant::now());
     // SAFETY: the arguments are the program's; the environment lists memory that stays
     // allocated while `_work` is held.
-    let executed = unsafe { program.launch(&function.name, &config, &args, &environment) }?;
+    let executed = unsafe { program.launch(&function.name, &config, &args, &environment) }
+        .map_err(|error| match error {
+            // Say which kernel and which allocation, as compute-sanitizer does.
+            SimError::InvalidAddress { address, .. }
+            | SimError::MisalignedAddress { address, .. } => {
+                let near = memory
+                    .describe(address)
+                    .map_or_else(String::new, |where_| format!(": {where_}"));
+                let strict = if environment.memcheck {
+                    format!(" ({}=1)", config::MEMCHECK_VAR)
+                } else {
+                    String::new()
+                };
+                Failure::Fault(format!(
+                    "{error} in kernel `{}`{near}{strict}",
+                    function.name
+                ))
+            }
+            other => Failure::from(other),
+        })?;
     if let (Some(collector), Some(start)) = (collector, start) {
         let kernel_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         collector.record(

@@ -904,6 +904,40 @@ int main() {
 }
 
 #[test]
+fn the_strict_memory_mode_reports_what_a_gpu_tolerates_like_compute_sanitizer() {
+    // Issue 13, class c: corpus/near_bounds.cu reads the row above an image and x[-1], which
+    // a GPU (and the CPU target by default: the corpus run) tolerates; CUDA_FLUX_CPU_MEMCHECK=1
+    // reports the first such read with the kernel, the thread and the allocation.
+    let dir = scratch("cpu-target-memcheck");
+    let program = dir.join("near_bounds");
+    build_cpu(
+        &[support::repo_root().join("corpus/near_bounds.cu")],
+        &program,
+        &[],
+    )
+    .unwrap();
+    let (output, profile) = run(&program, &[("CUDA_FLUX_CPU_MEMCHECK", "1")]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: invalid global address")
+            && stderr.contains("thread (")
+            && stderr.contains("in kernel `_Z16vertical_stencil")
+            && stderr.contains(" bytes before the 1920-byte allocation at 0x")
+            && stderr.contains("(CUDA_FLUX_CPU_MEMCHECK=1)"),
+        "{stderr}"
+    );
+    assert!(profile.is_none());
+    let (output, _) = run(&program, &[("CUDA_FLUX_CPU_MEMCHECK", "on")]).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "cuda-flux cpu: CUDA_FLUX_CPU_MEMCHECK must be 0 or 1, not `on`"
+    );
+}
+
+#[test]
 fn a_misaligned_access_is_a_fault_as_on_a_gpu() {
     // Issue 14, item 5: an int read at +1 of a float buffer succeeded silently on the CPU target.
     let dir = scratch("cpu-target-misaligned");
