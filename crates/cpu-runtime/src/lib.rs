@@ -29,5 +29,6 @@ pub mod registry;
 pub mod stats;
 
 mod api;
+mod arrays;
 mod error_table;
 mod runtime;

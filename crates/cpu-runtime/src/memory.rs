@@ -30,6 +30,8 @@ pub enum MemoryKind {
     Device,
     /// `cudaMallocManaged`.
     Managed,
+    /// `cudaMallocArray`, `cudaMalloc3DArray`: a CUDA array's texels.
+    Array,
     /// `cudaMallocHost`, `cudaHostAlloc`: pinned host memory, mapped (unified addressing).
     Host,
     /// `cudaHostRegister`: the program's memory, not owned here.
@@ -43,7 +45,7 @@ impl MemoryKind {
     pub fn owned(self) -> bool {
         matches!(
             self,
-            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Host
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Host | MemoryKind::Array
         )
     }
 
@@ -51,7 +53,7 @@ impl MemoryKind {
     pub fn memory_type(self) -> i32 {
         match self {
             MemoryKind::Host | MemoryKind::Registered => 1,
-            MemoryKind::Device | MemoryKind::Symbol(_) => 2,
+            MemoryKind::Device | MemoryKind::Array | MemoryKind::Symbol(_) => 2,
             MemoryKind::Managed => 3,
         }
     }

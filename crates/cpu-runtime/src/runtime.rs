@@ -67,7 +67,7 @@ pub fn registry() -> MutexGuard<'static, Registry> {
 }
 
 /// Held while device memory is in use by a launch or a copy.
-fn work_shared() -> RwLockReadGuard<'static, ()> {
+pub fn work_shared() -> RwLockReadGuard<'static, ()> {
     RUNTIME.work.read().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -802,6 +802,7 @@ pub fn linear_texture(
         channels,
         bits_per_channel: bits,
         normalized_float: normalized_read && kind != ChannelKind::Float,
+        sampling: None,
     })
 }
 
@@ -854,6 +855,7 @@ pub fn reset_device() {
             registry.streams.clear();
             registry.events.clear();
             registry.texture_objects = Arc::default();
+            registry.arrays.clear();
             for reference in registry.textures.values_mut() {
                 reference.bound = None;
             }

@@ -92,8 +92,9 @@ pub enum ChannelKind {
     Float,
 }
 
-/// Linear memory bound to a texture (`cudaResourceTypeLinear` / `cudaBindTexture`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Memory bound to a texture: linear memory (`cudaResourceTypeLinear` / `cudaBindTexture`),
+/// a CUDA array or pitched 2-D memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Texture {
     /// Host address of texel 0.
     pub base: u64,
@@ -106,6 +107,40 @@ pub struct Texture {
     pub bits_per_channel: u8,
     /// `cudaReadModeNormalizedFloat`: integer texels read as floats in [0, 1] / [-1, 1].
     pub normalized_float: bool,
+    /// How a fetch by coordinates samples the texels (CUDA arrays, pitched 2-D memory);
+    /// `None` for linear memory fetched by texel index (`tex1Dfetch`: no addressing, no
+    /// filtering, zeros outside).
+    pub sampling: Option<Sampling>,
+}
+
+/// `cudaTextureAddressMode`: what a coordinate outside the texture reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressMode {
+    Wrap,
+    Clamp,
+    Mirror,
+    Border,
+}
+
+/// The geometry and sampler state of a texture read by coordinates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// Dimensions (1, 2 or 3) and the extent in texels of each (unused ones 1).
+    pub dims: u8,
+    pub extent: [u32; 3],
+    /// Bytes from one row to the next, and from one 2-D slice to the next.
+    pub row_pitch: u64,
+    pub slice_pitch: u64,
+    /// Per dimension. Without normalized coordinates, wrap and mirror act as clamp (as on a
+    /// GPU).
+    pub address: [AddressMode; 3],
+    /// `cudaFilterModeLinear`: float results interpolate between the nearest texels, with
+    /// weights in 1/256 steps (the GPU's 9-bit fixed point).
+    pub linear_filter: bool,
+    /// Coordinates in [0, 1) rather than in texels.
+    pub normalized_coords: bool,
+    /// What border addressing reads (texture objects' `borderColor`; 0 for references).
+    pub border: [f32; 4],
 }
 
 /// What a launch may touch outside the program: provided by the CPU runtime.
