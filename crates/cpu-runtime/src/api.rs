@@ -54,6 +54,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> T {
 /// Runs an API call: its failure becomes the thread's last error and its return code; a
 /// fault ends the process.
 fn api(f: impl FnOnce() -> Result<()>) -> Code {
+    crate::libraries::note_once();
     match guarded(f) {
         Ok(()) => SUCCESS,
         Err(Failure::Api(error)) => error::record(Err(error)),

@@ -31,4 +31,5 @@ pub mod stats;
 mod api;
 mod arrays;
 mod error_table;
+mod libraries;
 mod runtime;

@@ -147,6 +147,7 @@ pub fn register_image(images: Vec<ptx_sim::image::ArchPtx>, handle: usize) -> Re
     // Reads CUDA_FLUX_CPU_STATS before `main`: the file is written at exit even if nothing is
     // launched.
     stats::collector();
+    crate::libraries::note_once();
     let mut registry = registry();
     let module = registry
         .add_module(images)

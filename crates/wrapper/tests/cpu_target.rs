@@ -1186,6 +1186,46 @@ int main() {
 }
 
 #[test]
+fn a_program_using_a_library_with_kernels_we_did_not_compile_is_told_once() {
+    // Issue 13, class g: SHOC GEMM calls cuBLAS, whose kernels are GPU code inside the
+    // library; on the CPU target cublasCreate fails, and the run used to say nothing.
+    let dir = scratch("cpu-target-cublas");
+    let source = dir.join("blas.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+#include <cublas_v2.h>
+__global__ void fill(float* a) { a[threadIdx.x] = 1.0f; }
+int main() {
+    float* a = nullptr;
+    cudaMalloc(&a, 16 * sizeof(float));
+    fill<<<1, 16>>>(a);
+    cudaDeviceSynchronize();
+    cublasHandle_t handle;
+    cublasStatus_t status = cublasCreate(&handle);
+    std::printf("cublasCreate %d\n", (int)status);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("blas");
+    build_cpu(&[source], &program, &["-lcublas"]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: this program loads libcublas.so")
+            && stderr.contains("whose kernels cuda-flux does not compile"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("cublasCreate 0"));
+    // The program's own kernel is profiled as usual.
+    assert!(profile.is_some_and(|p| p["kernels"].as_array().is_some_and(|k| k.len() == 1)));
+}
+
+#[test]
 fn a_bad_target_value_is_one_line() {
     let output = driver()
         .args(["--cuda-flux-target=tpu", "k.cu"])
