@@ -1,10 +1,11 @@
 // gpu_scheduling.cu — two things real programs rely on that the CUDA programming model does
 // not promise, but every GPU does:
 //   1. neighbour_race: warps of a CTA advance together. Each warp posts a value to shared
-//      memory first thing, computes for a while, then reads the value its neighbour warp
-//      posted — without a barrier. A race, which a GPU masks: every warp posts long before
-//      any finishes the loop. (An emulator that runs one warp far ahead of the others, e.g.
-//      16,384 instructions at a time, reads stale shared memory instead.)
+//      memory first thing, computes for a while (a loop of dependent global loads), then
+//      reads the value its neighbour warp posted — without a barrier. A race, which a GPU
+//      masks: every warp posts long before any finishes the loop. (An emulator that runs one
+//      warp far ahead of the others, e.g. 16,384 instructions at a time, reads stale shared
+//      memory instead.)
 //   2. persistent_meet: as many CTAs run at once as the device reports it holds
 //      (occupancy x multiprocessors). A grid of exactly that many CTAs meets at an
 //      inter-block barrier of its own — a global counter each CTA increments and then spins
@@ -12,12 +13,13 @@
 #include "witness.cuh"
 #include <vector>
 
-__global__ void neighbour_race(int rounds, int* posted_seen, unsigned* sink) {
+__global__ void neighbour_race(int rounds, const unsigned* table, int* posted_seen,
+                               unsigned* sink) {
     __shared__ volatile int posted[32];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     if (lane == 0) posted[warp] = 1000 * blockIdx.x + warp + 1;
     unsigned acc = threadIdx.x;
-    for (int r = 0; r < rounds; ++r) acc = acc * 1664525u + 1013904223u;
+    for (int r = 0; r < rounds; ++r) acc = acc * 1664525u + table[(acc >> 9) % 64];
     int seen = posted[(warp + 1) % warps];
     if (lane == 0) {
         witness();
@@ -45,12 +47,16 @@ int main() {
     witness_reset();
 
     // 1. Neighbour race.
-    const int blocks = 6, threads = 256, warps = threads / 32, rounds = 3000;
+    const int blocks = 6, threads = 256, warps = threads / 32, rounds = 1000;
+    std::vector<unsigned> table(64);
+    for (int i = 0; i < 64; ++i) table[i] = 1013904223u + 7919u * i;
     int* d_seen;
-    unsigned* d_sink;
+    unsigned *d_sink, *d_table;
     CHECK(cudaMalloc(&d_seen, blocks * warps * sizeof(int)));
     CHECK(cudaMalloc(&d_sink, blocks * threads * sizeof(unsigned)));
-    neighbour_race<<<blocks, threads>>>(rounds, d_seen, d_sink);
+    CHECK(cudaMalloc(&d_table, 64 * sizeof(unsigned)));
+    CHECK(cudaMemcpy(d_table, table.data(), 64 * sizeof(unsigned), cudaMemcpyHostToDevice));
+    neighbour_race<<<blocks, threads>>>(rounds, d_table, d_seen, d_sink);
     CHECK_LAUNCH();
     std::vector<int> seen(blocks * warps);
     std::vector<unsigned> sink(blocks * threads);
@@ -67,7 +73,7 @@ int main() {
             }
     for (int t = 0; t < blocks * threads; ++t) {
         unsigned acc = (unsigned)(t % threads);
-        for (int r = 0; r < rounds; ++r) acc = acc * 1664525u + 1013904223u;
+        for (int r = 0; r < rounds; ++r) acc = acc * 1664525u + table[(acc >> 9) % 64];
         if (sink[t] != acc) ++bad;
     }
 
@@ -88,6 +94,7 @@ int main() {
     witness_report();
     CHECK(cudaFree(d_seen));
     CHECK(cudaFree(d_sink));
+    CHECK(cudaFree(d_table));
     CHECK(cudaFree(d_met));
     return report_result(bad, "posted values seen by neighbour warps, CTAs met");
 }

@@ -406,6 +406,11 @@ pub(crate) struct Inst {
     pub line: u32,
     /// Index of the statement in the function body (for the instruction's text in errors).
     pub statement: u32,
+    /// A load, store or atomic (not `red`) on global, shared or generic memory: an access
+    /// other warps can see, where the scheduler may switch warps. (Counter code has none:
+    /// it reduces with `red` and reads its base from `.param`, so instrumentation does not
+    /// move the switches.)
+    pub visible: bool,
 }
 
 /// A parameter's place: kernel parameter buffer offset, or frame offset for device functions.
@@ -663,12 +668,18 @@ pub(crate) fn decode_function(
                         }
                     },
                 };
+                let visible = matches!(instruction.opcode.base(), "ld" | "ldu" | "st" | "atom")
+                    && !matches!(
+                        instruction.facts.state_space,
+                        Some(StateSpace::Param | StateSpace::Local | StateSpace::Const)
+                    );
                 code.push(Inst {
                     op,
                     guard,
                     guard_negated,
                     line,
                     statement: statement_index as u32,
+                    visible,
                 });
             }
         }
@@ -680,6 +691,7 @@ pub(crate) fn decode_function(
         guard_negated: false,
         line: lines.line(function.statements().last().and_then(|s| s.source_offset())),
         statement: u32::MAX,
+        visible: false,
     });
     crate::cfg::assign_reconvergence(&mut code);
     let mut used_shared = decoder.used_shared;

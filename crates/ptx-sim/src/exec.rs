@@ -57,8 +57,14 @@ pub(crate) struct Exec<'a, 'w> {
     columns: [[u64; 32]; 4],
 }
 
-/// Runs `warp` for at most `budget` warp instructions.
-pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<Yield, SimError> {
+/// Runs `warp` for at most `budget` warp instructions, and at most `visible` loads, stores and
+/// atomics other warps can see ([`crate::decode::Inst::visible`]).
+pub(crate) fn run(
+    cta: &CtaContext<'_>,
+    warp: &mut Warp,
+    budget: u64,
+    visible: u64,
+) -> Result<Yield, SimError> {
     let program = cta.launch.program;
     let Some(frame) = warp.frames.last() else {
         warp.state = WarpState::Done;
@@ -74,7 +80,7 @@ pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<
         local_base,
         columns: [[0; 32]; 4],
     };
-    exec.run(budget)
+    exec.run(budget, visible)
 }
 
 impl<'a> Exec<'a, '_> {
@@ -135,7 +141,7 @@ impl<'a> Exec<'a, '_> {
         &mut self.warp.frames[last]
     }
 
-    fn run(&mut self, mut budget: u64) -> Result<Yield, SimError> {
+    fn run(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -151,7 +157,7 @@ impl<'a> Exec<'a, '_> {
                 frame.stack.pop();
                 continue;
             }
-            if budget == 0 {
+            if budget == 0 || visible == 0 {
                 return Ok(Yield::Slice);
             }
             budget -= 1;
@@ -165,6 +171,7 @@ impl<'a> Exec<'a, '_> {
                 return Err(self.unsupported(pc, "control reached past the end of the function"));
             };
             let exec = self.guard(inst, active);
+            visible -= u64::from(inst.visible);
             self.warp.clock += u64::from(issued);
             self.warp.thread_instructions +=
                 u64::from(if issued { active.count_ones() } else { 0 });

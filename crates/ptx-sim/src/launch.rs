@@ -26,11 +26,18 @@ use crate::program::Program;
 use crate::warp::{Warp, WarpState};
 use crate::{Environment, LaunchConfig, LaunchStats, SimError};
 
-/// Warp instructions a warp runs before the next warp of its CTA gets its turn. Short, so that
-/// warps advance nearly together, as on a GPU: code that races between warps (a warp reading
-/// what another warp writes at about the same point, without a barrier) sees what it sees on
-/// a GPU, and a warp spinning on a flag another warp sets makes progress.
-pub(crate) const SLICE: u64 = 64;
+/// Loads, stores and atomics other warps can see that a warp runs before the next warp of its
+/// CTA gets its turn. Few, so that warps advance nearly together, as on a GPU: code that races
+/// between warps (a warp reading what another warp writes at about the same point, without a
+/// barrier) sees what it sees on a GPU, and a warp spinning on a flag another warp sets makes
+/// progress. Counted in memory accesses rather than instructions so that the schedule, and so
+/// the path of code whose branches depend on it (a contended CAS loop, a spin), is the same
+/// with and without counter code, and with any counter placement.
+pub(crate) const SLICE_ACCESSES: u64 = 8;
+
+/// Warp instructions after which a warp yields even without such accesses (a long loop in
+/// registers).
+pub(crate) const SLICE_INSTRUCTIONS: u64 = 1 << 14;
 
 /// Rounds without a CTA finishing after which a worker makes another CTA resident.
 const ACTIVATE_ROUNDS: u64 = 256;
@@ -39,7 +46,8 @@ const ACTIVATE_ROUNDS: u64 = 256;
 /// CTA takes the grid to make no progress.
 const QUIET_ROUNDS: u64 = 1 << 17;
 
-/// `Worker::cycling` marker of a worker that has no CTA left to run.
+/// `Grid::quiet_since` marker of a worker that has no CTA to run (none left, or no resident
+/// place free).
 const FINISHED: u64 = u64::MAX;
 
 /// Everything the CTAs of one launch share.
@@ -111,13 +119,13 @@ struct Grid {
     /// Per worker: `epoch + 1` while it has seen nothing change since that epoch for
     /// `QUIET_ROUNDS` rounds and cannot add a CTA, 0 while not, [`FINISHED`] when it has
     /// nothing left to run.
-    cycling: Vec<AtomicU64>,
+    quiet_since: Vec<AtomicU64>,
 }
 
 impl Grid {
     /// Whether every worker is quiet since `epoch` or finished, and nothing changed since.
     fn all_stuck(&self, epoch: u64) -> bool {
-        self.cycling.iter().all(|c| {
+        self.quiet_since.iter().all(|c| {
             let v = c.load(Ordering::SeqCst);
             v == FINISHED || v == epoch + 1
         }) && self.epoch.load(Ordering::SeqCst) == epoch
@@ -135,13 +143,13 @@ pub(crate) fn run_grid(launch: &Launch<'_>) -> Result<LaunchStats, SimError> {
         resident: AtomicUsize::new(0),
         resident_limit: launch.config.resident_ctas.max(workers),
         epoch: AtomicU64::new(0),
-        cycling: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+        quiet_since: (0..workers).map(|_| AtomicU64::new(0)).collect(),
     };
     let error: Mutex<Option<SimError>> = Mutex::new(None);
     let stats: Mutex<LaunchStats> = Mutex::new(LaunchStats::default());
     let work = |worker_index: usize| {
         let result = worker_loop(launch, worker_index, &shared);
-        shared.cycling[worker_index].store(FINISHED, Ordering::SeqCst);
+        shared.quiet_since[worker_index].store(FINISHED, Ordering::SeqCst);
         match result {
             Ok(worker_stats) => *stats.lock().unwrap_or_else(|p| p.into_inner()) += worker_stats,
             Err(e) => {
@@ -185,13 +193,21 @@ fn worker_loop(
             return Ok(stats);
         }
         if slots.is_empty() {
-            let index = grid.next.fetch_add(1, Ordering::SeqCst);
-            if index >= grid.total {
-                return Ok(stats);
+            match reserve_cta(grid) {
+                Some(index) => {
+                    grid.quiet_since[worker_index].store(0, Ordering::SeqCst);
+                    slots.push(start_cta(launch, index, spare.pop())?);
+                    busy_rounds = 0;
+                }
+                None if grid.next.load(Ordering::SeqCst) >= grid.total => return Ok(stats),
+                None => {
+                    // Every resident place is taken (by CTAs of other workers): wait for one,
+                    // with nothing of this worker's own that could make progress meanwhile.
+                    grid.quiet_since[worker_index].store(FINISHED, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    continue;
+                }
             }
-            grid.resident.fetch_add(1, Ordering::SeqCst);
-            slots.push(start_cta(launch, index, spare.pop())?);
-            busy_rounds = 0;
         }
         let mut changed = false;
         let mut i = 0;
@@ -233,14 +249,14 @@ fn worker_loop(
         let epoch = grid.epoch.load(Ordering::SeqCst);
         if epoch != seen_epoch {
             (seen_epoch, quiet_rounds) = (epoch, 0);
-            grid.cycling[worker_index].store(0, Ordering::SeqCst);
+            grid.quiet_since[worker_index].store(0, Ordering::SeqCst);
             continue;
         }
         quiet_rounds += 1;
         if quiet_rounds < QUIET_ROUNDS {
             continue;
         }
-        grid.cycling[worker_index].store(epoch + 1, Ordering::SeqCst);
+        grid.quiet_since[worker_index].store(epoch + 1, Ordering::SeqCst);
         if grid.all_stuck(epoch) {
             let started = grid.next.load(Ordering::SeqCst).min(grid.total);
             let name = &launch.program.functions[launch.kernel as usize].name;
@@ -349,7 +365,7 @@ fn run_round(launch: &Launch<'_>, worker: usize, slot: &mut Slot) -> Result<Roun
         }
         ran = true;
         warps[i].wrote = false;
-        let outcome = exec::run(&cta, &mut warps[i], SLICE)?;
+        let outcome = exec::run(&cta, &mut warps[i], SLICE_INSTRUCTIONS, SLICE_ACCESSES)?;
         changed |= warps[i].wrote;
         match outcome {
             Yield::Slice => {}
