@@ -18,7 +18,8 @@ use ptx_lexer::{
 use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, region_flush, shrinking_flush, CountForm, CounterRegisters,
+    function_prologue, guarded, region_flush, shrinking_flush, warp_update, CountForm,
+    CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -50,6 +51,11 @@ pub struct KernelInstrumentation {
     /// (block, from): blocks without a counter whose counts equal those of block `from`
     /// (control equivalence, ARCHITECTURE.md), copied by the runtime.
     pub copied_counts: Vec<(usize, usize)>,
+    /// (block, branch, sibling): `threads(block) = threads(branch) - threads(sibling)`, filled
+    /// in by the runtime after the copies (and the copies once more after them), in order.
+    pub thread_differences: Vec<(usize, usize, usize)>,
+    /// The same for warp counts, where the branch is warp-uniform.
+    pub warp_differences: Vec<(usize, usize, usize)>,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -98,6 +104,8 @@ pub fn instrument_module_with(
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
                     entry_from_launch: false,
                     copied_counts: Vec::new(),
+                    thread_differences: Vec::new(),
+                    warp_differences: Vec::new(),
                 });
             }
         }
@@ -281,6 +289,18 @@ fn instrument_kernel_in(
         .iter()
         .map(|&(b, from)| (offsets[0] as usize + b, offsets[0] as usize + from))
         .collect();
+    let mut thread_differences = Vec::new();
+    let mut warp_differences = Vec::new();
+    let mut add_differences = |plan: &Plan, offset: usize| {
+        for d in &plan.differences {
+            let rule = (offset + d.block, offset + d.branch, offset + d.sibling);
+            thread_differences.push(rule);
+            if d.warps_too {
+                warp_differences.push(rule);
+            }
+        }
+    };
+    add_differences(&plan, offsets[0] as usize);
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
     let counted_here = place_counters(kernel_fn, &regs, offsets[0], &plan)?;
     redirect_calls(kernel_fn, &regs, &clones)?;
@@ -306,6 +326,7 @@ fn instrument_kernel_in(
                 .iter()
                 .map(|&(b, from)| (offset as usize + b, offset as usize + from)),
         );
+        add_differences(&plan, offset as usize);
         let regs = declare_registers(function, plan.counter_registers() as u32)?;
         place_counters(function, &regs, offset, &plan)?;
         redirect_calls(function, &regs, &clones)?;
@@ -332,6 +353,8 @@ fn instrument_kernel_in(
         blocks,
         entry_from_launch,
         copied_counts,
+        thread_differences,
+        warp_differences,
     })
 }
 
@@ -355,13 +378,15 @@ fn place_counters(
     for (b, block) in cfg.blocks.iter().enumerate() {
         let counted_elsewhere =
             plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
-        if !counted_elsewhere {
-            // After the code on edges into it (0) and a loop's flush where lanes meet (1).
-            inserts.push((
-                block.insertion_point(),
-                2,
-                block_update(regs, offset + b as u64),
-            ));
+        // After the code on edges into it (0) and a loop's flush where lanes meet (1).
+        let update = match plan.difference(b) {
+            _ if counted_elsewhere => None,
+            Some(d) if d.warps_too => None,
+            Some(_) => Some(warp_update(regs, offset + b as u64)),
+            None => Some(block_update(regs, offset + b as u64)),
+        };
+        if let Some(update) = update {
+            inserts.push((block.insertion_point(), 2, update));
         }
     }
     let mut exit_labels = 0usize;

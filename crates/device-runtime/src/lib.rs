@@ -1,21 +1,21 @@
 //! `device-runtime`: the counter code cuda-flux runs on the GPU, as PTX.
 //!
 //! Counters are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses
-//! bank `%smid % banks` (the SM it runs on), so that CTAs running at the same time on different
-//! SMs never update the same copy. Where
-//! each block is counted is planned by [`placement`]: loops whose branches are all warp-uniform
-//! are counted in registers on a few edges and flushed once when the warp leaves them
-//! ([`region_flush`]); every other block begins with a warp-aggregated update
-//! ([`block_update`]): the first active lane adds the number of active threads to the block's
-//! thread counter and 1 to its warp counter. The updates use `red` (no result) and predication
-//! instead of branches; only a flush on the taken side of a loop's exit branch gets a block of
-//! its own.
+//! bank `%smid & (banks - 1)` (by the SM it runs on), so that CTAs running at the same time on
+//! different SMs rarely update the same copy. Where each block is counted is planned by
+//! [`placement`]: loops whose branches are all warp-uniform are counted in registers on a few
+//! edges and flushed once when the warp leaves them ([`region_flush`]); every other block begins
+//! with a warp-aggregated update ([`block_update`]): the first active lane adds the number of
+//! active threads to the block's thread counter and 1 to its warp counter ([`warp_update`]:
+//! only the warp counter, where the runtime derives the thread count from the branch before the
+//! block). The updates use `red` (no result) and predication instead of branches; only a flush
+//! on the taken side of a loop's exit branch gets a block of its own.
 //!
-//! The kernel's `banks` parameter carries the bank count in its low 24 bits and the counting
-//! mode in its top byte: 0 counts every thread, 1 only the first CTA (linear id 0), 2 only the
-//! first warp (linear thread id < 32) of that CTA. Threads that are not counted get a null base
-//! address, and every function derives its "counted" predicate from the base, so device
-//! functions need no extra parameter for the mode.
+//! The kernel's `banks` parameter carries the bank mask (the bank count, a power of two, minus
+//! one) in its low 24 bits and the counting mode in its top byte: 0 counts every thread, 1 only
+//! the first CTA (linear id 0), 2 only the first warp (linear thread id < 32) of that CTA.
+//! Threads that are not counted get a null base address, and every function derives its
+//! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
 mod instrument;
 pub mod placement;
@@ -124,11 +124,12 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
 }
 
 /// Computes the bank's base address into `{b64}0` and the lower-lanes mask `{b32}5` from the
-/// kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: bank count, at
-/// least 1, in the low 24 bits; mode in the top byte), for a kernel with `blocks` counted blocks,
-/// and zeroes the loop counters. Runs once, at the top of the kernel. Threads the mode does not
-/// count get a null base and an all-ones mask; the mode's test is skipped by a uniform branch
-/// to `label` when every thread is counted, the common case (11 instructions then).
+/// kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: the bank mask,
+/// bank count - 1 with the count a power of two, in the low 24 bits; mode in the top byte), for
+/// a kernel with `blocks` counted blocks, and zeroes the loop counters. Runs once, at the top
+/// of the kernel. Threads the mode does not count get a null base and an all-ones mask; the
+/// mode's test is skipped by a uniform branch to `label` when every thread is counted, the
+/// common case (10 instructions then).
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
@@ -142,11 +143,11 @@ pub fn entry_prologue(
     let mut code = vec![
         ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
-        // Bank base: counters + (%smid % banks) * blocks * 16.
+        // Bank base: counters + (%smid & mask) * blocks * 16; %smid is below 2^24, so the
+        // mode in the top byte drops out of the `and` (no division: a power-of-two count).
         ins("mov.u32", vec![r(0), special("%smid")]),
         ins("ld.param.u32", vec![r(1), addr(banks_param)]),
-        ins("and.b32", vec![r(2), r(1), Operand::int(0x00FF_FFFF)]),
-        ins("rem.u32", vec![r(2), r(0), r(2)]),
+        ins("and.b32", vec![r(2), r(0), r(1)]),
         ins(
             "mul.wide.u32",
             vec![rd(1), r(2), Operand::int(blocks * COUNTER_PAIR_BYTES)],
@@ -303,6 +304,22 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     code.push(ins("cvt.u64.u32", vec![regs.r64(2), regs.r32(2)]));
     code.extend(leader_adds(regs, block, regs.r64(2), Operand::int(1)));
     code
+}
+
+/// The update at the top of block `block` whose thread count the runtime derives (a side of a
+/// divergent two-way branch, `placement::Difference`): the first active lane adds 1 to its warp
+/// counter only.
+pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
+    let r = |i| regs.r32(i);
+    vec![
+        ins("activemask.b32", vec![r(3)]),
+        ins("and.b32", vec![r(1), r(3), r(LOWER_LANES)]),
+        ins(
+            "setp.eq.u32",
+            vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
+        ),
+        counter_add(regs, 0, block * COUNTER_PAIR_BYTES + 8, Operand::int(1)),
+    ]
 }
 
 /// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it

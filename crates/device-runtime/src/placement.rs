@@ -22,7 +22,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ptx_lexer::{Edge, EdgeKind, Function, FunctionKind, Instruction, Operand, StatementKind};
+use ptx_lexer::{
+    Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand, StatementKind,
+};
 
 /// At most this many counter registers (64-bit) in one function, so that the counting code does
 /// not cost the kernel occupancy; loops beyond it are counted directly.
@@ -773,6 +775,21 @@ pub(crate) struct Plan {
     /// (block, from): blocks whose counts equal those of an earlier block (control
     /// equivalence), copied by the runtime instead of counted.
     pub copies: Vec<(usize, usize)>,
+    /// Blocks whose thread count the runtime derives by flow conservation at a branch.
+    pub differences: Vec<Difference>,
+}
+
+/// One side of a two-way branch: every thread that runs `branch` (a block that calls nothing)
+/// then runs `block` or `sibling`, each entered only from it, so
+/// `threads(block) = threads(branch) - threads(sibling)`. Where the branch is warp-uniform,
+/// every group that runs `branch` runs one of the two whole, and the same holds for warps;
+/// elsewhere the device still counts `block`'s warps (an update without the thread count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Difference {
+    pub block: usize,
+    pub branch: usize,
+    pub sibling: usize,
+    pub warps_too: bool,
 }
 
 impl Plan {
@@ -790,6 +807,11 @@ impl Plan {
     /// Whether block `b`'s counts are copied from another block's by the runtime.
     pub fn copied(&self, b: usize) -> bool {
         self.copies.iter().any(|&(block, _)| block == b)
+    }
+
+    /// The difference that derives block `b`'s thread count, if one does.
+    pub fn difference(&self, b: usize) -> Option<&Difference> {
+        self.differences.iter().find(|d| d.block == b)
     }
 
     fn in_region(&self, b: usize) -> bool {
@@ -862,8 +884,75 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     }
     if placement == Placement::Derived {
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
+        plan.differences = differences(function, &cfg, &divergence, &plan);
     }
     plan
+}
+
+/// The sides of two-way branches whose thread counts follow from the branch's and the other
+/// side's ([`Difference`]). The runtime fills blocks in this order: the entry from the launch,
+/// the copies, the differences (in list order), the copies again; so a difference's inputs are
+/// counted on the device, from the launch, or copied from such a block, never derived by a
+/// difference (nor copied from one).
+fn differences(
+    function: &Function,
+    cfg: &Cfg,
+    divergence: &Divergence,
+    plan: &Plan,
+) -> Vec<Difference> {
+    let statements = function.statements();
+    let mut differences: Vec<Difference> = Vec::new();
+    let source = |b: usize| {
+        plan.copies
+            .iter()
+            .find(|c| c.0 == b)
+            .map_or(b, |&(_, from)| from)
+    };
+    let known = |b: usize, differences: &[Difference]| {
+        let b = source(b);
+        !differences.iter().any(|d| d.block == b)
+    };
+    for branch in 0..cfg.blocks.len() {
+        let [first, second] = cfg.succs[branch][..] else {
+            continue;
+        };
+        let instructions: Vec<&Instruction> = cfg.blocks[branch]
+            .instructions
+            .iter()
+            .filter_map(|&s| statements[s].as_instruction())
+            .collect();
+        let ends_in_conditional_branch = instructions
+            .last()
+            .is_some_and(|i| i.opcode.base() == "bra" && i.guard.is_some());
+        let calls = instructions.iter().any(|i| i.opcode.base() == "call");
+        if !ends_in_conditional_branch || calls || !known(branch, &differences) {
+            continue;
+        }
+        let free =
+            |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
+        // The side that would need a counter of its own, the other one known.
+        for (block, sibling) in [(second, first), (first, second)] {
+            let only_from_branch = |b: usize| cfg.preds[b][..] == [branch];
+            if block == 0
+                || free(block)
+                || !only_from_branch(block)
+                || !only_from_branch(sibling)
+                || !known(sibling, &differences)
+                || differences.iter().any(|d| {
+                    d.branch == branch || source(d.branch) == block || source(d.sibling) == block
+                })
+            {
+                continue;
+            }
+            differences.push(Difference {
+                block,
+                branch,
+                sibling,
+                warps_too: !divergence.divergent_branch[branch],
+            });
+        }
+    }
+    differences
 }
 
 /// Functions with more blocks keep a counter at the top of every block: the analyses below grow
@@ -926,33 +1015,108 @@ fn same_counts(
         }
         seen
     };
-    let mut copies = Vec::new();
-    for block in 1..n {
-        if plan.derived(block) || idoms[block].is_none() {
-            continue;
-        }
+    // `a` (a dominator of `block`) runs exactly as often as `block`, with the same groups;
+    // then also the blocks `a` reaches before `block`.
+    let equivalent = |a: usize, block: usize| -> Option<Vec<bool>> {
         let block_loops = loops_of(block);
-        let mut found = None;
+        if !post_dominates(block, a) || loops_of(a) != block_loops {
+            return None;
+        }
+        // What runs between `a` and `block`; whether a cycle through one misses the other.
+        let after_a = reached_avoiding(a, block);
+        let cycles_apart =
+            !block_loops.is_empty() && (after_a[a] || reached_avoiding(block, a)[block]);
+        let calls_between = has_call[a] || (0..n).any(|x| after_a[x] && has_call[x]);
+        (!cycles_apart && !calls_between).then_some(after_a)
+    };
+    let dominators = |block: usize| {
+        let mut chain = Vec::new();
         let mut a = block;
         for _ in 0..32 {
             match idoms[a] {
                 Some(d) if d != a => a = d,
                 _ => break,
             }
-            if !post_dominates(block, a) || loops_of(a) != block_loops {
-                continue;
-            }
-            // What runs between `a` and `block`; whether a cycle through one misses the other.
-            let after_a = reached_avoiding(a, block);
-            let cycles_apart =
-                !block_loops.is_empty() && (after_a[a] || reached_avoiding(block, a)[block]);
-            let calls_between = has_call[a] || (0..n).any(|x| after_a[x] && has_call[x]);
-            if !cycles_apart && !calls_between {
-                found = Some(a);
-            }
+            chain.push(a);
         }
-        if let Some(from) = found {
+        chain
+    };
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    let reachable = |block: usize| idoms[block].is_some();
+    for block in 1..n {
+        if plan.derived(block) || !reachable(block) {
+            continue;
+        }
+        // The earliest such dominator.
+        let from = dominators(block)
+            .into_iter()
+            .rev()
+            .find(|&a| equivalent(a, block).is_some());
+        if let Some(from) = from {
             copies.push((block, from));
+        }
+    }
+    // Blocks entered only from a branch on the same predicate, same side, as an earlier
+    // equivalent branch, with the predicate not written in between: the same lanes of the
+    // same groups take that side of both.
+    let is_register = |name: &str| function.declares_register(name);
+    let writes = |b: usize, register: &str| {
+        cfg.blocks[b].instructions.iter().any(|&s| {
+            statements[s].as_instruction().is_some_and(|i| {
+                defs_and_uses(i, &is_register)
+                    .0
+                    .iter()
+                    .any(|d| d.as_str() == register)
+            })
+        })
+    };
+    // (predicate, negated, taken side) of the conditional `bra` that is the only way into `b`.
+    let entered_by = |b: usize| -> Option<(usize, Guard, bool)> {
+        let [x] = cfg.preds[b][..] else { return None };
+        if cfg.succs[x].len() != 2 {
+            return None;
+        }
+        let branch = cfg.blocks[x]
+            .instructions
+            .last()
+            .and_then(|&s| statements[s].as_instruction())
+            .filter(|i| i.opcode.base() == "bra")?;
+        let guard = branch.guard.clone()?;
+        let target = branch.branch_targets().next()?;
+        let taken = cfg.blocks[b].label.as_deref() == Some(target);
+        Some((x, guard, taken))
+    };
+    for block in 1..n {
+        if plan.derived(block) || !reachable(block) || copies.iter().any(|c| c.0 == block) {
+            continue;
+        }
+        let Some((x2, guard, taken)) = entered_by(block) else {
+            continue;
+        };
+        let earlier = dominators(x2).into_iter().find_map(|x1| {
+            let between = equivalent(x1, x2)?;
+            let unwritten = !writes(x2, &guard.predicate)
+                && (0..n).all(|x| !between[x] || !writes(x, &guard.predicate));
+            let twin = cfg.succs[x1].iter().copied().find(|&s| {
+                s != block
+                    && entered_by(s).is_some_and(|(x, g, t)| x == x1 && g == guard && t == taken)
+            })?;
+            unwritten.then_some(twin)
+        });
+        if let Some(twin) = earlier {
+            copies.push((block, twin));
+        }
+    }
+    // Every copy from a block the device counts (or the launch does), so that the runtime's
+    // one pass fills them in any order. Chains end: a `from` dominates its block, or is
+    // entered from a strict dominator of the branch that enters it.
+    let sources: Vec<(usize, usize)> = copies.clone();
+    for copy in &mut copies {
+        for _ in 0..n {
+            match sources.iter().find(|c| c.0 == copy.1) {
+                Some(&(_, from)) => copy.1 = from,
+                None => break,
+            }
         }
     }
     copies
@@ -1281,6 +1445,79 @@ mod tests {
             ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n{body}\n}}\n"
         );
         ptx_lexer::parse(ptx).unwrap()
+    }
+
+    /// Blocks: 0 entry (guard), 1 first guarded, 2 `$L1` (second guard), 3 second guarded,
+    /// 4 `$L2` (ret); `between` goes into block 2, before the second branch.
+    fn guarded_twice(between: &str) -> Plan {
+        let m = function(&format!(
+            "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n{between}\t@%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;"
+        ));
+        plan(m.function("k").unwrap(), Placement::Derived, false)
+    }
+
+    #[test]
+    fn a_block_behind_a_second_branch_on_the_same_predicate_copies_the_first() {
+        // The same lanes of the same groups skip both stores.
+        assert!(guarded_twice("").copies.contains(&(3, 1)));
+    }
+
+    #[test]
+    fn a_predicate_written_between_the_branches_keeps_the_second_block_counted() {
+        let plan = guarded_twice("\tsetp.ge.u32 %p2, %r1, 7;\n");
+        assert!(!plan.copied(3), "{:?}", plan.copies);
+        // A guarded write may change it too.
+        let plan = guarded_twice("\t@%p1 setp.ge.u32 %p2, %r1, 7;\n");
+        assert!(!plan.copied(3), "{:?}", plan.copies);
+    }
+
+    #[test]
+    fn the_other_side_of_the_second_branch_is_not_a_copy_of_the_first_side() {
+        // Negated: the second guarded block runs where the first does not.
+        let m = function(
+            "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n\t@!%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;",
+        );
+        let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
+        assert!(!plan.copied(3), "{:?}", plan.copies);
+    }
+
+    /// Blocks: 0 entry (branch on `condition`), 1 then, 2 `$ELSE`, 3 `$JOIN`.
+    fn if_else(condition: &str) -> Plan {
+        let m = function(&format!(
+            "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
+        ));
+        plan(m.function("k").unwrap(), Placement::Derived, false)
+    }
+
+    #[test]
+    fn one_side_of_a_divergent_if_else_derives_its_threads_from_the_other() {
+        let plan = if_else("%r1");
+        assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
+        let d = plan.differences[0];
+        assert_eq!(d.branch, 0);
+        assert_eq!([d.block.min(d.sibling), d.block.max(d.sibling)], [1, 2]);
+        // Lanes split: both sides may run in one warp, so warps are still counted.
+        assert!(!d.warps_too);
+        // The join runs as often as the entry.
+        assert!(plan.copies.contains(&(3, 0)));
+    }
+
+    #[test]
+    fn one_side_of_a_uniform_if_else_derives_threads_and_warps() {
+        let plan = if_else("%r4");
+        assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
+        assert!(plan.differences[0].warps_too);
+    }
+
+    #[test]
+    fn a_branch_block_that_calls_derives_nothing() {
+        // The callee could end the thread: not every thread that starts the block branches.
+        let m = ptx_lexer::parse(
+            ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{\n\tret;\n}\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, %r1, %r4;\n\tcall f;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;\n}\n",
+        )
+        .unwrap();
+        let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
+        assert!(plan.differences.is_empty(), "{:?}", plan.differences);
     }
 
     #[test]

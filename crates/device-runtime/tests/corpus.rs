@@ -183,11 +183,17 @@ fn every_corpus_kernel_instruments_and_assembles() {
                         .map(|o| (f.name().to_string(), o))
                 })
                 .collect();
-            // ...except a kernel entry that the runtime counts from the launch, and blocks whose
-            // counts it copies from another block.
+            // ...except a kernel entry that the runtime counts from the launch, blocks whose
+            // counts it copies from another block, and the sides of branches whose thread
+            // counts it derives (their warps are counted at offset 8 where still needed).
             let expected: usize = results
                 .iter()
-                .map(|r| r.blocks.len() - usize::from(r.entry_from_launch) - r.copied_counts.len())
+                .map(|r| {
+                    r.blocks.len()
+                        - usize::from(r.entry_from_launch)
+                        - r.copied_counts.len()
+                        - r.thread_differences.len()
+                })
                 .sum();
             if updated.len() != expected {
                 return Err(format!(
@@ -344,16 +350,21 @@ fn counter_offset(i: &Instruction) -> Option<u64> {
     }
 }
 
-/// The thread-counter offset of the update at the top of `block`, if it has one: the last
-/// update in the counter code (instructions not from the original) that follows its label.
-fn top_update_offset(function: &ptx_lexer::Function, block: &ptx_lexer::BasicBlock) -> Option<u64> {
+/// The counter pair of the update at the top of `block`, if it has one, and whether that
+/// update counts threads too (else warps only): the last update in the counter code
+/// (instructions not from the original) that follows its label.
+fn top_update_offset(
+    function: &ptx_lexer::Function,
+    block: &ptx_lexer::BasicBlock,
+) -> Option<(u64, bool)> {
     let offsets: Vec<u64> = function.statements()[block.insertion_point()..]
         .iter()
         .take_while(|s| !s.is_from_source() && s.as_label().is_none())
         .filter_map(|s| s.as_instruction().and_then(counter_offset))
         .collect();
     match offsets[..] {
-        [.., threads, warps] if warps == threads + 8 => Some(threads),
+        [.., threads, warps] if warps == threads + 8 => Some((threads, true)),
+        [.., warps] if warps % 16 == 8 => Some((warps - 8, false)),
         _ => None,
     }
 }
@@ -420,11 +431,21 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     let offset = top_update_offset(copy, block);
                     let from_launch = start + i == 0 && result.entry_from_launch;
                     let copied = result.copied_counts.iter().any(|&(b, _)| b == start + i);
+                    let derived_by = |rules: &[(usize, usize, usize)]| {
+                        rules.iter().any(|&(b, _, _)| b == start + i)
+                    };
+                    let threads_derived = derived_by(&result.thread_differences);
+                    let warps_derived = derived_by(&result.warp_differences);
+                    let updated_here = |pair: u64| offset.is_some_and(|(o, _)| o == pair);
                     // (A loop's flush may sit at the top of the block that follows it.)
-                    let counted = if from_launch || copied {
-                        offset != Some(pair) && !flushed.contains(&pair)
+                    let counted = if from_launch || copied || warps_derived {
+                        !updated_here(pair)
+                            && !flushed.contains(&pair)
+                            && !flushed.contains(&(pair + 8))
+                    } else if threads_derived {
+                        offset == Some((pair, false)) && !flushed.contains(&pair)
                     } else {
-                        offset == Some(pair)
+                        offset == Some((pair, true))
                             || (flushed.contains(&pair) && flushed.contains(&(pair + 8)))
                     };
                     if !counted {

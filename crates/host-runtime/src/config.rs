@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// Counter banks when `CUDA_FLUX_BANKS` is not set or not valid.
+/// Counter banks when `CUDA_FLUX_BANKS` is not set or not valid. Bank counts are powers of two,
+/// so that the device picks its bank with a mask (`%smid & (banks - 1)`), not a division.
 pub const DEFAULT_BANKS: u32 = 32;
 /// The largest accepted `CUDA_FLUX_BANKS`.
 pub const MAX_BANKS: u32 = 4096;
@@ -52,7 +53,7 @@ pub struct Config {
     pub output: PathBuf,
     /// Which threads are counted (`CUDA_FLUX_MODE`).
     pub mode: Mode,
-    /// Counter banks per launch, 1..=[`MAX_BANKS`].
+    /// Counter banks per launch, a power of two in 1..=[`MAX_BANKS`].
     pub banks: u32,
     /// Substrings of the kernels to profile; `None` profiles every kernel.
     pub kernels: Option<Vec<String>>,
@@ -125,10 +126,10 @@ impl Config {
         let banks = match get("CUDA_FLUX_BANKS") {
             None => DEFAULT_BANKS,
             Some(value) => match value.to_str().and_then(|v| v.parse::<u32>().ok()) {
-                Some(banks) if (1..=MAX_BANKS).contains(&banks) => banks,
+                Some(banks) if (1..=MAX_BANKS).contains(&banks) && banks.is_power_of_two() => banks,
                 _ => {
                     messages.push(format!(
-                        "cuda-flux: CUDA_FLUX_BANKS='{}' is not an integer from 1 to {MAX_BANKS}; using {DEFAULT_BANKS}",
+                        "cuda-flux: CUDA_FLUX_BANKS='{}' is not a power of two from 1 to {MAX_BANKS}; using {DEFAULT_BANKS}",
                         value.to_string_lossy()
                     ));
                     DEFAULT_BANKS
@@ -244,11 +245,12 @@ mod tests {
             (
                 "CUDA_FLUX_BANKS",
                 "abc",
-                "CUDA_FLUX_BANKS='abc' is not an integer from 1 to 4096; using 32",
+                "CUDA_FLUX_BANKS='abc' is not a power of two from 1 to 4096; using 32",
             ),
             ("CUDA_FLUX_BANKS", "0", "CUDA_FLUX_BANKS='0' is not"),
             ("CUDA_FLUX_BANKS", "-3", "CUDA_FLUX_BANKS='-3' is not"),
             ("CUDA_FLUX_BANKS", "4097", "CUDA_FLUX_BANKS='4097' is not"),
+            ("CUDA_FLUX_BANKS", "3", "CUDA_FLUX_BANKS='3' is not"),
             ("CUDA_FLUX_BANKS", " 8", "CUDA_FLUX_BANKS=' 8' is not"),
             (
                 "CUDA_FLUX_BANKS",

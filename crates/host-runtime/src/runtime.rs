@@ -505,11 +505,12 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        // The clone's `banks` parameter: the bank count, with the counting mode in the top
-        // byte (banks are at most 4096). The harvest folds `self.config.banks` banks, never
-        // this packed value.
+        // The clone's `banks` parameter (device-runtime's `entry_prologue`): the bank mask
+        // (bank count - 1, a power of two at most 4096), with the counting mode in the top
+        // byte. The harvest folds `self.config.banks` banks, never this packed value.
         let banks = self.config.banks as usize;
-        let mut banks_param: u32 = self.config.banks | (self.config.mode().device_code() << 24);
+        let mut banks_param: u32 =
+            (self.config.banks - 1) | (self.config.mode().device_code() << 24);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks_param as *mut u32).cast(),
@@ -940,7 +941,7 @@ impl<C: Cuda> Runtime<C> {
     }
 
     /// Fills in the counts of the blocks the device does not count (see the snapshot): the
-    /// entry block's from the launch, then the copies.
+    /// entry block's from the launch, then the copies, the differences and the copies again.
     fn fill_uncounted_blocks(
         &self,
         state: &State,
@@ -962,17 +963,46 @@ impl<C: Cuda> Runtime<C> {
                 warps[0] = entry_warps;
             }
         }
-        for &[block, from] in &variant.snapshot.copied_counts {
-            if block >= threads.len() || from >= threads.len() {
-                return Err(format!(
-                    "the snapshot copies counts between blocks {from} and {block} of {}",
-                    threads.len()
-                ));
+        let snapshot = &variant.snapshot;
+        let copy = |threads: &mut [u64], warps: &mut [u64]| {
+            for &[block, from] in &snapshot.copied_counts {
+                if block >= threads.len() || from >= threads.len() {
+                    return Err(format!(
+                        "the snapshot copies counts between blocks {from} and {block} of {}",
+                        threads.len()
+                    ));
+                }
+                threads[block] = threads[from];
+                warps[block] = warps[from];
             }
-            threads[block] = threads[from];
-            warps[block] = warps[from];
+            Ok(())
+        };
+        copy(threads, warps)?;
+        for (counts, rules) in [
+            (&mut *threads, &snapshot.thread_differences),
+            (&mut *warps, &snapshot.warp_differences),
+        ] {
+            for &[block, branch, sibling] in rules {
+                let value = |b: usize| {
+                    counts.get(b).copied().ok_or_else(|| {
+                        format!(
+                            "the snapshot derives block {block} from blocks {branch} and \
+                             {sibling} of {}",
+                            counts.len()
+                        )
+                    })
+                };
+                let difference = value(branch)?.checked_sub(value(sibling)?).ok_or_else(|| {
+                    format!(
+                        "block {sibling} ran more often than the branch before it (block \
+                             {branch}): the counts are inconsistent"
+                    )
+                })?;
+                counts[block] = difference;
+            }
         }
-        Ok(())
+        // Copies of derived blocks.
+        copy(threads, warps)
     }
 
     /// The counts of a launch's entry block where the device does not count it (the snapshot's

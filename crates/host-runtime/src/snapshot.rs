@@ -38,6 +38,15 @@ pub struct Snapshot {
     /// often as block `from` (thread and warp level); the runtime copies `from`'s counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copied_counts: Vec<[usize; 2]>,
+    /// `[block, branch, sibling]`: blocks whose thread count the device does not count, because
+    /// every thread that runs `branch` runs `block` or `sibling` next (a two-way branch into
+    /// blocks entered only from it): `threads(block) = threads(branch) - threads(sibling)`.
+    /// Filled in after the copies, in order; then the copies are made once more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_differences: Vec<[usize; 3]>,
+    /// The same for warp counts, where the branch is warp-uniform.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warp_differences: Vec<[usize; 3]>,
     /// The PTX module's `.file` table (index to file name), present when the PTX has line
     /// information (built with `-g` or `-lineinfo`); what [`Block::lines`] file indices name.
     /// Optional so that snapshots and profiles from older builds still read.

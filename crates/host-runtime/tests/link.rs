@@ -191,6 +191,6 @@ fn a_program_linked_with_cudart_behaves_like_its_plain_build() {
     assert_eq!(again, codes);
     assert_eq!(
         stderr,
-        "cuda-flux: CUDA_FLUX_BANKS='abc' is not an integer from 1 to 4096; using 32\n"
+        "cuda-flux: CUDA_FLUX_BANKS='abc' is not a power of two from 1 to 4096; using 32\n"
     );
 }

@@ -227,8 +227,8 @@ impl Cuda for Fake {
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
             let blocks = PER_BLOCK.len();
-            // The low 24 bits are the bank count; the top byte is the mode.
-            let banks = (banks & 0xFF_FFFF) as usize;
+            // The low 24 bits are the bank mask (count - 1); the top byte is the mode.
+            let banks = (banks & 0xFF_FFFF) as usize + 1;
             for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
                 let second = (b + 1) % banks;
                 memory[b * 2] += t / 2;
@@ -303,6 +303,8 @@ fn snapshot(arch: u32) -> Snapshot {
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
         entry_from_launch: false,
         copied_counts: Vec::new(),
+        thread_differences: Vec::new(),
+        warp_differences: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -502,7 +504,7 @@ fn counts_launches_and_writes_a_valid_profile() {
             &args,
             "original arguments are passed through"
         );
-        assert_eq!(st.clone_extras[0].1, 32, "default banks");
+        assert_eq!(st.clone_extras[0].1, 31, "default banks (their mask)");
     }
     s.runtime.exit();
     assert!(messages(&s).is_empty(), "{:?}", messages(&s));
@@ -602,6 +604,64 @@ fn copied_blocks_get_the_counts_of_the_block_they_follow_and_bad_copies_are_refu
     assert!(value["kernels"][0]["launches"][0]["reason"]
         .as_str()
         .is_some_and(|r| r.contains("copies counts between blocks 0 and 7 of 3")));
+}
+
+/// The counts of one launch of `snapshot`'s kernel (per block 64/2, 512/16, 60/2 on the
+/// device), or the reason there are none.
+fn counts_of(snapshot: &Snapshot) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let s = setup(Fake::gpu(90), &[]);
+    s.runtime.register(ORIGINAL, CLONE, &json(snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, _) = read_report(&s.output);
+    let launch = &report.kernels[0].launches[0];
+    match &launch.block_counts {
+        Some(counts) => Ok((counts.threads.clone(), counts.warps.clone())),
+        None => Err(launch.reason.clone().unwrap_or_default()),
+    }
+}
+
+#[test]
+fn differences_derive_a_sides_counts_from_its_branch_and_the_other_side() {
+    // Block 2 = block 1's threads minus block 0's: a side of a divergent branch, its warps
+    // counted on the device.
+    let mut snapshot = snapshot(90);
+    snapshot.thread_differences = vec![[2, 1, 0]];
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![64, 512, 448], vec![2, 16, 2]))
+    );
+    // A warp-uniform branch: warps too.
+    snapshot.warp_differences = vec![[2, 1, 0]];
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![64, 512, 448], vec![2, 16, 14]))
+    );
+    // A copy of a derived block is made after the difference.
+    snapshot.copied_counts = vec![[0, 2]];
+    snapshot.thread_differences = vec![[2, 1, 2]];
+    snapshot.warp_differences = Vec::new();
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![452, 512, 452], vec![2, 16, 2]))
+    );
+}
+
+#[test]
+fn differences_that_do_not_fit_the_counts_are_refused() {
+    let mut snapshot = snapshot(90);
+    snapshot.thread_differences = vec![[0, 0, 1]];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("block 1 ran more often than the branch before it (block 0)"),
+        "{reason}"
+    );
+    snapshot.thread_differences = vec![[0, 5, 1]];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("derives block 0 from blocks 5 and 1 of 3"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -817,9 +877,10 @@ fn a_full_pool_waits_for_the_oldest_launch() {
 
 #[test]
 fn banks_come_from_the_environment() {
-    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_BANKS", "3")]);
+    let s = setup(Fake::gpu(70), &[("CUDA_FLUX_BANKS", "4")]);
     s.runtime.register(ORIGINAL, CLONE, &json(&snapshot(70)));
     assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    // The device takes the mask: bank = %smid & 3.
     assert_eq!(s.runtime.cuda.st().clone_extras[0].1, 3);
     s.runtime.exit();
     let (report, _) = read_report(&s.output);
@@ -898,9 +959,9 @@ fn the_mode_reaches_the_clone_and_the_record() {
     assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
     {
         let st = s.runtime.cuda.st();
-        // Top byte: the mode's device code (warp = 2); low bits: the bank count.
+        // Top byte: the mode's device code (warp = 2); low bits: the bank mask (32 banks).
         assert_eq!(st.clone_extras[0].1 >> 24, 2);
-        assert_eq!(st.clone_extras[0].1 & 0xFF_FFFF, 32);
+        assert_eq!(st.clone_extras[0].1 & 0xFF_FFFF, 31);
     }
     s.runtime.exit();
     let (report, value) = read_report(&s.output);

@@ -799,6 +799,16 @@ impl Driver {
                         files,
                         entry_from_launch: k.entry_from_launch,
                         copied_counts: k.copied_counts.iter().map(|&(b, from)| [b, from]).collect(),
+                        thread_differences: k
+                            .thread_differences
+                            .iter()
+                            .map(|&(b, branch, sibling)| [b, branch, sibling])
+                            .collect(),
+                        warp_differences: k
+                            .warp_differences
+                            .iter()
+                            .map(|&(b, branch, sibling)| [b, branch, sibling])
+                            .collect(),
                     };
                     Ok(snapshot.to_json()?)
                 })
