@@ -5,7 +5,8 @@
 
 use std::sync::Once;
 
-/// Name stems of NVIDIA's libraries that carry their own kernels or talk to the driver.
+/// Name stems of NVIDIA's libraries that carry their own kernels, compile kernels at run time
+/// (NVRTC) or load them through the driver (`libcuda`: the driver API).
 const GPU_LIBRARIES: &[&str] = &[
     "libcublas",
     "libcublasLt",
@@ -22,7 +23,6 @@ const GPU_LIBRARIES: &[&str] = &[
     "libnccl",
     "libnvgraph",
     "libnvrtc",
-    "libcudart",
     "libcuda",
 ];
 
@@ -85,7 +85,8 @@ mod tests {
 7f04-7f05 r--p 00000000 fd:01 4 /opt/x/libcublas_helper.so
 7f05-7f06 r--p 00000000 fd:01 5 /usr/lib/libnppif.so.11
 7f06-7f07 rw-p 00000000 00:00 0
-7f07-7f08 r--p 00000000 fd:01 6 /usr/lib/libcudart.so.11.0
+7f07-7f08 r--p 00000000 fd:01 6 /usr/lib/libcuda.so.1
+7f08-7f09 r--p 00000000 fd:01 7 /usr/lib/libcudart.so.11.0
 ";
         let found = gpu_libraries(maps);
         assert_eq!(
@@ -93,7 +94,7 @@ mod tests {
             [
                 "libcublas.so.11.11.3.6",
                 "libcublasLt.so.11",
-                "libcudart.so.11.0",
+                "libcuda.so.1",
                 "libnppif.so.11"
             ]
         );
