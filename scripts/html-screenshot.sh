@@ -4,7 +4,7 @@
 #
 #   scripts/html-screenshot.sh [PROFILE.json...]
 #
-# Without profiles, uses the synthetic ones under crates/wrapper/tests/data. Writes
+# Without profiles, uses the synthetic ones under crates/analysis/tests/data. Writes
 # target/html-screenshot/report.html and report.png, and prints their paths.
 # Needs Debian's chromium package (scripts/setup.sh installs it).
 set -euo pipefail
@@ -17,12 +17,12 @@ chromium="$(command -v chromium || command -v chromium-browser || true)"
 [ -n "$chromium" ] || die "chromium is not on PATH (run scripts/setup.sh)"
 
 if [ "$#" -eq 0 ]; then
-    set -- crates/wrapper/tests/data/rank0.json crates/wrapper/tests/data/rank1.json
+    set -- crates/analysis/tests/data/rank0.json crates/analysis/tests/data/rank1.json
 fi
 
 out="$root/target/html-screenshot"
 mkdir -p "$out"
-cargo build -q -p wrapper --bin cuda-flux || die "cannot build cuda-flux"
+cargo build -q -p analysis --bin cuda-flux || die "cannot build cuda-flux"
 "$root/target/debug/cuda-flux" html "$@" -o "$out/report.html"
 rm -f "$out/report.png"
 "$chromium" --headless --no-sandbox --disable-gpu --window-size=1200,2000 \

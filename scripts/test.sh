@@ -11,6 +11,11 @@ echo "test: cargo fmt --check"
 cargo fmt --all -- --check
 echo "test: cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "test: the cuda-flux command builds without LLVM"
+if cargo tree -p analysis --edges normal,build --prefix none | grep -Eq '^(llvm-sys|inkwell) '; then
+    echo "test: crates/analysis depends on LLVM (cargo tree -p analysis -i llvm-sys shows how)" >&2
+    exit 1
+fi
 echo "test: cargo build (the driver tests link programs with the runtime library it builds)"
 cargo build --workspace --quiet
 echo "test: corpus compiles and links with clang-16 and nvcc"

@@ -20,7 +20,8 @@
 // Linked for its exported `__cuda_flux_*` entry points, which nothing here calls.
 extern crate host_runtime as _;
 
-pub mod abi;
+/// The CUDA structs, defined once in host-runtime (which calls the real cudart with them).
+pub use host_runtime::abi;
 pub mod config;
 pub mod device;
 pub mod error;

@@ -1,8 +1,7 @@
 //! The device pass's view of clang's IR agrees with the PTX clang emits from it: the kernels
 //! found in the IR are exactly the `.entry` functions of the PTX, in order.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use inkwell::context::Context;
 

@@ -32,6 +32,11 @@ pub const COUNTER_PAIR_BYTES: u64 = 16;
 
 /// Mode codes in the top byte of the `banks` parameter.
 pub const MODE_ALL: u32 = 0;
+/// Where the mode sits in the `banks` parameter: its top byte; the bank mask (at most 4095)
+/// fills the bits below.
+pub const MODE_SHIFT: u32 = 24;
+/// The bank mask's bits of the `banks` parameter.
+pub const BANK_MASK_BITS: u32 = (1 << MODE_SHIFT) - 1;
 pub const MODE_CTA: u32 = 1;
 pub const MODE_WARP: u32 = 2;
 
@@ -155,7 +160,10 @@ pub fn entry_prologue(
         ins("add.s64", vec![rd(0), rd(0), rd(1)]),
         ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
         // Mode all (top byte 0): every thread counts.
-        ins("setp.le.u32", vec![p(1), r(1), Operand::int(0x00FF_FFFF)]),
+        ins(
+            "setp.le.u32",
+            vec![p(1), r(1), Operand::int(BANK_MASK_BITS)],
+        ),
         guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
         // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
         ins("mov.u32", vec![r(0), special("%ctaid.z")]),
@@ -166,7 +174,7 @@ pub fn entry_prologue(
         ins("mov.u32", vec![r(3), special("%ctaid.x")]),
         ins("mad.lo.u32", vec![r(0), r(0), r(2), r(3)]),
         // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
-        ins("shr.u32", vec![r(1), r(1), Operand::int(24)]),
+        ins("shr.u32", vec![r(1), r(1), Operand::int(MODE_SHIFT)]),
         ins("mov.u32", vec![r(2), special("%tid.z")]),
         ins("mov.u32", vec![r(3), special("%ntid.y")]),
         ins("mov.u32", vec![r(4), special("%tid.y")]),

@@ -3,8 +3,7 @@
 //! device function it reaches a counting copy; ptxas must assemble the result. The clones keep
 //! the original's instructions, with exactly one update per counted block.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use ptx_lexer::{parse, FunctionKind, Instruction, Operand};
 

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_BANKS: u32 = 32;
 /// The largest accepted `CUDA_FLUX_BANKS`.
 pub const MAX_BANKS: u32 = 4096;
+// The bank mask must fit below the mode in the clone's `banks` parameter.
+const _: () = assert!(MAX_BANKS - 1 <= device_runtime::BANK_MASK_BITS);
 
 /// Counting mode (`CUDA_FLUX_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,9 +32,9 @@ impl Mode {
     /// The mode's code in the top byte of the clone's `banks` parameter (see `device-runtime`).
     pub fn device_code(self) -> u32 {
         match self {
-            Mode::All => 0,
-            Mode::Cta => 1,
-            Mode::Warp => 2,
+            Mode::All => device_runtime::MODE_ALL,
+            Mode::Cta => device_runtime::MODE_CTA,
+            Mode::Warp => device_runtime::MODE_WARP,
         }
     }
 

@@ -200,7 +200,7 @@ unsafe fn launch_extended(
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { crate::ffi::launch_extended(per_thread, config, func, args) };
     };
-    let (attrs, num_attrs) = (config.attrs as usize, config.num_attrs);
+    let (attrs, num_attrs) = (config.attrs as usize, config.numAttrs);
     let kind = if per_thread {
         LaunchKind::ExtendedPerThread { attrs, num_attrs }
     } else {
@@ -211,10 +211,10 @@ unsafe fn launch_extended(
         launch(
             kind,
             func,
-            config.grid,
-            config.block,
+            config.gridDim,
+            config.blockDim,
             args,
-            config.dynamic_shared_bytes,
+            config.dynamicSmemBytes,
             config.stream,
         )
     }

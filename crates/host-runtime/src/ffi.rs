@@ -4,6 +4,8 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
+pub use crate::abi::LaunchConfig;
+use crate::abi::{FuncAttributes, LaunchAttribute};
 use crate::cuda::{Code, Cuda, DeviceInfo, FuncInfo, FuncSetting, LaunchKind, SUCCESS};
 use crate::Dim3;
 
@@ -19,17 +21,8 @@ const DEVICE_PROP_BYTES: usize = 8192;
 
 /// `cudaFuncAttributes` as of CUDA 11.8, with room for the fields later releases append.
 #[repr(C)]
-struct FuncAttributes {
-    shared_size_bytes: usize,
-    const_size_bytes: usize,
-    local_size_bytes: usize,
-    max_threads_per_block: c_int,
-    num_regs: c_int,
-    ptx_version: c_int,
-    binary_version: c_int,
-    cache_mode_ca: c_int,
-    max_dynamic_shared_size_bytes: c_int,
-    preferred_shmem_carveout: c_int,
+struct FuncAttributesBuffer {
+    attributes: FuncAttributes,
     reserved: [c_int; 64],
 }
 
@@ -39,7 +32,7 @@ extern "C" {
     fn cudaSetDevice(device: c_int) -> Code;
     fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> Code;
     fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> Code;
-    fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) -> Code;
+    fn cudaFuncGetAttributes(attr: *mut FuncAttributesBuffer, func: *const c_void) -> Code;
     fn cudaFuncSetAttribute(func: *const c_void, attr: c_int, value: c_int) -> Code;
     fn cudaFuncSetCacheConfig(func: *const c_void, config: c_int) -> Code;
     fn cudaFuncSetSharedMemConfig(func: *const c_void, config: c_int) -> Code;
@@ -117,19 +110,6 @@ fn check(code: Code) -> Result<(), Code> {
     }
 }
 
-/// `cudaLaunchConfig_t` (driver_types.h, CUDA 11.8 and later).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct LaunchConfig {
-    pub grid: Dim3,
-    pub block: Dim3,
-    pub dynamic_shared_bytes: usize,
-    pub stream: *mut c_void,
-    /// `cudaLaunchAttribute*`: passed through untouched.
-    pub attrs: *mut c_void,
-    pub num_attrs: c_uint,
-}
-
 /// `cudaLaunchKernelExC`, or `cudaLaunchKernelExC_ptsz` when `per_thread`.
 ///
 /// # Safety
@@ -199,12 +179,12 @@ impl Cuda for RealCuda {
     }
 
     fn func_info(&self, func: usize) -> Result<FuncInfo, Code> {
-        // SAFETY: all-zero is a valid FuncAttributes (integers only).
-        let mut attr: FuncAttributes = unsafe { std::mem::zeroed() };
-        check(unsafe { cudaFuncGetAttributes(&mut attr, func as *const c_void) })?;
+        // SAFETY: all-zero is a valid FuncAttributesBuffer (integers only).
+        let mut buffer: FuncAttributesBuffer = unsafe { std::mem::zeroed() };
+        check(unsafe { cudaFuncGetAttributes(&mut buffer, func as *const c_void) })?;
         Ok(FuncInfo {
-            binary_version: attr.binary_version,
-            max_threads_per_block: attr.max_threads_per_block,
+            binary_version: buffer.attributes.binaryVersion,
+            max_threads_per_block: buffer.attributes.maxThreadsPerBlock,
         })
     }
 
@@ -313,13 +293,14 @@ impl Cuda for RealCuda {
             LaunchKind::CooperativePerThread => cudaLaunchCooperativeKernel_ptsz,
             LaunchKind::Extended { attrs, num_attrs }
             | LaunchKind::ExtendedPerThread { attrs, num_attrs } => {
+                // The launch attributes are passed through untouched.
                 let config = LaunchConfig {
-                    grid,
-                    block,
-                    dynamic_shared_bytes: shared_bytes,
+                    gridDim: grid,
+                    blockDim: block,
+                    dynamicSmemBytes: shared_bytes,
                     stream: stream as *mut c_void,
-                    attrs: attrs as *mut c_void,
-                    num_attrs,
+                    attrs: attrs as *mut LaunchAttribute,
+                    numAttrs: num_attrs,
                 };
                 let per_thread = matches!(kind, LaunchKind::ExtendedPerThread { .. });
                 // SAFETY: forwarded from the caller's contract; the config lives across the call.

@@ -29,6 +29,7 @@
 //! The logic lives in safe, tested modules; the CUDA calls sit behind a trait (`cuda::Cuda`)
 //! whose real implementation (`ffi`) is the only place that talks to `cudart`.
 
+pub mod abi;
 pub mod config;
 pub mod counts;
 pub mod output;
@@ -47,10 +48,4 @@ mod ffi;
 pub use counts::fold_banks;
 
 /// CUDA's `dim3`, passed by value as in `cudaLaunchKernel`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dim3 {
-    pub x: u32,
-    pub y: u32,
-    pub z: u32,
-}
+pub use abi::Dim3;

@@ -21,8 +21,10 @@ use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot};
 use crate::Dim3;
 
-/// Bytes of one block's counters in one bank (`device_runtime::COUNTER_PAIR_BYTES`).
-const COUNTER_PAIR_BYTES: usize = 16;
+/// Bytes of one block's counters in one bank, as the counter code writes them (16: a widening
+/// of a small constant, checked at compile time).
+const COUNTER_PAIR_BYTES: usize = device_runtime::COUNTER_PAIR_BYTES as usize;
+const _: () = assert!(COUNTER_PAIR_BYTES as u64 == device_runtime::COUNTER_PAIR_BYTES);
 /// Smallest counter buffer allocated (sizes are rounded up to powers of two from here).
 const MIN_SLOT_BYTES: usize = 4096;
 /// Soft limits of one device's pool; past them, launches wait for the oldest pending one
@@ -509,8 +511,8 @@ impl<C: Cuda> Runtime<C> {
         // (bank count - 1, a power of two at most 4096), with the counting mode in the top
         // byte. The harvest folds `self.config.banks` banks, never this packed value.
         let banks = self.config.banks as usize;
-        let mut banks_param: u32 =
-            (self.config.banks - 1) | (self.config.mode().device_code() << 24);
+        let mut banks_param: u32 = (self.config.banks - 1)
+            | (self.config.mode().device_code() << device_runtime::MODE_SHIFT);
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks_param as *mut u32).cast(),

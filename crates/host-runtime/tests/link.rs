@@ -3,7 +3,7 @@
 //! and runs. Without a GPU the program must behave like its uninstrumented build: the same
 //! error codes, no crash, no file.
 
-mod support;
+use test_support::staticlib as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,8 +7,7 @@
 //!
 //! `cargo bench -p ptx-lexer --bench parse`
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

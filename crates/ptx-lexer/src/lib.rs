@@ -5,6 +5,7 @@
 //!   with errors that carry line, column and the offending token.
 //! - [`Function::blocks`]: the basic-block model the profiler counts.
 //! - [`Module::to_ptx`]: printing; byte-for-byte identical to the input when nothing changed.
+//! - [`declaration`]: typed views of variable and parameter declarations, and PTX literals.
 //! - [`rewrite`]: cloning functions, adding parameters and registers, inserting code at the top
 //!   of blocks and splitting edges.
 //!
@@ -18,6 +19,7 @@
 //! ```
 
 pub mod blocks;
+pub mod declaration;
 pub mod error;
 pub mod instruction;
 pub mod lexer;
@@ -28,6 +30,7 @@ pub mod rewrite;
 pub mod summary;
 
 pub use blocks::{immediate_dominators, BasicBlock, Edge, EdgeKind};
+pub use declaration::{Declaration, DeclarationError, ElementType, InitElement};
 pub use error::ParseError;
 pub use instruction::{
     DataType, Guard, Instruction, InstructionFacts, Opcode, Operand, StateSpace,

@@ -3,7 +3,7 @@
 //! with an independent count of blocks and instructions, print canonically to something that
 //! parses to the same model and assembles, and stay assemblable after rewriting.
 
-mod support;
+use test_support as support;
 
 use std::sync::OnceLock;
 

@@ -13,7 +13,7 @@
 //! Default case counts keep the file at a few seconds in debug builds; for a long run:
 //! `PROPTEST_CASES=100000 cargo test --release -p ptx-lexer --test fuzz`.
 
-mod support;
+use test_support as support;
 
 use std::path::Path;
 use std::sync::OnceLock;

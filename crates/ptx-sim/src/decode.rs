@@ -9,7 +9,9 @@ use ptx_lexer::{
 };
 
 use crate::alu::{self, AluOp, ValueKind};
-use crate::decl::{parse_declaration, DeclSpace};
+use crate::decl::{param_declaration, parse_declaration, DeclSpace};
+/// PTX literals, read by `ptx_lexer` (integers; floats and their `0f`/`0d` bit patterns).
+pub(crate) use ptx_lexer::declaration::{parse_float, parse_integer};
 
 /// "No register": a sink `_` or an absent second destination.
 pub(crate) const NO_REG: u32 = u32::MAX;
@@ -551,11 +553,7 @@ pub(crate) fn decode_function(
     let mut kernel_offset = 0u64;
     for (list, is_ret) in [(function.params(), false), (function.return_params(), true)] {
         for param in list {
-            let text = match &param.array {
-                Some(n) => format!("{} {}[{n}]", param.declaration, param.name),
-                None => format!("{} {}", param.declaration, param.name),
-            };
-            let decl = parse_declaration(&text)
+            let decl = param_declaration(param)
                 .map_err(|e| unsupported(format!("parameter `{}`: {e}", param.name), first_line))?;
             let bytes = u32::try_from(decl.bytes())
                 .map_err(|_| unsupported(format!("parameter `{}` size", param.name), first_line))?;
@@ -1512,48 +1510,6 @@ pub(crate) fn value_kind(ty: Option<ptx_lexer::DataType>) -> ValueKind {
         },
         None => ValueKind::Int { bits: 64 },
     }
-}
-
-/// Parses a PTX integer literal: decimal, `0x` hex, `0b` binary, octal with a leading 0, an
-/// optional `-` and an optional `U` suffix. Values above `i64::MAX` wrap (two's complement).
-pub(crate) fn parse_integer(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest.trim_start()),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let digits = digits.strip_suffix(['U', 'u']).unwrap_or(digits);
-    let magnitude = if let Some(hex) = digits.strip_prefix("0x").or(digits.strip_prefix("0X")) {
-        u64::from_str_radix(hex, 16).ok()?
-    } else if let Some(bin) = digits.strip_prefix("0b").or(digits.strip_prefix("0B")) {
-        u64::from_str_radix(bin, 2).ok()?
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        u64::from_str_radix(&digits[1..], 8).ok()?
-    } else {
-        digits.parse::<u64>().ok()?
-    };
-    let value = magnitude as i64;
-    Some(if negative {
-        value.wrapping_neg()
-    } else {
-        value
-    })
-}
-
-/// Parses a float literal to f64: `0fXXXXXXXX`, `0dXXXXXXXXXXXXXXXX` or decimal.
-fn parse_float(text: &str) -> Option<f64> {
-    let (negative, body) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let value = if let Some(hex) = body.strip_prefix("0f").or(body.strip_prefix("0F")) {
-        f64::from(f32::from_bits(u32::from_str_radix(hex, 16).ok()?))
-    } else if let Some(hex) = body.strip_prefix("0d").or(body.strip_prefix("0D")) {
-        f64::from_bits(u64::from_str_radix(hex, 16).ok()?)
-    } else {
-        body.parse::<f64>().ok()?
-    };
-    Some(if negative { -value } else { value })
 }
 
 /// The bits of an immediate operand read as `kind`.

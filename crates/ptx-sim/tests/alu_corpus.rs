@@ -3,8 +3,7 @@
 //! the corpus at -O0 (clang-16, whose output includes libdevice math). Each instruction is
 //! engine-owned or decodes to an `AluOp` whose source count matches its operands.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

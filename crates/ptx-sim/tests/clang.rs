@@ -2,8 +2,7 @@
 //! `Program::launch` and compared with Rust reference computations. One test also runs the
 //! kernel instrumented by `device-runtime` and checks the counters it produces.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 mod common;
 
@@ -393,7 +392,8 @@ fn instrumented_kernel_counts_threads_and_warps() {
             Arg::U64(b),
             Arg::U32(n as u32),
             Arg::U64(c),
-            Arg::U32(1),
+            // The `banks` parameter: bank mask 0 (one bank), mode `all`.
+            Arg::U32(0),
         ],
         &env,
     )

@@ -8,19 +8,16 @@
 //! Every block's counts agree between the derived counter placement and counting every block
 //! at its top (`CUDA_FLUX_COUNTERS=every-block`), the reference it is derived against; and the
 //! interpreter's own statistics (`CUDA_FLUX_CPU_STATS`) of the original kernels equal the
-//! instructions their profile counts.
+//! instructions their profile counts. Real profiles also go through the `cuda-flux` command's
+//! library (crate `analysis`): annotate, metrics and features as the command computes them.
 
-mod common;
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-use common::{cuda_flux, ok};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -622,14 +619,17 @@ fn annotate_by_line_on_a_real_profile_counts_each_source_line() {
     // threads (20 CTAs of 256) for n = 5000. Each line's thread count is its instructions'
     // executions: every instruction of line 6 runs in all 5120 threads, every instruction of
     // line 9 (`y[i] = a * x[i] + y[i];`, inside `if (i < n)`) in exactly 5000.
+    // As `cuda-flux annotate PROFILE --kernel saxpy --by-line` prints it.
     let path = saxpy_profile("cpu-target-annotate", &["-g"]);
-    let stdout = ok(&cuda_flux(&[
-        "annotate".as_ref(),
-        path.as_os_str(),
-        "--kernel".as_ref(),
-        "saxpy".as_ref(),
-        "--by-line".as_ref(),
-    ]));
+    let summary = analysis::aggregate::summarize(std::slice::from_ref(&path)).unwrap();
+    let options = analysis::annotate::Options {
+        hot: 5,
+        by_line: true,
+    };
+    let stdout: String = analysis::aggregate::select(&summary.kernels, "saxpy")
+        .into_iter()
+        .map(|k| analysis::annotate::render(k, options).unwrap())
+        .collect();
     let row = |line: &str| -> (u64, u64) {
         let fields: Vec<&str> = stdout
             .lines()
@@ -657,9 +657,12 @@ fn metrics_and_features_of_a_real_profile_match_the_program() {
     // threads. From the source alone: 5000 in-range threads in 157 warps (5000 / 32, rounded
     // up), each doing one fma (y = a * x + y), two global loads and one store, plus the witness:
     // one atom.global.add.u32 per thread and one atom.global.add.u64 per warp leader.
+    // As `cuda-flux metrics PROFILE` and `cuda-flux features PROFILE` print them.
     let path = saxpy_profile("cpu-target-metrics", &[]);
-    let on_profile = |command: &str| ok(&cuda_flux(&[command.as_ref(), path.as_os_str()]));
-    let metrics: Value = serde_json::from_str(&on_profile("metrics")).unwrap();
+    let files = std::slice::from_ref(&path);
+    let summary = analysis::aggregate::summarize(files).unwrap();
+    let metrics = analysis::metric_table::render(&summary, analysis::metric_table::Format::Json);
+    let metrics: Value = serde_json::from_str(&metrics.unwrap()).unwrap();
     let saxpy = metrics["kernels"]
         .as_array()
         .unwrap()
@@ -673,7 +676,9 @@ fn metrics_and_features_of_a_real_profile_match_the_program() {
     assert_eq!(m["inst_executed_global_stores"], 157, "{m}");
     assert_eq!(m["inst_executed_global_atomics"], 2 * 157, "{m}");
 
-    let features = on_profile("features");
+    let mut features = Vec::new();
+    analysis::features::write(files, &mut features).unwrap();
+    let features = String::from_utf8(features).unwrap();
     let mut lines = features.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let row = lines

@@ -2,8 +2,7 @@
 //! and sm_90 with no fallback, the fat binary holds each kernel and its clone for each
 //! architecture, and the host code calls the runtime at every launch.
 
-#[path = "../../ptx-lexer/tests/support/mod.rs"]
-mod support;
+use test_support as support;
 
 use std::path::Path;
 use std::process::Command;

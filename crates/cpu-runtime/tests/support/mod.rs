@@ -3,8 +3,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../../host-runtime/tests/support/mod.rs"]
-mod archive;
+use test_support::staticlib as archive;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -605,6 +605,21 @@ const HELP_OPTIONS: &[(&str, &str, &str)] = &[
     ),
     ("--ftz <true|false>", "-ftz", "Flush denormals to zero."),
     (
+        "--prec-div <true|false>",
+        "-prec-div",
+        "Ignored, with a note: clang's defaults match nvcc's.",
+    ),
+    (
+        "--prec-sqrt <true|false>",
+        "-prec-sqrt",
+        "Ignored, with a note: clang's defaults match nvcc's.",
+    ),
+    (
+        "--fmad <true|false>",
+        "-fmad",
+        "Ignored, with a note: clang's defaults match nvcc's.",
+    ),
+    (
         "--compiler-options <options>,...",
         "-Xcompiler",
         "Options for host compilations.",
@@ -632,6 +647,34 @@ const HELP_OPTIONS: &[(&str, &str, &str)] = &[
         "-keep",
         "Keep intermediate files (--keep-dir <dir>: there).",
     ),
+    (
+        "--keep-dir <dir>",
+        "-keep-dir",
+        "Keep intermediate files in <dir>.",
+    ),
+    (
+        "--compiler-bindir <dir>",
+        "-ccbin",
+        "Accepted, no effect: host code is compiled by clang (one note).",
+    ),
+    (
+        "--cudart <static|shared|none>",
+        "-cudart",
+        "Accepted: cudart is always linked statically (one note otherwise).",
+    ),
+    ("-Xopt <level>", "", "As --optimize."),
+    (
+        "--machine=<64>",
+        "-m64",
+        "64-bit code, the only kind built.",
+    ),
+    (
+        "--Wno-deprecated-gpu-targets",
+        "-Wno-deprecated-gpu-targets",
+        "Accepted, no effect.",
+    ),
+    ("--resource-usage", "-res-usage", "Accepted, no effect."),
+    ("-nvlink-options", "", "Accepted, no effect."),
     (
         "--dryrun",
         "-dryrun",
