@@ -83,7 +83,7 @@ pub struct Variable {
 }
 
 /// A CUDA array; its handle (`cudaArray_t`) is the address of its texels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct CudaArray {
     pub desc: ChannelFormatDesc,
     pub kind: ChannelKind,
@@ -93,14 +93,6 @@ pub struct CudaArray {
     pub extent: [usize; 3],
     pub flags: u32,
 }
-
-impl PartialEq for ChannelFormatDesc {
-    fn eq(&self, other: &Self) -> bool {
-        [self.x, self.y, self.z, self.w, self.f] == [other.x, other.y, other.z, other.w, other.f]
-    }
-}
-
-impl Eq for ChannelFormatDesc {}
 
 impl CudaArray {
     pub fn texel_bytes(&self) -> usize {
