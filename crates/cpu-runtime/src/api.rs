@@ -12,9 +12,10 @@ use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use crate::abi::{
-    ChannelFormatDesc, Dim3, FuncAttributes, LaunchConfig, PointerAttributes, ResourceDesc,
-    TextureDesc,
+    ChannelFormatDesc, Dim3, Extent, FuncAttributes, LaunchConfig, Memcpy3DParms, PitchedPtr,
+    PointerAttributes, Pos, ResourceDesc, TextureDesc,
 };
+use crate::arrays::{self, Region};
 use crate::device;
 use crate::error::{self, Code, CudaError, SUCCESS};
 use crate::memory::{self, MemoryKind};
@@ -53,6 +54,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> T {
 /// Runs an API call: its failure becomes the thread's last error and its return code; a
 /// fault ends the process.
 fn api(f: impl FnOnce() -> Result<()>) -> Code {
+    crate::libraries::note_once();
     match guarded(f) {
         Ok(()) => SUCCESS,
         Err(Failure::Api(error)) => error::record(Err(error)),
@@ -1204,22 +1206,44 @@ pub unsafe extern "C" fn cudaCreateTextureObject(
         if texture.is_null() {
             return Err(CudaError::InvalidValue.into());
         }
-        // cudaResourceTypeLinear; arrays, mipmaps and pitched 2-D memory are not supported.
-        if resource.resType != 2 {
-            runtime::note(
-                "cudaCreateTextureObject: only linear-memory textures are supported on the CPU target",
-            );
-            return Err(CudaError::NotSupported.into());
-        }
         if !view.is_null() {
             return Err(CudaError::InvalidValue.into());
         }
-        let made = runtime::linear_texture(
-            resource.res__linear__devPtr as u64,
-            resource.res__linear__sizeInBytes as u64,
-            &resource.res__linear__desc,
-            description.readMode == 1,
-        )?;
+        let normalized_read = description.readMode == 1;
+        let sampler = arrays::Sampler::of_object(&description);
+        let made = match resource.resType {
+            // cudaResourceTypeArray: `res.array.array` shares the union's first word.
+            0 => arrays::array_texture(
+                resource.res__linear__devPtr as u64,
+                normalized_read,
+                sampler,
+            )?,
+            2 => runtime::linear_texture(
+                resource.res__linear__devPtr as u64,
+                resource.res__linear__sizeInBytes as u64,
+                &resource.res__linear__desc,
+                normalized_read,
+            )?,
+            // cudaResourceTypePitch2D: devPtr, desc, width (where linear has its size),
+            // height, pitchInBytes.
+            3 => arrays::pitch2d_texture(
+                resource.res__linear__devPtr as u64,
+                &resource.res__linear__desc,
+                [
+                    resource.res__linear__sizeInBytes,
+                    resource.res__pitch2D__height,
+                    resource.res__pitch2D__pitchInBytes,
+                ],
+                normalized_read,
+                sampler,
+            )?,
+            _ => {
+                runtime::note(
+                    "cudaCreateTextureObject: mipmapped-array textures are not supported on the CPU target",
+                );
+                return Err(CudaError::NotSupported.into());
+            }
+        };
         let handle = registry().add_texture_object(made);
         put(texture, handle)?;
         Ok(())
@@ -1260,4 +1284,373 @@ pub unsafe extern "C" fn cudaBindTexture(
 #[no_mangle]
 pub unsafe extern "C" fn cudaUnbindTexture(reference: *const c_void) -> Code {
     api(|| Ok(runtime::unbind_texture(reference as usize)?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA arrays, 3-D memory, textures over arrays and pitched memory (`arrays.rs`)
+
+/// A side of an array copy: the array from byte `x` of row `y`.
+fn array_side(array: *const c_void, x: usize, y: usize) -> Result<Region> {
+    Ok(Region::in_array(array as u64, [x, y, 0])?)
+}
+
+/// A side of a copy in memory, rows `pitch` apart.
+fn memory_side(ptr: *const c_void, pitch: usize, device: bool) -> Result<Region> {
+    Region::in_memory(ptr as u64, pitch, 0, device)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMallocArray(
+    array: *mut *mut c_void,
+    desc: *const ChannelFormatDesc,
+    width: usize,
+    height: usize,
+    flags: c_uint,
+) -> Code {
+    api(|| {
+        let desc = get(desc)?;
+        let handle = arrays::malloc_array(&desc, [width, height, 0], flags)?;
+        put(array, handle as *mut c_void)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMalloc3DArray(
+    array: *mut *mut c_void,
+    desc: *const ChannelFormatDesc,
+    extent: Extent,
+    flags: c_uint,
+) -> Code {
+    api(|| {
+        let desc = get(desc)?;
+        let handle =
+            arrays::malloc_array(&desc, [extent.width, extent.height, extent.depth], flags)?;
+        put(array, handle as *mut c_void)?;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaFreeArray(array: *mut c_void) -> Code {
+    api(|| arrays::free_array(array as u64))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetChannelDesc(
+    desc: *mut ChannelFormatDesc,
+    array: *const c_void,
+) -> Code {
+    api(|| Ok(put(desc, arrays::array(array as u64)?.desc)?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaArrayGetInfo(
+    desc: *mut ChannelFormatDesc,
+    extent: *mut Extent,
+    flags: *mut c_uint,
+    array: *mut c_void,
+) -> Code {
+    api(|| {
+        let array = arrays::array(array as u64)?;
+        let [width, height, depth] = array.extent;
+        if !desc.is_null() {
+            put(desc, array.desc)?;
+        }
+        if !extent.is_null() {
+            put(
+                extent,
+                Extent {
+                    width,
+                    height,
+                    depth,
+                },
+            )?;
+        }
+        if !flags.is_null() {
+            put(flags, array.flags)?;
+        }
+        Ok(())
+    })
+}
+
+with_async_form!(
+    cudaMemcpyToArray,
+    cudaMemcpyToArrayAsync,
+    (dst: *mut c_void, w_offset: usize, h_offset: usize, src: *const c_void, count: usize, kind: c_int) {
+        let (_, src_device) = arrays::device_sides(kind, dst as u64, src as u64)?;
+        let to = array_side(dst, w_offset, h_offset)?;
+        let from = memory_side(src, count, src_device)?;
+        // SAFETY: the host side is the program's contract.
+        unsafe { arrays::copy_regions(to, from, [count, 1, 1]) }
+    }
+);
+
+with_async_form!(
+    cudaMemcpyFromArray,
+    cudaMemcpyFromArrayAsync,
+    (dst: *mut c_void, src: *const c_void, w_offset: usize, h_offset: usize, count: usize, kind: c_int) {
+        let (dst_device, _) = arrays::device_sides(kind, dst as u64, src as u64)?;
+        let from = array_side(src, w_offset, h_offset)?;
+        let to = memory_side(dst, count, dst_device)?;
+        // SAFETY: the host side is the program's contract.
+        unsafe { arrays::copy_regions(to, from, [count, 1, 1]) }
+    }
+);
+
+with_async_form!(
+    cudaMemcpy2DToArray,
+    cudaMemcpy2DToArrayAsync,
+    (
+        dst: *mut c_void,
+        w_offset: usize,
+        h_offset: usize,
+        src: *const c_void,
+        spitch: usize,
+        width: usize,
+        height: usize,
+        kind: c_int,
+    ) {
+        if width > spitch {
+            return Err(CudaError::InvalidPitchValue.into());
+        }
+        let (_, src_device) = arrays::device_sides(kind, dst as u64, src as u64)?;
+        let to = array_side(dst, w_offset, h_offset)?;
+        let from = memory_side(src, spitch, src_device)?;
+        // SAFETY: the host side is the program's contract.
+        unsafe { arrays::copy_regions(to, from, [width, height, 1]) }
+    }
+);
+
+with_async_form!(
+    cudaMemcpy2DFromArray,
+    cudaMemcpy2DFromArrayAsync,
+    (
+        dst: *mut c_void,
+        dpitch: usize,
+        src: *const c_void,
+        w_offset: usize,
+        h_offset: usize,
+        width: usize,
+        height: usize,
+        kind: c_int,
+    ) {
+        if width > dpitch {
+            return Err(CudaError::InvalidPitchValue.into());
+        }
+        let (dst_device, _) = arrays::device_sides(kind, dst as u64, src as u64)?;
+        let from = array_side(src, w_offset, h_offset)?;
+        let to = memory_side(dst, dpitch, dst_device)?;
+        // SAFETY: the host side is the program's contract.
+        unsafe { arrays::copy_regions(to, from, [width, height, 1]) }
+    }
+);
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpyArrayToArray(
+    dst: *mut c_void,
+    w_offset_dst: usize,
+    h_offset_dst: usize,
+    src: *const c_void,
+    w_offset_src: usize,
+    h_offset_src: usize,
+    count: usize,
+    _kind: c_int,
+) -> Code {
+    api(|| {
+        let to = array_side(dst, w_offset_dst, h_offset_dst)?;
+        let from = array_side(src, w_offset_src, h_offset_src)?;
+        // SAFETY: both sides are arrays, checked.
+        unsafe { arrays::copy_regions(to, from, [count, 1, 1]) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemcpy2DArrayToArray(
+    dst: *mut c_void,
+    w_offset_dst: usize,
+    h_offset_dst: usize,
+    src: *const c_void,
+    w_offset_src: usize,
+    h_offset_src: usize,
+    width: usize,
+    height: usize,
+    _kind: c_int,
+) -> Code {
+    api(|| {
+        let to = array_side(dst, w_offset_dst, h_offset_dst)?;
+        let from = array_side(src, w_offset_src, h_offset_src)?;
+        // SAFETY: both sides are arrays, checked.
+        unsafe { arrays::copy_regions(to, from, [width, height, 1]) }
+    })
+}
+
+/// One side of `cudaMemcpy3D`: an array (positions in texels) or pitched memory (x in
+/// bytes); returns the side and the bytes per texel that `extent.width` counts in (1 for
+/// memory).
+fn side_3d(array: *mut c_void, pos: Pos, ptr: PitchedPtr, device: bool) -> Result<(Region, usize)> {
+    if !array.is_null() {
+        let texel = arrays::array(array as u64)?.texel_bytes();
+        let x = pos.x.checked_mul(texel).ok_or(CudaError::InvalidValue)?;
+        return Ok((Region::in_array(array as u64, [x, pos.y, pos.z])?, texel));
+    }
+    let slice = ptr
+        .pitch
+        .checked_mul(ptr.ysize)
+        .ok_or(CudaError::InvalidValue)?;
+    let offset = pos
+        .z
+        .checked_mul(slice)
+        .and_then(|n| n.checked_add(pos.y.checked_mul(ptr.pitch)?))
+        .and_then(|n| n.checked_add(pos.x))
+        .ok_or(CudaError::InvalidValue)?;
+    let base = (ptr.ptr as u64).wrapping_add(offset as u64) as *const c_void;
+    let mut region = Region::in_memory(base as u64, ptr.pitch, slice, device)?;
+    region.slice = slice;
+    Ok((region, 1))
+}
+
+with_async_form!(
+    cudaMemcpy3D,
+    cudaMemcpy3DAsync,
+    (p: *const Memcpy3DParms) {
+        let p = get(p)?;
+        if p.srcArray.is_null() == p.srcPtr.ptr.is_null() || p.dstArray.is_null() == p.dstPtr.ptr.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let dst_address = if p.dstArray.is_null() { p.dstPtr.ptr as u64 } else { p.dstArray as u64 };
+        let src_address = if p.srcArray.is_null() { p.srcPtr.ptr as u64 } else { p.srcArray as u64 };
+        let (dst_device, src_device) = arrays::device_sides(p.kind, dst_address, src_address)?;
+        let (to, dst_texel) = side_3d(p.dstArray, p.dstPos, p.dstPtr, dst_device)?;
+        let (from, src_texel) = side_3d(p.srcArray, p.srcPos, p.srcPtr, src_device)?;
+        // With an array on either side, the width counts its texels.
+        let texel = dst_texel.max(src_texel);
+        let width = p.extent.width.checked_mul(texel).ok_or(CudaError::InvalidValue)?;
+        // SAFETY: host sides are the program's contract.
+        unsafe { arrays::copy_regions(to, from, [width, p.extent.height, p.extent.depth]) }
+    }
+);
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaMalloc3D(pitched: *mut PitchedPtr, extent: Extent) -> Code {
+    api(|| {
+        if pitched.is_null() {
+            return Err(CudaError::InvalidValue.into());
+        }
+        let (ptr, pitch) = if extent.width == 0 {
+            (0, 0)
+        } else {
+            arrays::malloc_3d(extent.width, extent.height, extent.depth)?
+        };
+        put(
+            pitched,
+            PitchedPtr {
+                ptr: ptr as *mut c_void,
+                pitch,
+                xsize: extent.width,
+                ysize: extent.height,
+            },
+        )?;
+        Ok(())
+    })
+}
+
+with_async_form!(
+    cudaMemset3D,
+    cudaMemset3DAsync,
+    (pitched: PitchedPtr, value: c_int, extent: Extent) {
+        let slice = pitched.pitch.checked_mul(pitched.ysize).ok_or(CudaError::InvalidValue)?;
+        for z in 0..extent.depth {
+            let base = (pitched.ptr as u64).wrapping_add((z * slice) as u64);
+            runtime::fill_2d(base, pitched.pitch, value, extent.width, extent.height)?;
+        }
+        Ok(())
+    }
+);
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaBindTextureToArray(
+    reference: *const c_void,
+    array: *const c_void,
+    _desc: *const ChannelFormatDesc,
+) -> Code {
+    api(|| {
+        let reference = reference as usize;
+        let normalized = arrays::reference_reads_normalized(reference)?;
+        // SAFETY: a registered reference (checked just above) is the program's struct.
+        let sampler = unsafe { arrays::reference_sampler(reference) };
+        let texture = arrays::array_texture(array as u64, normalized, sampler)?;
+        arrays::bind_reference(reference, texture)
+    })
+}
+
+/// Binds pitched 2-D memory to a texture reference; `*offset` is 0.
+#[no_mangle]
+pub unsafe extern "C" fn cudaBindTexture2D(
+    offset: *mut usize,
+    reference: *const c_void,
+    ptr: *const c_void,
+    desc: *const ChannelFormatDesc,
+    width: usize,
+    height: usize,
+    pitch: usize,
+) -> Code {
+    api(|| {
+        let desc = get(desc)?;
+        let reference = reference as usize;
+        let normalized = arrays::reference_reads_normalized(reference)?;
+        // SAFETY: a registered reference (checked just above) is the program's struct.
+        let sampler = unsafe { arrays::reference_sampler(reference) };
+        let texture = arrays::pitch2d_texture(
+            ptr as u64,
+            &desc,
+            [width, height, pitch],
+            normalized,
+            sampler,
+        )?;
+        arrays::bind_reference(reference, texture)?;
+        if !offset.is_null() {
+            put(offset, 0)?;
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deprecated `cudaThread*` forms of the device calls, which real suites still make
+
+extern "C" {
+    /// The host runtime's `cudaDeviceReset` (harvest and write the profile first).
+    fn __cuda_flux_device_reset() -> Code;
+}
+
+/// `cudaThreadExit`: `cudaDeviceReset`, through the host runtime as an instrumented program's
+/// `cudaDeviceReset` goes, so that the profile of the launches so far is written.
+#[no_mangle]
+pub extern "C" fn cudaThreadExit() -> Code {
+    // SAFETY: the host runtime's export, linked into this archive.
+    unsafe { __cuda_flux_device_reset() }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaThreadSetLimit(limit: c_int, value: usize) -> Code {
+    // SAFETY: as the device call.
+    unsafe { cudaDeviceSetLimit(limit, value) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaThreadGetLimit(value: *mut usize, limit: c_int) -> Code {
+    // SAFETY: as the device call.
+    unsafe { cudaDeviceGetLimit(value, limit) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaThreadSetCacheConfig(config: c_int) -> Code {
+    // SAFETY: as the device call.
+    unsafe { cudaDeviceSetCacheConfig(config) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cudaThreadGetCacheConfig(config: *mut c_int) -> Code {
+    api(|| Ok(put(config, registry().cache_config)?))
 }

@@ -1,4 +1,5 @@
-//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, read once at first use.
+//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS` and `CUDA_FLUX_CPU_MEMCHECK`,
+//! each read once at first use.
 
 use std::ffi::OsStr;
 
@@ -17,6 +18,30 @@ pub const MAX_THREADS: usize = 1024;
 pub enum ConfigError {
     #[error("{THREADS_VAR} must be an integer from 1 to {MAX_THREADS}, not `{0}`")]
     BadThreads(String),
+    #[error("{MEMCHECK_VAR} must be 0 or 1, not `{0}`")]
+    BadMemcheck(String),
+}
+
+/// The variable that turns on the strict memory mode: a kernel touching memory outside every
+/// allocation (a guard zone included) faults, as under compute-sanitizer's memcheck.
+pub const MEMCHECK_VAR: &str = "CUDA_FLUX_CPU_MEMCHECK";
+
+/// Whether the strict memory mode is on: `value` is the variable's value, if set.
+pub fn memcheck_from(value: Option<&OsStr>) -> Result<bool, ConfigError> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    let text = value.to_string_lossy();
+    match text.trim() {
+        "" | "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(ConfigError::BadMemcheck(text.into_owned())),
+    }
+}
+
+/// The strict memory mode of this process (`CUDA_FLUX_CPU_MEMCHECK`).
+pub fn memcheck_from_env() -> Result<bool, ConfigError> {
+    memcheck_from(std::env::var_os(MEMCHECK_VAR).as_deref())
 }
 
 /// The worker count: `value` (the variable's value, if set) or `default` when unset.
@@ -53,6 +78,18 @@ mod tests {
         assert_eq!(workers_from(Some(OsStr::new("1")), 8), Ok(1));
         assert_eq!(workers_from(Some(OsStr::new(" 16 ")), 8), Ok(16));
         assert_eq!(workers_from(Some(OsStr::new("1024")), 8), Ok(1024));
+    }
+
+    #[test]
+    fn memcheck_is_0_or_1() {
+        assert_eq!(memcheck_from(None), Ok(false));
+        assert_eq!(memcheck_from(Some(OsStr::new("0"))), Ok(false));
+        assert_eq!(memcheck_from(Some(OsStr::new(" 1"))), Ok(true));
+        let error = memcheck_from(Some(OsStr::new("yes"))).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "CUDA_FLUX_CPU_MEMCHECK must be 0 or 1, not `yes`"
+        );
     }
 
     #[test]

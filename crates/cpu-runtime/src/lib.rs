@@ -30,5 +30,7 @@ pub mod registry;
 pub mod stats;
 
 mod api;
+mod arrays;
 mod error_table;
+mod libraries;
 mod runtime;

@@ -1,6 +1,12 @@
 //! Device memory is host memory: allocations come from the host allocator with cudaMalloc's
 //! alignment and are recorded in an address-range table, which is what kernels (through
 //! `Environment::global_accessible`) and the copy calls check device addresses against.
+//!
+//! Each allocation this runtime makes lies between two zeroed guard zones of its own
+//! ([`guard_for`]): on a GPU, small allocations share pages and memory a little outside an
+//! allocation is mapped, so a kernel that reads a row above an image or `x[-1]` (and ignores
+//! the value) runs there. Kernels may touch the guard zones unless the strict mode
+//! (`CUDA_FLUX_CPU_MEMCHECK=1`) is on; the copy calls never.
 
 use std::alloc::Layout;
 use std::collections::BTreeMap;
@@ -24,6 +30,8 @@ pub enum MemoryKind {
     Device,
     /// `cudaMallocManaged`.
     Managed,
+    /// `cudaMallocArray`, `cudaMalloc3DArray`: a CUDA array's texels.
+    Array,
     /// `cudaMallocHost`, `cudaHostAlloc`: pinned host memory, mapped (unified addressing).
     Host,
     /// `cudaHostRegister`: the program's memory, not owned here.
@@ -37,7 +45,7 @@ impl MemoryKind {
     pub fn owned(self) -> bool {
         matches!(
             self,
-            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Host
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Host | MemoryKind::Array
         )
     }
 
@@ -45,7 +53,7 @@ impl MemoryKind {
     pub fn memory_type(self) -> i32 {
         match self {
             MemoryKind::Host | MemoryKind::Registered => 1,
-            MemoryKind::Device | MemoryKind::Symbol(_) => 2,
+            MemoryKind::Device | MemoryKind::Array | MemoryKind::Symbol(_) => 2,
             MemoryKind::Managed => 3,
         }
     }
@@ -115,6 +123,53 @@ impl AddressTable {
         address.checked_add(len).is_some_and(|last| last <= end)
     }
 
+    /// Whether `[address, address + len)` lies inside one allocation of this runtime together
+    /// with its guard zones ([`guard_for`]).
+    pub fn contains_guarded(&self, address: u64, len: u64) -> bool {
+        let Some(end) = address.checked_add(len) else {
+            return false;
+        };
+        let inside = |(start, range): (&u64, &Range)| {
+            let guard = guard_for(range.len);
+            range.kind.owned()
+                && address >= start.saturating_sub(guard)
+                && end <= start + range.len + guard
+        };
+        self.ranges
+            .range(..=address)
+            .next_back()
+            .is_some_and(inside)
+            || self.ranges.range(address..).next().is_some_and(inside)
+    }
+
+    /// Where `address` lies relative to the nearest allocation of this runtime, as
+    /// compute-sanitizer says it: `N bytes before|after|inside the L-byte allocation at A`.
+    pub fn describe(&self, address: u64) -> Option<String> {
+        let before = self
+            .ranges
+            .range(..=address)
+            .rev()
+            .find(|(_, r)| r.kind.owned());
+        let after = self.ranges.range(address..).find(|(_, r)| r.kind.owned());
+        let distance_before = before.map(|(s, r)| address.saturating_sub(s + r.len));
+        let distance_after = after.map(|(s, _)| s - address);
+        let (start, range, text) = match (before, after) {
+            (Some((s, r)), _) if address < s + r.len => {
+                (*s, *r, format!("{} bytes inside", address - s))
+            }
+            (Some((s, r)), Some(_)) if distance_before <= distance_after => {
+                (*s, *r, format!("{} bytes after", address - (s + r.len)))
+            }
+            (_, Some((s, r))) => (*s, *r, format!("{} bytes before", s - address)),
+            (Some((s, r)), None) => (*s, *r, format!("{} bytes after", address - (s + r.len))),
+            (None, None) => return None,
+        };
+        Some(format!(
+            "{text} the {}-byte allocation at {start:#x}",
+            range.len
+        ))
+    }
+
     /// Whether any recorded range intersects `[start, start + len)`.
     pub fn overlaps(&self, start: u64, len: u64) -> bool {
         let end = start.saturating_add(len);
@@ -135,12 +190,32 @@ impl AddressTable {
     }
 }
 
-fn layout(len: usize) -> Result<Layout, CudaError> {
-    Layout::from_size_align(len, ALIGNMENT).map_err(|_| CudaError::MemoryAllocation)
+/// The largest guard zone: more than a row of any image a test suite uses, small next to
+/// a GPU's 2 MiB pages.
+pub const MAX_GUARD: u64 = 64 << 10;
+
+/// Bytes of the guard zone before and after an allocation of `len` bytes: the allocation's
+/// size rounded up to [`ALIGNMENT`] (a row above a 2-row image, `x[-1]` of one element), at
+/// most [`MAX_GUARD`].
+pub fn guard_for(len: u64) -> u64 {
+    len.div_ceil(ALIGNMENT as u64)
+        .saturating_mul(ALIGNMENT as u64)
+        .clamp(ALIGNMENT as u64, MAX_GUARD)
 }
 
-/// Allocates `len > 0` zeroed bytes aligned to [`ALIGNMENT`]. (cudaMalloc does not promise
-/// zeros; zeroed memory makes runs reproducible.)
+/// The host block of an allocation of `len` bytes: guard, allocation, guard.
+fn layout(len: usize) -> Result<Layout, CudaError> {
+    let guard = guard_for(len as u64) as usize;
+    let total = guard
+        .checked_mul(2)
+        .and_then(|g| g.checked_add(len))
+        .ok_or(CudaError::MemoryAllocation)?;
+    Layout::from_size_align(total, ALIGNMENT).map_err(|_| CudaError::MemoryAllocation)
+}
+
+/// Allocates `len > 0` zeroed bytes aligned to [`ALIGNMENT`], between zeroed guard zones of
+/// [`guard_for`]`(len)` bytes. (cudaMalloc does not promise zeros; zeroed memory makes runs
+/// reproducible.)
 pub fn allocate(len: usize) -> Result<u64, CudaError> {
     debug_assert!(len > 0);
     let layout = layout(len)?;
@@ -149,7 +224,7 @@ pub fn allocate(len: usize) -> Result<u64, CudaError> {
     if ptr.is_null() {
         Err(CudaError::MemoryAllocation)
     } else {
-        Ok(ptr as u64)
+        Ok(ptr as u64 + guard_for(len as u64))
     }
 }
 
@@ -159,8 +234,9 @@ pub fn allocate(len: usize) -> Result<u64, CudaError> {
 /// `start` and `len` must be an allocation of [`allocate`] not yet freed.
 pub unsafe fn deallocate(start: u64, len: u64) {
     if let Ok(layout) = layout(len as usize) {
-        // SAFETY: the caller's contract; the layout is the one it was allocated with.
-        unsafe { std::alloc::dealloc(start as *mut u8, layout) };
+        let block = start - guard_for(len);
+        // SAFETY: the caller's contract; the block and layout are those it was allocated with.
+        unsafe { std::alloc::dealloc(block as *mut u8, layout) };
     }
 }
 
@@ -233,6 +309,49 @@ mod tests {
         assert_eq!(table.len(), 2);
         assert_eq!(table.remove(0x3000).map(|r| r.len), Some(8));
         assert_eq!(table.remove(0x3000), None);
+    }
+
+    #[test]
+    fn guard_zones_are_accessible_only_around_owned_allocations() {
+        let mut table = AddressTable::default();
+        assert!(table.insert(0x10000, 1000, MemoryKind::Device));
+        assert!(table.insert(0x40000, 16, MemoryKind::Registered));
+        assert_eq!(guard_for(1000), 1024);
+        assert_eq!(guard_for(1), 256);
+        assert_eq!(guard_for(1 << 30), MAX_GUARD);
+        assert!(table.contains_guarded(0x10000 - 4, 4), "x[-1]");
+        assert!(table.contains_guarded(0x10000 - 1024, 4));
+        assert!(!table.contains_guarded(0x10000 - 1025, 4));
+        assert!(table.contains_guarded(0x10000 + 1000 + 1020, 4));
+        assert!(!table.contains_guarded(0x10000 + 1000 + 1021, 4));
+        assert!(
+            !table.contains_guarded(0x40000 - 4, 4),
+            "registered memory has no guard"
+        );
+        assert_eq!(
+            table.describe(0x10000 - 4).as_deref(),
+            Some("4 bytes before the 1000-byte allocation at 0x10000")
+        );
+        assert_eq!(
+            table.describe(0x10000 + 1004).as_deref(),
+            Some("4 bytes after the 1000-byte allocation at 0x10000")
+        );
+        assert_eq!(
+            table.describe(0x10010).as_deref(),
+            Some("16 bytes inside the 1000-byte allocation at 0x10000")
+        );
+    }
+
+    #[test]
+    fn guard_zones_are_mapped_and_zeroed() {
+        let start = allocate(100).unwrap();
+        let guard = guard_for(100) as usize;
+        // SAFETY: the guard zones belong to the block `allocate` made.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((start as usize - guard) as *const u8, 2 * guard + 100)
+        };
+        assert!(bytes.iter().all(|&b| b == 0));
+        unsafe { deallocate(start, 100) };
     }
 
     #[test]

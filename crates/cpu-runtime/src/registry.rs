@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ptx_sim::image::ArchPtx;
-use ptx_sim::{Program, SimError, Texture};
+use ptx_sim::{ChannelKind, Program, SimError, Texture};
 
+use crate::abi::ChannelFormatDesc;
 use crate::device::DEFAULT_ARCH;
 use crate::error::CudaError;
 use crate::memory::{AddressTable, MemoryKind, ModuleId};
@@ -81,8 +82,52 @@ pub struct Variable {
     pub size: usize,
 }
 
+/// A CUDA array; its handle (`cudaArray_t`) is the address of its texels.
+#[derive(Debug, Clone, Copy)]
+pub struct CudaArray {
+    pub desc: ChannelFormatDesc,
+    pub kind: ChannelKind,
+    pub channels: u8,
+    pub bits: u8,
+    /// Width, height and depth in texels as allocated (0 for a dimension the array lacks).
+    pub extent: [usize; 3],
+    pub flags: u32,
+}
+
+impl CudaArray {
+    pub fn texel_bytes(&self) -> usize {
+        usize::from(self.channels) * usize::from(self.bits) / 8
+    }
+
+    /// Dimensions: 1, 2 or 3.
+    pub fn dims(&self) -> u8 {
+        1 + u8::from(self.extent[1] > 0) + u8::from(self.extent[2] > 0)
+    }
+
+    /// Texels per dimension, each at least 1.
+    pub fn size(&self) -> [usize; 3] {
+        self.extent.map(|e| e.max(1))
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.size()[0] * self.texel_bytes()
+    }
+
+    pub fn slice_bytes(&self) -> usize {
+        self.row_bytes() * self.size()[1]
+    }
+
+    pub fn len(&self) -> usize {
+        self.slice_bytes() * self.size()[2]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A registered legacy texture reference and what is bound to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TextureReference {
     pub module: ModuleId,
     pub name: String,
@@ -136,6 +181,8 @@ pub struct Registry {
     /// Texture objects; shared with running launches, copied on write.
     pub texture_objects: Arc<HashMap<u64, Texture>>,
     next_texture_object: u64,
+    /// CUDA arrays by handle (the address of their texels, recorded as `MemoryKind::Array`).
+    pub arrays: HashMap<u64, CudaArray>,
     /// The address table; shared with running launches, copied on write.
     pub memory: Arc<AddressTable>,
     pub streams: HashMap<usize, Stream>,
@@ -159,6 +206,7 @@ impl Default for Registry {
             surfaces: HashMap::new(),
             texture_objects: Arc::default(),
             next_texture_object: 1,
+            arrays: HashMap::new(),
             memory: Arc::default(),
             streams: HashMap::new(),
             events: HashMap::new(),
@@ -254,12 +302,23 @@ impl Registry {
             .ok_or(CudaError::InvalidResourceHandle)
     }
 
-    /// The textures bound to the references of `module`, by name.
+    /// The textures bound to the references of `module`, by name. A texture read by
+    /// coordinates (an array, pitched memory) takes the sampler state (addressing, filtering,
+    /// normalized coordinates) the program has set in the reference's host struct by now, as
+    /// cudart reads it at launch.
     pub fn bound_references(&self, module: ModuleId) -> HashMap<String, Texture> {
         self.textures
-            .values()
-            .filter(|t| t.module == module)
-            .filter_map(|t| Some((t.name.clone(), t.bound?)))
+            .iter()
+            .filter(|(_, t)| t.module == module)
+            .filter_map(|(&host, t)| {
+                let mut texture = t.bound?;
+                if let Some(sampling) = &mut texture.sampling {
+                    // SAFETY: `host` is the registered `textureReference` of the program.
+                    let sampler = unsafe { crate::arrays::reference_sampler(host) };
+                    crate::arrays::apply_sampler(sampling, &sampler);
+                }
+                Some((t.name.clone(), texture))
+            })
             .collect()
     }
 
@@ -375,6 +434,7 @@ mod tests {
             channels: 1,
             bits_per_channel: 32,
             normalized_float: false,
+            sampling: None,
         };
         let snapshot = Arc::clone(&registry.texture_objects);
         let handle = registry.add_texture_object(texture);

@@ -50,12 +50,14 @@ struct Runtime {
     registry: Mutex<Registry>,
     work: RwLock<()>,
     workers: OnceLock<Result<usize, config::ConfigError>>,
+    memcheck: OnceLock<Result<bool, config::ConfigError>>,
 }
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
     registry: Mutex::new(Registry::default()),
     work: RwLock::new(()),
     workers: OnceLock::new(),
+    memcheck: OnceLock::new(),
 });
 
 /// The registry, locked. (A panic while it was held ends the process, so poisoning carries
@@ -65,7 +67,7 @@ pub fn registry() -> MutexGuard<'static, Registry> {
 }
 
 /// Held while device memory is in use by a launch or a copy.
-fn work_shared() -> RwLockReadGuard<'static, ()> {
+pub fn work_shared() -> RwLockReadGuard<'static, ()> {
     RUNTIME.work.read().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -86,6 +88,16 @@ pub fn workers() -> Result<usize> {
     RUNTIME
         .workers
         .get_or_init(config::workers_from_env)
+        .clone()
+        .map_err(|e| Failure::Fault(e.to_string()))
+}
+
+/// Whether kernels may touch the guard zones around allocations (the default, as a GPU
+/// tolerates reads a little outside an allocation) or fault there (`CUDA_FLUX_CPU_MEMCHECK=1`).
+pub fn memcheck() -> Result<bool> {
+    RUNTIME
+        .memcheck
+        .get_or_init(config::memcheck_from_env)
         .clone()
         .map_err(|e| Failure::Fault(e.to_string()))
 }
@@ -135,6 +147,7 @@ pub fn register_image(images: Vec<ptx_sim::image::ArchPtx>, handle: usize) -> Re
     // Reads CUDA_FLUX_CPU_STATS before `main`: the file is written at exit even if nothing is
     // launched.
     stats::collector();
+    crate::libraries::note_once();
     let mut registry = registry();
     let module = registry
         .add_module(images)
@@ -213,6 +226,8 @@ struct LaunchEnvironment {
     /// The grid workspace of a cooperative launch (0 otherwise), which CUDA's cooperative
     /// groups find through `%envreg1`/`%envreg2`: `this_grid().is_valid()`, `grid.sync()`.
     grid_workspace: u64,
+    /// `CUDA_FLUX_CPU_MEMCHECK=1`: guard zones are not accessible.
+    memcheck: bool,
 }
 
 /// Bytes of a grid workspace: cooperative groups' `grid_workspace { unsigned wsSize; unsigned
@@ -222,6 +237,7 @@ const GRID_WORKSPACE_BYTES: usize = 16;
 impl Environment for LaunchEnvironment {
     fn global_accessible(&self, address: u64, len: u64) -> bool {
         self.memory.contains(address, len)
+            || (!self.memcheck && self.memory.contains_guarded(address, len))
     }
 
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture> {
@@ -365,30 +381,61 @@ unsafe fn launch_with(
     // inter-block barrier of its own), which only ends if all of them run at once, as they do
     // on a GPU: one host thread per CTA (at most 32 per emulated multiprocessor, checked
     // above), instead of `workers` threads taking CTAs one after the other.
-    let workers = if cooperative {
-        usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
-            .unwrap_or(usize::MAX)
+    // Other launches keep as many CTAs resident as the emulated device holds
+    // (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` × `multiProcessorCount`): ptx-sim makes
+    // more of them resident when the running ones wait, so CTAs that wait for each other
+    // without a cooperative launch (a persistent kernel's own barrier) work where a GPU of
+    // this shape runs them.
+    let resident_per_sm = device::max_active_blocks(
+        block.x * block.y * block.z,
+        info.static_shared_bytes + shared,
+    ) as usize;
+    let (workers, resident_ctas) = if cooperative {
+        let ctas = usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
+            .unwrap_or(usize::MAX);
+        (ctas, ctas)
     } else {
-        workers
+        (workers, resident_per_sm.max(1).saturating_mul(workers))
     };
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],
         block: [block.x, block.y, block.z],
         dynamic_shared_bytes: shared,
         workers,
+        resident_ctas,
     };
     let environment = LaunchEnvironment {
-        memory,
+        memory: Arc::clone(&memory),
         objects,
         references,
         grid_workspace,
+        memcheck: memcheck()?,
     };
     let _work = work_shared();
     let collector = stats::collector();
     let start = collector.map(|_| Instant::now());
     // SAFETY: the arguments are the program's; the environment lists memory that stays
     // allocated while `_work` is held.
-    let executed = unsafe { program.launch(&function.name, &config, &args, &environment) }?;
+    let executed = unsafe { program.launch(&function.name, &config, &args, &environment) }
+        .map_err(|error| match error {
+            // Say which kernel and which allocation, as compute-sanitizer does.
+            SimError::InvalidAddress { address, .. }
+            | SimError::MisalignedAddress { address, .. } => {
+                let near = memory
+                    .describe(address)
+                    .map_or_else(String::new, |where_| format!(": {where_}"));
+                let strict = if environment.memcheck {
+                    format!(" ({}=1)", config::MEMCHECK_VAR)
+                } else {
+                    String::new()
+                };
+                Failure::Fault(format!(
+                    "{error} in kernel `{}`{near}{strict}",
+                    function.name
+                ))
+            }
+            other => Failure::from(other),
+        })?;
     if let (Some(collector), Some(start)) = (collector, start) {
         let kernel_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         collector.record(
@@ -756,6 +803,7 @@ pub fn linear_texture(
         channels,
         bits_per_channel: bits,
         normalized_float: normalized_read && kind != ChannelKind::Float,
+        sampling: None,
     })
 }
 
@@ -808,6 +856,7 @@ pub fn reset_device() {
             registry.streams.clear();
             registry.events.clear();
             registry.texture_objects = Arc::default();
+            registry.arrays.clear();
             for reference in registry.textures.values_mut() {
                 reference.bound = None;
             }

@@ -189,6 +189,32 @@ c_structs! {
         pub disableTrilinearOptimization: c_int,
     }
 
+    /// `struct cudaExtent`.
+    Extent = "struct cudaExtent" {
+        pub width: usize,
+        pub height: usize,
+        pub depth: usize,
+    }
+
+    /// `struct cudaPos`.
+    Pos = "struct cudaPos" {
+        pub x: usize,
+        pub y: usize,
+        pub z: usize,
+    }
+
+    /// `struct cudaMemcpy3DParms`.
+    Memcpy3DParms = "struct cudaMemcpy3DParms" {
+        pub srcArray: *mut c_void,
+        pub srcPos: Pos,
+        pub srcPtr: PitchedPtr,
+        pub dstArray: *mut c_void,
+        pub dstPos: Pos,
+        pub dstPtr: PitchedPtr,
+        pub extent: Extent,
+        pub kind: c_int,
+    }
+
     /// `struct cudaPointerAttributes`.
     PointerAttributes = "struct cudaPointerAttributes" {
         pub r#type: c_int,
@@ -221,4 +247,17 @@ c_structs! {
         pub attrs: *mut LaunchAttribute,
         pub numAttrs: c_uint,
     }
+}
+
+/// The leading members of `struct textureReference` (the host side of a `texture<>`
+/// variable), all the runtime reads: the sampler state a program sets before it binds. (Not
+/// in [`LAYOUTS`]: the struct ends in `__cudaReserved`, which the layout test cannot name; the
+/// offsets are 0, 4, 8 and 20 by C's rules.)
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TextureReferenceHead {
+    pub normalized: c_int,
+    pub filterMode: c_int,
+    pub addressMode: [c_int; 3],
+    pub channelDesc: ChannelFormatDesc,
 }

@@ -264,7 +264,12 @@ pub(crate) struct TexInst {
     /// A texture-object handle, or a `.texref`'s tagged index ([`TEXREF_HANDLE_TAG`]), whether
     /// the fetch names the reference or a register it was moved into.
     pub handle: Src,
-    pub coord: Src,
+    /// Coordinates: x, y, z (as many as `dims`).
+    pub coords: [Src; 3],
+    /// Geometry: 1, 2 or 3 dimensions.
+    pub dims: u8,
+    /// Coordinates are `f32` (else `s32`).
+    pub float_coords: bool,
     /// Result component type: `f32`, `s32` or `u32`.
     pub result: crate::ChannelKind,
 }
@@ -403,6 +408,11 @@ pub(crate) struct Inst {
     pub line: u32,
     /// Index of the statement in the function body (for the instruction's text in errors).
     pub statement: u32,
+    /// A load, store or atomic (not `red`) on global, shared or generic memory: an access
+    /// other warps can see, where the scheduler may switch warps. (Counter code has none:
+    /// it reduces with `red` and reads its base from `.param`, so instrumentation does not
+    /// move the switches.)
+    pub visible: bool,
 }
 
 /// A parameter's place: kernel parameter buffer offset, or frame offset for device functions.
@@ -656,12 +666,18 @@ pub(crate) fn decode_function(
                         }
                     },
                 };
+                let visible = matches!(instruction.opcode.base(), "ld" | "ldu" | "st" | "atom")
+                    && !matches!(
+                        instruction.facts.state_space,
+                        Some(StateSpace::Param | StateSpace::Local | StateSpace::Const)
+                    );
                 code.push(Inst {
                     op,
                     guard,
                     guard_negated,
                     line,
                     statement: statement_index as u32,
+                    visible,
                 });
             }
         }
@@ -673,6 +689,7 @@ pub(crate) fn decode_function(
         guard_negated: false,
         line: lines.line(function.statements().last().and_then(|s| s.source_offset())),
         statement: u32::MAX,
+        visible: false,
     });
     crate::cfg::assign_reconvergence(&mut code);
     let mut used_shared = decoder.used_shared;
@@ -1394,25 +1411,43 @@ impl Decoder<'_> {
     fn decode_tex(&mut self, inst: &Instruction) -> Result<Op, String> {
         let opcode = &inst.opcode;
         let mods: Vec<&str> = opcode.modifiers().collect();
-        // tex.1d.v4.<dtype>.s32 only: linear memory fetched by integer coordinate.
-        let result = match mods.as_slice() {
-            ["1d", "v4", d, "s32"] => match *d {
-                "f32" => crate::ChannelKind::Float,
-                "s32" => crate::ChannelKind::Signed,
-                "u32" => crate::ChannelKind::Unsigned,
-                _ => return Err("texture result type".into()),
-            },
-            _ => return Err("only tex.1d.v4.{f32,s32,u32}.s32 fetches are supported".into()),
+        // tex.{1d,2d,3d}.v4.<dtype>.{s32,f32}: fetches by texel index or by coordinates.
+        let unsupported = || "only tex.{1d,2d,3d}.v4.{f32,s32,u32}.{s32,f32} fetches are supported";
+        let [geometry, "v4", d, c] = mods.as_slice() else {
+            return Err(unsupported().into());
+        };
+        let dims = match *geometry {
+            "1d" => 1u8,
+            "2d" => 2,
+            "3d" => 3,
+            _ => return Err(unsupported().into()),
+        };
+        let result = match *d {
+            "f32" => crate::ChannelKind::Float,
+            "s32" => crate::ChannelKind::Signed,
+            "u32" => crate::ChannelKind::Unsigned,
+            _ => return Err("texture result type".into()),
+        };
+        let (float_coords, kind) = match *c {
+            "s32" => (false, ValueKind::Int { bits: 32 }),
+            "f32" => (true, ValueKind::F32),
+            _ => return Err(unsupported().into()),
         };
         let [dst, Operand::Address(items)] = inst.operands.as_slice() else {
             return Err("operands".into());
         };
-        let [handle, Operand::Vector(coords)] = items.as_slice() else {
+        let [handle, Operand::Vector(coord_operands)] = items.as_slice() else {
             return Err("texture operands".into());
         };
-        let [coord] = coords.as_slice() else {
+        // 1-D and 2-D name 1 and 2 coordinates, 3-D four (the fourth is ignored).
+        let expected = if dims == 3 { 4 } else { usize::from(dims) };
+        if coord_operands.len() != expected {
             return Err("texture coordinates".into());
-        };
+        }
+        let mut coords = [Src::Imm(0), Src::Imm(0), Src::Imm(0)];
+        for (slot, operand) in coords.iter_mut().zip(coord_operands) {
+            *slot = self.src(operand, kind)?;
+        }
         let handle = self.src(handle, ValueKind::Int { bits: 64 })?;
         let (dsts, count) = self.dsts(dst)?;
         if count != 4 {
@@ -1421,7 +1456,9 @@ impl Decoder<'_> {
         Ok(Op::Tex(Box::new(TexInst {
             dsts,
             handle,
-            coord: self.src(coord, ValueKind::Int { bits: 32 })?,
+            coords,
+            dims,
+            float_coords,
             result,
         })))
     }

@@ -11,7 +11,7 @@ use crate::decode::{
 use crate::launch::CtaContext;
 use crate::memory;
 use crate::warp::{Entry, Frame, PendingReduction, Warp, WarpState};
-use crate::{ChannelKind, SimError, TextureRef};
+use crate::{AddressMode, ChannelKind, SimError, TextureRef};
 
 /// Why a warp stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +57,14 @@ pub(crate) struct Exec<'a, 'w> {
     columns: [[u64; 32]; 4],
 }
 
-/// Runs `warp` for at most `budget` warp instructions.
-pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<Yield, SimError> {
+/// Runs `warp` for at most `budget` warp instructions, and at most `visible` loads, stores and
+/// atomics other warps can see ([`crate::decode::Inst::visible`]).
+pub(crate) fn run(
+    cta: &CtaContext<'_>,
+    warp: &mut Warp,
+    budget: u64,
+    visible: u64,
+) -> Result<Yield, SimError> {
     let program = cta.launch.program;
     let Some(frame) = warp.frames.last() else {
         warp.state = WarpState::Done;
@@ -74,7 +80,7 @@ pub(crate) fn run(cta: &CtaContext<'_>, warp: &mut Warp, budget: u64) -> Result<
         local_base,
         columns: [[0; 32]; 4],
     };
-    exec.run(budget)
+    exec.run(budget, visible)
 }
 
 impl<'a> Exec<'a, '_> {
@@ -135,7 +141,7 @@ impl<'a> Exec<'a, '_> {
         &mut self.warp.frames[last]
     }
 
-    fn run(&mut self, mut budget: u64) -> Result<Yield, SimError> {
+    fn run(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -151,7 +157,7 @@ impl<'a> Exec<'a, '_> {
                 frame.stack.pop();
                 continue;
             }
-            if budget == 0 {
+            if budget == 0 || visible == 0 {
                 return Ok(Yield::Slice);
             }
             budget -= 1;
@@ -165,6 +171,7 @@ impl<'a> Exec<'a, '_> {
                 return Err(self.unsupported(pc, "control reached past the end of the function"));
             };
             let exec = self.guard(inst, active);
+            visible -= u64::from(inst.visible);
             self.warp.clock += u64::from(issued);
             self.warp.thread_instructions +=
                 u64::from(if issued { active.count_ones() } else { 0 });
@@ -295,8 +302,15 @@ impl<'a> Exec<'a, '_> {
                         }
                         for (i, src) in srcs[..*count as usize].iter().enumerate() {
                             let v = self.read(src, lane);
+                            let at = host + i as u64 * bytes;
                             // SAFETY: `resolve` checked the whole vector's range.
-                            unsafe { memory::store(host + i as u64 * bytes, ty.bytes, v) };
+                            unsafe {
+                                if !self.warp.wrote {
+                                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                                    self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
+                                }
+                                memory::store(at, ty.bytes, v)
+                            };
                         }
                     }
                 }
@@ -364,6 +378,12 @@ impl<'a> Exec<'a, '_> {
                         let (bv, cv) = (self.read(b, lane), self.read(c, lane));
                         // SAFETY: checked accessible and aligned above.
                         let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
+                        // Reductions (`red`, no destination) are what counter code uses:
+                        // they do not tell a working warp from a waiting one.
+                        if !self.warp.wrote && *dst != NO_REG {
+                            // SAFETY: as above.
+                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                        }
                         let old = match ty {
                             AtomType::S32 => old as u32 as i32 as i64 as u64,
                             _ => old,
@@ -836,33 +856,172 @@ impl<'a> Exec<'a, '_> {
                     t
                 }
             };
-            let coord = self.read(&tex.coord, lane) as u32 as i32;
             let channel_bytes = u64::from(texture.bits_per_channel / 8);
-            let texel_bytes = channel_bytes * u64::from(texture.channels);
             if !matches!(channel_bytes, 1 | 2 | 4) || !matches!(texture.channels, 1 | 2 | 4) {
                 return Err(self.unsupported(pc, "texture format"));
             }
-            let mut out = [0u64; 4];
-            let offset = i64::from(coord) * texel_bytes as i64;
-            let inside = coord >= 0 && (offset as u64) + texel_bytes <= texture.len_bytes;
-            if inside {
-                let host = texture.base + offset as u64;
-                if !self.host_accessible(host, texel_bytes) {
-                    return Err(self.invalid_address(pc, host, texel_bytes, lane));
+            let out = match texture.sampling {
+                Some(sampling) => self.sample(pc, lane, &texture, &sampling, tex)?,
+                None if tex.dims == 1 && !tex.float_coords => {
+                    self.fetch_linear(pc, lane, &texture, tex)?
                 }
-                for (ch, slot) in out.iter_mut().take(texture.channels as usize).enumerate() {
-                    // SAFETY: checked accessible above.
-                    let raw = unsafe {
-                        memory::load(host + ch as u64 * channel_bytes, channel_bytes as u8)
-                    };
-                    *slot = texel_value(raw, &texture, tex.result);
+                None => {
+                    return Err(self.unsupported(
+                        pc,
+                        "a fetch by coordinates from a texture over linear memory (which only \
+                         tex1Dfetch reads, by texel index)",
+                    ))
                 }
-            }
+            };
             for (i, &d) in tex.dsts.iter().enumerate() {
                 self.set(d, lane, out[i]);
             }
         }
         Ok(())
+    }
+
+    /// `tex1Dfetch`: texel `index` of linear memory, zeros outside.
+    fn fetch_linear(
+        &mut self,
+        pc: u32,
+        lane: usize,
+        texture: &crate::Texture,
+        tex: &crate::decode::TexInst,
+    ) -> Result<[u64; 4], SimError> {
+        let index = self.read(&tex.coords[0], lane) as u32 as i32;
+        let channel_bytes = u64::from(texture.bits_per_channel / 8);
+        let texel_bytes = channel_bytes * u64::from(texture.channels);
+        let mut out = [0u64; 4];
+        let offset = i64::from(index) * texel_bytes as i64;
+        let inside = index >= 0 && (offset as u64) + texel_bytes <= texture.len_bytes;
+        if inside {
+            let host = texture.base + offset as u64;
+            out = self.texel(pc, lane, texture, host, tex.result)?;
+        }
+        Ok(out)
+    }
+
+    /// The channels of the texel at host address `host`, converted to the result type.
+    fn texel(
+        &mut self,
+        pc: u32,
+        lane: usize,
+        texture: &crate::Texture,
+        host: u64,
+        result: ChannelKind,
+    ) -> Result<[u64; 4], SimError> {
+        let channel_bytes = u64::from(texture.bits_per_channel / 8);
+        let texel_bytes = channel_bytes * u64::from(texture.channels);
+        if !self.host_accessible(host, texel_bytes) {
+            return Err(self.invalid_address(pc, host, texel_bytes, lane));
+        }
+        let mut out = [0u64; 4];
+        for (ch, slot) in out.iter_mut().take(texture.channels as usize).enumerate() {
+            // SAFETY: checked accessible above.
+            let raw =
+                unsafe { memory::load(host + ch as u64 * channel_bytes, channel_bytes as u8) };
+            *slot = texel_value(raw, texture, result);
+        }
+        Ok(out)
+    }
+
+    /// A fetch by coordinates (`tex1D`/`tex2D`/`tex3D` on an array or pitched memory), as the
+    /// CUDA programming guide's "Texture Fetching" appendix specifies it: addressing per
+    /// dimension, nearest-point or linear filtering (weights in 1/256 steps).
+    fn sample(
+        &mut self,
+        pc: u32,
+        lane: usize,
+        texture: &crate::Texture,
+        sampling: &crate::Sampling,
+        tex: &crate::decode::TexInst,
+    ) -> Result<[u64; 4], SimError> {
+        let dims = usize::from(tex.dims.min(3));
+        let mut coords = [0f32; 3];
+        for (d, c) in coords.iter_mut().enumerate().take(dims) {
+            let raw = self.read(&tex.coords[d], lane);
+            *c = if tex.float_coords {
+                f32::from_bits(raw as u32)
+            } else {
+                raw as u32 as i32 as f32
+            };
+        }
+        let filter = sampling.linear_filter && tex.result == ChannelKind::Float;
+        // Per dimension: up to two texel indices (`None`: border) and the second's weight.
+        let mut taps = [[(Some(0i64), 1f32), (None, 0f32)]; 3];
+        for d in 0..dims {
+            let n = i64::from(sampling.extent[d].max(1));
+            let mode = match sampling.address[d] {
+                AddressMode::Wrap | AddressMode::Mirror if !sampling.normalized_coords => {
+                    AddressMode::Clamp
+                }
+                mode => mode,
+            };
+            let mut u = coords[d];
+            if sampling.normalized_coords {
+                u *= n as f32;
+            }
+            if u.is_nan() {
+                u = 0.0;
+            }
+            if filter {
+                let below = u - 0.5;
+                let i = below.floor();
+                let weight = ((below - i) * 256.0).round() / 256.0;
+                let i = i as i64;
+                taps[d] = [
+                    (texel_index(i, n, mode), 1.0 - weight),
+                    (texel_index(i + 1, n, mode), weight),
+                ];
+            } else {
+                taps[d] = [(texel_index(u.floor() as i64, n, mode), 1.0), (None, 0.0)];
+            }
+        }
+        let texel_bytes = u64::from(texture.bits_per_channel / 8) * u64::from(texture.channels);
+        let corners = if filter { 1usize << dims } else { 1 };
+        let mut sum = [0f32; 4];
+        let mut point = [0u64; 4];
+        for corner in 0..corners {
+            let mut weight = 1f32;
+            let mut index = [0i64; 3];
+            let mut border = false;
+            for d in 0..dims {
+                let (i, w) = taps[d][(corner >> d) & 1];
+                weight *= w;
+                match i {
+                    Some(i) => index[d] = i,
+                    None => border = true,
+                }
+            }
+            let value = if border {
+                let mut v = [0u64; 4];
+                if tex.result == ChannelKind::Float {
+                    for (slot, b) in v.iter_mut().zip(sampling.border) {
+                        *slot = u64::from(b.to_bits());
+                    }
+                }
+                v
+            } else {
+                let host = texture.base
+                    + index[2] as u64 * sampling.slice_pitch
+                    + index[1] as u64 * sampling.row_pitch
+                    + index[0] as u64 * texel_bytes;
+                self.texel(pc, lane, texture, host, tex.result)?
+            };
+            if !filter {
+                point = value;
+                break;
+            }
+            for (acc, v) in sum.iter_mut().zip(value) {
+                *acc += weight * f32::from_bits(v as u32);
+            }
+        }
+        if filter {
+            for (slot, v) in point.iter_mut().zip(sum) {
+                *slot = u64::from(v.to_bits());
+            }
+        }
+        Ok(point)
     }
 
     fn call(&mut self, pc: u32, exec: u32, call: &CallInst) -> Result<(), SimError> {
@@ -1145,6 +1304,19 @@ impl<'a> Exec<'a, '_> {
         let (lo, hi) = self.warp.accessible;
         (address >= lo && address.checked_add(len).is_some_and(|e| e <= hi))
             || self.host_accessible(address, len)
+    }
+}
+
+/// Texel `i` of `n` under `mode`; `None` for the border.
+fn texel_index(i: i64, n: i64, mode: AddressMode) -> Option<i64> {
+    match mode {
+        AddressMode::Border => (0..n).contains(&i).then_some(i),
+        AddressMode::Clamp => Some(i.clamp(0, n - 1)),
+        AddressMode::Wrap => Some(i.rem_euclid(n)),
+        AddressMode::Mirror => {
+            let m = i.rem_euclid(2 * n);
+            Some(if m >= n { 2 * n - 1 - m } else { m })
+        }
     }
 }
 

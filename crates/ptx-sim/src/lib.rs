@@ -42,6 +42,11 @@ pub struct LaunchConfig {
     pub dynamic_shared_bytes: usize,
     /// Host threads that run CTAs in parallel (at least 1).
     pub workers: usize,
+    /// CTAs that may be resident at once, over all workers (at least `workers`): what the
+    /// emulated device holds. A worker runs one CTA at a time and makes another one resident
+    /// whenever its CTAs run long without one finishing, so that CTAs waiting for other CTAs
+    /// of the grid make progress, as on a GPU.
+    pub resident_ctas: usize,
 }
 
 /// What one launch executed, counted exactly by the interpreter (plain `u64` sums: at the
@@ -87,8 +92,9 @@ pub enum ChannelKind {
     Float,
 }
 
-/// Linear memory bound to a texture (`cudaResourceTypeLinear` / `cudaBindTexture`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Memory bound to a texture: linear memory (`cudaResourceTypeLinear` / `cudaBindTexture`),
+/// a CUDA array or pitched 2-D memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Texture {
     /// Host address of texel 0.
     pub base: u64,
@@ -101,6 +107,40 @@ pub struct Texture {
     pub bits_per_channel: u8,
     /// `cudaReadModeNormalizedFloat`: integer texels read as floats in [0, 1] / [-1, 1].
     pub normalized_float: bool,
+    /// How a fetch by coordinates samples the texels (CUDA arrays, pitched 2-D memory);
+    /// `None` for linear memory fetched by texel index (`tex1Dfetch`: no addressing, no
+    /// filtering, zeros outside).
+    pub sampling: Option<Sampling>,
+}
+
+/// `cudaTextureAddressMode`: what a coordinate outside the texture reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressMode {
+    Wrap,
+    Clamp,
+    Mirror,
+    Border,
+}
+
+/// The geometry and sampler state of a texture read by coordinates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// Dimensions (1, 2 or 3) and the extent in texels of each (unused ones 1).
+    pub dims: u8,
+    pub extent: [u32; 3],
+    /// Bytes from one row to the next, and from one 2-D slice to the next.
+    pub row_pitch: u64,
+    pub slice_pitch: u64,
+    /// Per dimension. Without normalized coordinates, wrap and mirror act as clamp (as on a
+    /// GPU).
+    pub address: [AddressMode; 3],
+    /// `cudaFilterModeLinear`: float results interpolate between the nearest texels, with
+    /// weights in 1/256 steps (the GPU's 9-bit fixed point).
+    pub linear_filter: bool,
+    /// Coordinates in [0, 1) rather than in texels.
+    pub normalized_coords: bool,
+    /// What border addressing reads (texture objects' `borderColor`; 0 for references).
+    pub border: [f32; 4],
 }
 
 /// What a launch may touch outside the program: provided by the CPU runtime.
@@ -167,4 +207,8 @@ pub enum SimError {
     Assertion(String),
     #[error("barrier deadlock in CTA ({}, {}, {}): {detail}", cta[0], cta[1], cta[2])]
     Deadlock { cta: [u32; 3], detail: String },
+    /// No CTA can become resident and nothing in the grid changed memory for a long time
+    /// (`launch.rs`): the grid waits for what never comes (on a GPU: a hang).
+    #[error("kernel `{kernel}` makes no progress (deadlock): {detail}")]
+    NoProgress { kernel: String, detail: String },
 }

@@ -77,6 +77,10 @@ pub(crate) struct Warp {
     pub global_atomics: u64,
     /// The last host range found accessible: `[lo, hi)`.
     pub accessible: (u64, u64),
+    /// Set when a store or atomic of the warp wrote a value different from the one in
+    /// memory (cleared by the scheduler before each slice: how it tells a warp that waits
+    /// from one that works).
+    pub wrote: bool,
 }
 
 impl Warp {
@@ -96,6 +100,7 @@ impl Warp {
             thread_instructions: 0,
             global_atomics: 0,
             accessible: (0, 0),
+            wrote: false,
         }
     }
 

@@ -381,6 +381,7 @@ fn instrumented_kernel_counts_threads_and_warps() {
         block: [threads_per_cta, 1, 1],
         dynamic_shared_bytes: 0,
         workers: 2,
+        resident_ctas: 2,
     };
     launch(
         &program,

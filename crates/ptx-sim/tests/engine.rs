@@ -22,6 +22,7 @@ fn f32_texture(env: &TestEnv, texels: &mut [f32]) -> Texture {
         channels: 1,
         bits_per_channel: 32,
         normalized_float: false,
+        sampling: None,
     }
 }
 

@@ -844,6 +844,40 @@ int main() {
 }
 
 #[test]
+fn the_strict_memory_mode_reports_what_a_gpu_tolerates_like_compute_sanitizer() {
+    // Issue 13, class c: corpus/near_bounds.cu reads the row above an image and x[-1], which
+    // a GPU (and the CPU target by default: the corpus run) tolerates; CUDA_FLUX_CPU_MEMCHECK=1
+    // reports the first such read with the kernel, the thread and the allocation.
+    let dir = scratch("cpu-target-memcheck");
+    let program = dir.join("near_bounds");
+    build_cpu(
+        &[support::repo_root().join("corpus/near_bounds.cu")],
+        &program,
+        &[],
+    )
+    .unwrap();
+    let (output, profile) = run(&program, &[("CUDA_FLUX_CPU_MEMCHECK", "1")]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: invalid global address")
+            && stderr.contains("thread (")
+            && stderr.contains("in kernel `_Z16vertical_stencil")
+            && stderr.contains(" bytes before the 1920-byte allocation at 0x")
+            && stderr.contains("(CUDA_FLUX_CPU_MEMCHECK=1)"),
+        "{stderr}"
+    );
+    assert!(profile.is_none());
+    let (output, _) = run(&program, &[("CUDA_FLUX_CPU_MEMCHECK", "on")]).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "cuda-flux cpu: CUDA_FLUX_CPU_MEMCHECK must be 0 or 1, not `on`"
+    );
+}
+
+#[test]
 fn a_misaligned_access_is_a_fault_as_on_a_gpu() {
     // Issue 14, item 5: an int read at +1 of a float buffer succeeded silently on the CPU target.
     let dir = scratch("cpu-target-misaligned");
@@ -941,6 +975,53 @@ int main() {
     assert!(stdout.contains(" launch 0 sync 0 bad 0"), "{stdout}");
     let blocks: u32 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(blocks >= 2, "{stdout}");
+}
+
+#[test]
+fn a_grid_waiting_for_ctas_that_cannot_be_resident_is_reported_not_hung() {
+    // Issue 13, class e: one CTA more than the emulated device holds, all waiting for each
+    // other (corpus/gpu_scheduling.cu has the grid that fits): a GPU hangs; the CPU target
+    // names the kernel.
+    let dir = scratch("cpu-target-no-progress");
+    let source = dir.join("wait.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+__device__ unsigned arrived;
+__global__ void wait_for_all(unsigned* seen) {
+    if (threadIdx.x == 0) {
+        atomicInc(&arrived, 0xFFFFFFFFu);
+        while (*(volatile unsigned*)&arrived < gridDim.x) {}
+        seen[blockIdx.x] = arrived;
+    }
+}
+int main() {
+    int per_sm = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wait_for_all, 1024, 0);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int blocks = per_sm * sms + 1;
+    unsigned* seen = nullptr;
+    cudaMalloc(&seen, blocks * sizeof(unsigned));
+    wait_for_all<<<blocks, 1024>>>(seen);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("status %d\n", (int)e);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("wait");
+    build_cpu(&[source], &program, &[]).unwrap();
+    let output = run_limited(&program, 120).expect("the grid hung instead of being reported");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        stderr.starts_with("cuda-flux cpu: kernel `_Z12wait_for_allPj")
+            && stderr.contains("makes no progress")
+            && stderr.contains("1 of its")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -1042,6 +1123,46 @@ int main() {
         last.contains("CPU target does not implement cudaGraphCreate"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_program_using_a_library_with_kernels_we_did_not_compile_is_told_once() {
+    // Issue 13, class g: SHOC GEMM calls cuBLAS, whose kernels are GPU code inside the
+    // library; on the CPU target cublasCreate fails, and the run used to say nothing.
+    let dir = scratch("cpu-target-cublas");
+    let source = dir.join("blas.cu");
+    std::fs::write(
+        &source,
+        r#"#include <cstdio>
+#include <cublas_v2.h>
+__global__ void fill(float* a) { a[threadIdx.x] = 1.0f; }
+int main() {
+    float* a = nullptr;
+    cudaMalloc(&a, 16 * sizeof(float));
+    fill<<<1, 16>>>(a);
+    cudaDeviceSynchronize();
+    cublasHandle_t handle;
+    cublasStatus_t status = cublasCreate(&handle);
+    std::printf("cublasCreate %d\n", (int)status);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("blas");
+    build_cpu(&[source], &program, &["-lcublas"]).unwrap();
+    let (output, profile) = run(&program, &[]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("cuda-flux cpu: this program loads libcublas.so")
+            && stderr.contains("whose kernels cuda-flux does not compile"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("cublasCreate 0"));
+    // The program's own kernel is profiled as usual.
+    assert!(profile.is_some_and(|p| p["kernels"].as_array().is_some_and(|k| k.len() == 1)));
 }
 
 #[test]

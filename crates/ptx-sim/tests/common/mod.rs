@@ -71,6 +71,7 @@ pub fn config(grid: [u32; 3], block: [u32; 3], workers: usize) -> LaunchConfig {
         block,
         dynamic_shared_bytes: 0,
         workers,
+        resident_ctas: workers,
     }
 }
 
