@@ -84,6 +84,11 @@ fn every_accepted_option_is_in_help() {
 fn every_option_in_help_is_accepted() {
     let help = help_text();
     let mut refused = Vec::new();
+    // `--options-file` reads a real file.
+    let dir = tempfile::tempdir().unwrap();
+    let options_file = dir.path().join("options.txt");
+    std::fs::write(&options_file, "-O2\n").unwrap();
+    let options_file = options_file.to_str().unwrap().to_string();
     // The option headings: `--long <value>   (-short)` lines, not indented.
     for line in help.lines().skip_while(|l| !l.starts_with("Options")) {
         if !line.starts_with('-') {
@@ -99,6 +104,7 @@ fn every_option_in_help_is_accepted() {
             "--cuda-flux-target" => "cpu",
             "--machine" => "64",
             "--x" => "cu",
+            "--options-file" => options_file.as_str(),
             _ if line.contains("<true|false>") => "true",
             _ if line.contains("<static") => "static",
             _ => "3",

@@ -724,6 +724,21 @@ const HELP_OPTIONS: &[(&str, &str, &str)] = &[
     ),
     ("-Xopt <level>", "", "As --optimize."),
     (
+        "--forward-unknown-to-host-compiler",
+        "-forward-unknown-to-host-compiler",
+        "Options cuda-flux-nvcc does not know go to the host compiler (which also links).",
+    ),
+    (
+        "--forward-unknown-to-host-linker",
+        "-forward-unknown-to-host-linker",
+        "As --forward-unknown-to-host-compiler.",
+    ),
+    (
+        "--options-file <file>[,<file>]",
+        "-optf",
+        "Read more options from each file (shell-quoted, one or more per line).",
+    ),
+    (
         "--machine=<64>",
         "-m64",
         "64-bit code, the only kind built.",
