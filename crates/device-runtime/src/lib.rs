@@ -207,7 +207,13 @@ pub fn entry_prologue(
 /// The loop counters zeroed: a warp enters each counted loop with zero counts, and the flush at
 /// its exit resets them.
 fn zero_counters(regs: &CounterRegisters) -> Vec<Statement> {
-    (0..regs.counters as usize)
+    zeroed(regs, 0..regs.counters as usize)
+}
+
+/// `{counter}i = 0` for each of `counters`.
+fn zeroed(regs: &CounterRegisters, counters: impl IntoIterator<Item = usize>) -> Vec<Statement> {
+    counters
+        .into_iter()
         .map(|i| ins("mov.u64", vec![regs.c(i), Operand::int(0)]))
         .collect()
 }
@@ -250,8 +256,8 @@ pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<State
 }
 
 /// Elects the group's leader into `{pred}0` (the first active lane, among counted threads
-/// only) and leaves the active mask in `{b32}3` and its size in `{b32}2`.
-fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
+/// only) and leaves the active mask in `{b32}3`.
+fn elect_leader_only(regs: &CounterRegisters) -> Vec<Statement> {
     let r = |i| regs.r32(i);
     vec![
         ins("activemask.b32", vec![r(3)]),
@@ -260,8 +266,14 @@ fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
             "setp.eq.u32",
             vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
         ),
-        ins("popc.b32", vec![r(2), r(3)]),
     ]
+}
+
+/// [`elect_leader_only`], and the group's size in `{b32}2`.
+fn elect_leader(regs: &CounterRegisters) -> Vec<Statement> {
+    let mut code = elect_leader_only(regs);
+    code.push(ins("popc.b32", vec![regs.r32(2), regs.r32(3)]));
+    code
 }
 
 /// `@{pred}predicate opcode operands`.
@@ -318,16 +330,14 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
 /// divergent two-way branch, `placement::Difference`): the first active lane adds 1 to its warp
 /// counter only.
 pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
-    let r = |i| regs.r32(i);
-    vec![
-        ins("activemask.b32", vec![r(3)]),
-        ins("and.b32", vec![r(1), r(3), r(LOWER_LANES)]),
-        ins(
-            "setp.eq.u32",
-            vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
-        ),
-        counter_add(regs, 0, block * COUNTER_PAIR_BYTES + 8, Operand::int(1)),
-    ]
+    let mut code = elect_leader_only(regs);
+    code.push(counter_add(
+        regs,
+        0,
+        block * COUNTER_PAIR_BYTES + 8,
+        Operand::int(1),
+    ));
+    code
 }
 
 /// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it
@@ -456,11 +466,7 @@ pub fn shrinking_flush(
             code.push(counter_add(regs, 0, threads + 8, rd(5)));
         }
     }
-    code.extend(
-        reset
-            .iter()
-            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
-    );
+    code.extend(zeroed(regs, reset.iter().copied()));
     code
 }
 
@@ -488,11 +494,7 @@ pub fn region_flush(
             code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
         }
     }
-    code.extend(
-        reset
-            .iter()
-            .map(|&c| ins("mov.u64", vec![regs.c(c), Operand::int(0)])),
-    );
+    code.extend(zeroed(regs, reset.iter().copied()));
     code
 }
 

@@ -912,24 +912,22 @@ fn differences(
         let b = source(b);
         !differences.iter().any(|d| d.block == b)
     };
+    let free = |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
     for branch in 0..cfg.blocks.len() {
         let [first, second] = cfg.succs[branch][..] else {
             continue;
         };
-        let instructions: Vec<&Instruction> = cfg.blocks[branch]
-            .instructions
-            .iter()
-            .filter_map(|&s| statements[s].as_instruction())
-            .collect();
-        let ends_in_conditional_branch = instructions
-            .last()
-            .is_some_and(|i| i.opcode.base() == "bra" && i.guard.is_some());
-        let calls = instructions.iter().any(|i| i.opcode.base() == "call");
-        if !ends_in_conditional_branch || calls || !known(branch, &differences) {
+        let calls = cfg.blocks[branch].instructions.iter().any(|&s| {
+            statements[s]
+                .as_instruction()
+                .is_some_and(|i| i.opcode.base() == "call")
+        });
+        if conditional_branch(function, cfg, branch).is_none()
+            || calls
+            || !known(branch, &differences)
+        {
             continue;
         }
-        let free =
-            |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
         // The side that would need a counter of its own, the other one known.
         for (block, sibling) in [(second, first), (first, second)] {
             let only_from_branch = |b: usize| cfg.preds[b][..] == [branch];
@@ -953,6 +951,15 @@ fn differences(
         }
     }
     differences
+}
+
+/// The guarded `bra` that ends block `b`, if it ends in one.
+fn conditional_branch<'f>(function: &'f Function, cfg: &Cfg, b: usize) -> Option<&'f Instruction> {
+    cfg.blocks[b]
+        .instructions
+        .last()
+        .and_then(|&s| function.statements()[s].as_instruction())
+        .filter(|i| i.opcode.base() == "bra" && i.guard.is_some())
 }
 
 /// Functions with more blocks keep a counter at the top of every block: the analyses below grow
@@ -1076,11 +1083,7 @@ fn same_counts(
         if cfg.succs[x].len() != 2 {
             return None;
         }
-        let branch = cfg.blocks[x]
-            .instructions
-            .last()
-            .and_then(|&s| statements[s].as_instruction())
-            .filter(|i| i.opcode.base() == "bra")?;
+        let branch = conditional_branch(function, cfg, x)?;
         let guard = branch.guard.clone()?;
         let target = branch.branch_targets().next()?;
         let taken = cfg.blocks[b].label.as_deref() == Some(target);

@@ -1614,19 +1614,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn integer_literals() {
-        assert_eq!(parse_integer("42"), Some(42));
-        assert_eq!(parse_integer("-4"), Some(-4));
-        assert_eq!(parse_integer("0x1F"), Some(31));
-        assert_eq!(parse_integer("017"), Some(15));
-        assert_eq!(parse_integer("0b101"), Some(5));
-        assert_eq!(parse_integer("12U"), Some(12));
-        assert_eq!(parse_integer("0xFFFFFFFFFFFFFFFF"), Some(-1));
-        assert_eq!(parse_integer("0"), Some(0));
-        assert_eq!(parse_integer("x"), None);
-    }
-
-    #[test]
     fn immediates_by_kind() {
         let f = |t: &str| Operand::Float(t.into());
         let i = |t: &str| Operand::Integer(t.into());

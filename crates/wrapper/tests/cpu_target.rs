@@ -20,7 +20,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use witnesses::{check_witness, opcode_totals, text, witness};
+use witnesses::{check_witness, text, witness, witness_opcodes_match};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -270,24 +270,7 @@ fn check_mode_witness(
     if launches == 0 {
         return Err(format!("{name}: no launch recorded"));
     }
-    let predicated = text
-        .lines()
-        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
-    let totals = opcode_totals(profile);
-    let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
-    let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
-    let u64_expected = if predicated {
-        (threads, warps)
-    } else {
-        (warps, warps)
-    };
-    if (u32, u64) != ((threads, warps), u64_expected) {
-        return Err(format!(
-            "{name}: witness threads={threads} warps={warps}, but the profile says \
-             atom.global.add.u32 {u32:?} and atom.global.add.u64 {u64:?} (threads, warps)"
-        ));
-    }
-    Ok(())
+    witness_opcodes_match(&name, &text, profile, (threads, warps))
 }
 
 #[test]

@@ -47,9 +47,6 @@ pub fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Re
         ));
     }
     let (threads, warps) = witness(&text).ok_or_else(|| format!("{name}: no witness line"))?;
-    let predicated = text
-        .lines()
-        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
     let profile = profile.ok_or_else(|| format!("{name}: no profile written"))?;
     for kernel in profile["kernels"].as_array().into_iter().flatten() {
         let launched = kernel["launches"].as_array().is_some_and(|l| !l.is_empty());
@@ -60,6 +57,21 @@ pub fn check_witness(name: &str, output: &Output, profile: Option<&Value>) -> Re
             ));
         }
     }
+    witness_opcodes_match(name, &text, profile, (threads, warps))
+}
+
+/// Whether the profile's counts of the witness opcodes equal the witness `(threads, warps)`:
+/// one `atom.global.add.u32` per witnessed thread, one `atom.global.add.u64` per warp visit (per
+/// thread where the program's witness line says "predicated": a branch-free witness).
+pub fn witness_opcodes_match(
+    name: &str,
+    text: &str,
+    profile: &Value,
+    (threads, warps): (u64, u64),
+) -> Result<(), String> {
+    let predicated = text
+        .lines()
+        .any(|l| l.starts_with("witness:") && l.contains(" predicated"));
     let totals = opcode_totals(profile);
     let u32 = totals.get("atom.global.add.u32").copied().unwrap_or((0, 0));
     let u64 = totals.get("atom.global.add.u64").copied().unwrap_or((0, 0));
