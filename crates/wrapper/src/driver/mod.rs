@@ -15,6 +15,8 @@ pub mod carry;
 pub mod chevrons;
 pub mod nvcc;
 pub mod probe;
+pub mod ptx_link;
+pub mod rdc;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -472,11 +474,7 @@ impl Driver {
                     self.run(&mut command)?;
                 }
                 InputKind::Cuda if self.args.rdc && self.target == Target::Cpu => {
-                    bail!(
-                        "{}: the CPU target does not support -fgpu-rdc (separate device \
-                         compilation); build without it",
-                        input.path.display()
-                    );
+                    self.compile_separable(index, &input.path, &object)?
                 }
                 InputKind::Cuda if self.args.rdc => {
                     warn(format!(
@@ -498,10 +496,259 @@ impl Driver {
             }
             objects.push(object);
         }
+        if self.args.device_link_only {
+            let output = self
+                .args
+                .output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("a_dlink.o"));
+            return self.device_link_into(&objects, &output);
+        }
         if !self.args.compile_only {
+            if let Some(linked) = self.device_link(&objects)? {
+                objects.push(linked);
+            }
             self.link(&objects)?;
         }
         Ok(())
+    }
+
+    /// A separately compiled unit (`-fgpu-rdc`, `-rdc=true`, `-dc`; `rdc.rs`): its object keeps
+    /// its PTX of every architecture, uninstrumented, for the device link; the host code is
+    /// compiled as clang compiles such a unit, its calls routed to the runtime and its kernel
+    /// registrations through the device link's hook.
+    fn compile_separable(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        let stem = format!(
+            "{index}-{}",
+            source.file_stem().unwrap_or_default().to_string_lossy()
+        );
+        let dir = self.work.path();
+        // Device and host compilations must agree on the names clang gives a unit's static
+        // kernels and variables (`__intern__<hash>`), which follow its `-cuid`.
+        let cuid = format!("-cuid={}", unit_id(source, object));
+        let mut archs = Vec::new();
+        for arch in &self.args.archs {
+            let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let mut command = self.clang_cuda();
+            command
+                .args(["--cuda-device-only", "-S", "-fgpu-rdc", &cuid])
+                .arg(format!("--cuda-gpu-arch={arch}"));
+            if let Some(level) = self.args.device_opt_level {
+                command.arg(level.flag());
+            }
+            command.arg(source).arg("-o").arg(&ptx);
+            self.run(&mut command)?;
+            if !self.dry_run {
+                archs.push(ptx_sim::image::ArchPtx {
+                    arch: arch_number(arch)?,
+                    ptx: std::fs::read_to_string(&ptx)
+                        .with_context(|| format!("cannot read {}", ptx.display()))?,
+                });
+            }
+        }
+        // The unit's own device code is never registered (the device link registers the
+        // linked module), so the host code embeds an empty stand-in.
+        let placeholder = dir.join(format!("{stem}.unit.bin"));
+        if !self.dry_run {
+            std::fs::write(&placeholder, b"")
+                .with_context(|| format!("cannot write {}", placeholder.display()))?;
+        }
+        let host_ir = dir.join(format!("{stem}.host.bc"));
+        let mut command = self.host_compile(&placeholder);
+        command.args(["-fgpu-rdc", &cuid, "-emit-llvm"]);
+        command.arg(source).arg("-o").arg(&host_ir);
+        self.run(&mut command)?;
+        let host_object = dir.join(format!("{stem}.host.o"));
+        self.verbose(format!(
+            "[in process] host pass (separable unit) on {} -> {}",
+            host_ir.display(),
+            host_object.display()
+        ));
+        let record = dir.join(format!("{stem}.rdc"));
+        if !self.dry_run {
+            let context = Context::create();
+            let module = cuda_flux_pass::read_module(&context, &host_ir)?;
+            let module_id =
+                cuda_flux_pass::host::route_separable_unit(&module, rdc::REGISTER_FUNCTION_HOOK)
+                    .unwrap_or_default();
+            if self.work_is_kept() {
+                let _ = module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
+            }
+            cuda_flux_pass::host::emit_object(&module, &host_object, self.host_opt_level())?;
+            let unit = rdc::UnitRecord {
+                module_id,
+                source: source.to_string_lossy().into_owned(),
+                archs,
+            };
+            std::fs::write(&record, unit.encode())
+                .with_context(|| format!("cannot write {}", record.display()))?;
+        }
+        let part_source = dir.join(format!("{stem}.rdc.c"));
+        let part = dir.join(format!("{stem}.rdc.o"));
+        if !self.dry_run {
+            std::fs::write(&part_source, rdc::unit_part_source(&record))
+                .with_context(|| format!("cannot write {}", part_source.display()))?;
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&part_source)
+            .arg("-o")
+            .arg(&part);
+        self.run(&mut command)?;
+        self.merge_carried(&[host_object, part], object)
+    }
+
+    /// The device link of the final link: when `objects` (and the static archives among the
+    /// link's inputs) hold separately compiled units that no device-link object among them
+    /// links, links them into a device-link object and returns it.
+    fn device_link(&self, objects: &[PathBuf]) -> Result<Option<PathBuf>> {
+        if self.dry_run {
+            return Ok(None);
+        }
+        let found = self.separable_units(objects)?;
+        if found.unlinked().is_empty() {
+            return Ok(None);
+        }
+        let output = self.work.path().join("cuda_flux_device_link.o");
+        self.link_units(&found, &output)?;
+        Ok(Some(output))
+    }
+
+    /// nvcc's `-dlink`: the device-link object of `objects` written to `output`.
+    fn device_link_into(&self, objects: &[PathBuf], output: &Path) -> Result<()> {
+        if self.dry_run {
+            self.verbose(format!("[in process] device link -> {}", output.display()));
+            return Ok(());
+        }
+        let found = self.separable_units(objects)?;
+        if found.unlinked().is_empty() {
+            // nvcc writes an object without device code then; so does this (nothing to
+            // register), and the link works as with nvcc.
+            let source = self.work.path().join("cuda_flux_empty_dlink.c");
+            std::fs::write(
+                &source,
+                "/* cuda-flux: no separately compiled units */
+",
+            )
+            .with_context(|| format!("cannot write {}", source.display()))?;
+            let mut command = Command::new(&self.tools.clang);
+            command
+                .args(["-x", "c", "-fPIC", "-c"])
+                .arg(&source)
+                .arg("-o")
+                .arg(output);
+            return self.run(&mut command);
+        }
+        self.link_units(&found, output)
+    }
+
+    /// The separately compiled units among `objects` and the archives the link names.
+    fn separable_units(&self, objects: &[PathBuf]) -> Result<rdc::Found> {
+        let mut found = rdc::Found::default();
+        for object in objects {
+            let is_input = object
+                .extension()
+                .is_some_and(|e| e == "o" || e == "a" || e == "obj" || e == "lib");
+            if is_input && object.exists() {
+                rdc::read_inputs(object, &mut found)?;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Links the PTX of `found`'s unlinked units per architecture, instruments it once, and
+    /// writes the device-link object (`rdc::link_object_source`) to `output`.
+    fn link_units(&self, found: &rdc::Found, output: &Path) -> Result<()> {
+        let units = found.unlinked();
+        let dir = self.work.path();
+        let names: Vec<String> = units.iter().map(|u| u.source.clone()).collect();
+        self.verbose(format!(
+            "[in process] device link of {} unit(s): {}",
+            units.len(),
+            names.join(", ")
+        ));
+        // The architectures every unit was compiled for.
+        let mut archs: Vec<u32> = units[0].archs.iter().map(|a| a.arch).collect();
+        for unit in &units[1..] {
+            archs.retain(|arch| unit.archs.iter().any(|a| a.arch == *arch));
+        }
+        if archs.is_empty() {
+            bail!(
+                "the separately compiled units {} have no architecture in common",
+                names.join(", ")
+            );
+        }
+        let mut builds = Vec::new();
+        let mut kernel_sources = std::collections::HashMap::new();
+        for &number in &archs {
+            let arch = format!("sm_{number}");
+            let ptx: Vec<ptx_link::Unit<'_>> = units
+                .iter()
+                .map(|u| ptx_link::Unit {
+                    name: &u.source,
+                    ptx: u
+                        .archs
+                        .iter()
+                        .find(|a| a.arch == number)
+                        .map_or("", |a| a.ptx.as_str()),
+                })
+                .collect();
+            let linked = ptx_link::link(&ptx).with_context(|| format!("device link for {arch}"))?;
+            for (kernel, unit) in &linked.kernel_units {
+                kernel_sources.insert(kernel.clone(), PathBuf::from(&units[*unit].source));
+            }
+            let original = dir.join(format!("cuda_flux_device_link.{arch}.ptx"));
+            std::fs::write(&original, &linked.ptx)
+                .with_context(|| format!("cannot write {}", original.display()))?;
+            builds.push(self.instrument_ptx(
+                Path::new("device link"),
+                "cuda_flux_device_link",
+                &arch,
+                original,
+                linked.ptx,
+            )?);
+        }
+        let image = match self.target {
+            Target::Gpu => self.fat_binary("cuda_flux_device_link", &builds)?,
+            Target::Cpu => self.cpu_image("cuda_flux_device_link", &builds)?,
+        };
+        let registrations = self.registrations(
+            &|kernel: &str| {
+                kernel_sources
+                    .get(kernel)
+                    .cloned()
+                    .unwrap_or_else(|| PathBuf::from("device link"))
+            },
+            &builds,
+        )?;
+        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
+        let linked_list = dir.join("cuda_flux_device_link.linked");
+        std::fs::write(&linked_list, rdc::encode_linked(&module_ids))
+            .with_context(|| format!("cannot write {}", linked_list.display()))?;
+        let kernels: Vec<rdc::LinkedKernel> = registrations
+            .into_iter()
+            .map(|r| rdc::LinkedKernel {
+                name: r.kernel,
+                clone: r.clone,
+                snapshots: r.snapshots,
+            })
+            .collect();
+        let source = dir.join("cuda_flux_device_link.c");
+        std::fs::write(
+            &source,
+            rdc::link_object_source(&image, &linked_list, &module_ids, &kernels),
+        )
+        .with_context(|| format!("cannot write {}", source.display()))?;
+        let compiled = dir.join("cuda_flux_device_link.part.o");
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O1", "-fPIC", "-w", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&compiled);
+        self.run(&mut command)?;
+        self.merge_carried(&[compiled], output)
     }
 
     fn compile_cuda(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
@@ -527,7 +774,7 @@ impl Driver {
         command.arg(source).arg("-o").arg(&host_ir);
         self.run(&mut command)?;
 
-        let registrations = self.registrations(source, &builds)?;
+        let registrations = self.registrations(&|_| source.to_path_buf(), &builds)?;
         let host_object = dir.join(format!("{stem}.host.o"));
         self.verbose(format!(
             "[in process] host pass on {} ({} kernel(s)) -> {}",
@@ -536,7 +783,7 @@ impl Driver {
             host_object.display()
         ));
         if self.dry_run {
-            return self.merge_carried(&host_object, object);
+            return self.merge_carried(std::slice::from_ref(&host_object), object);
         }
         let context = Context::create();
         let outcome = cuda_flux_pass::read_module(&context, &host_ir)
@@ -559,7 +806,7 @@ impl Driver {
                         demangle(missing)
                     ));
                 }
-                self.merge_carried(&host_object, object)
+                self.merge_carried(std::slice::from_ref(&host_object), object)
             }
             Err(error) => {
                 // An object that cannot be written is the user's error, not the pass's: say
@@ -580,7 +827,7 @@ impl Driver {
                 let mut command = self.host_compile(&fatbin);
                 command.arg(source).arg("-o").arg(&host_object);
                 self.run(&mut command)?;
-                self.merge_carried(&host_object, object)
+                self.merge_carried(std::slice::from_ref(&host_object), object)
             }
         }
     }
@@ -625,15 +872,17 @@ impl Driver {
         Ok(self.carried.get_or_init(|| object))
     }
 
-    /// Writes `object`: the host object with the carried part merged in (`ld -r`), so that
+    /// Writes `object`: `parts` (the host object, and what else the unit keeps) with the carried
+    /// part merged in (`ld -r`), so that
     /// the object links and finds the runtime under any final link.
-    fn merge_carried(&self, host_object: &Path, object: &Path) -> Result<()> {
+    fn merge_carried(&self, parts: &[PathBuf], object: &Path) -> Result<()> {
         let carried = self.carried_object()?.to_path_buf();
-        let merged = host_object.with_extension("merged.o");
+        let first = parts.first().context("nothing to merge")?;
+        let merged = first.with_extension("merged.o");
         let mut command = Command::new(&self.tools.clang);
         command
             .args(["-r", "-nostdlib"])
-            .arg(host_object)
+            .args(parts)
             .arg(carried)
             .arg("-o")
             .arg(&merged);
@@ -782,6 +1031,21 @@ impl Driver {
 
         let text = std::fs::read_to_string(&original)
             .with_context(|| format!("cannot read {}", original.display()))?;
+        self.instrument_ptx(source, stem, arch, original, text)
+    }
+
+    /// Instruments the PTX `text` (read from `original`) for `arch` and assembles it; what
+    /// cannot be instrumented is assembled as it is, and `source` named in the warning.
+    fn instrument_ptx(
+        &self,
+        source: &Path,
+        stem: &str,
+        arch: &str,
+        original: PathBuf,
+        text: String,
+    ) -> Result<ArchBuild> {
+        let dir = self.work.path();
+        let cubin = dir.join(format!("{stem}.{arch}.cubin"));
         let mut module = match ptx_lexer::parse(text) {
             Ok(module) => module,
             Err(error) => {
@@ -852,7 +1116,7 @@ impl Driver {
     /// One registration per kernel: instrumented only if every architecture instrumented it.
     fn registrations(
         &self,
-        source: &Path,
+        source_of: &dyn Fn(&str) -> PathBuf,
         builds: &[ArchBuild],
     ) -> Result<Vec<KernelRegistration>> {
         let mut names: Vec<&str> = Vec::new();
@@ -863,7 +1127,6 @@ impl Driver {
                 }
             }
         }
-        let source_name = source.to_string_lossy();
         // The PTX each architecture built (its original functions sit unchanged beside the
         // clones), for the snapshots' instruction text and `.loc` lines. Unreadable PTX only
         // costs those optional fields.
@@ -891,6 +1154,8 @@ impl Driver {
                     (!everywhere).then(|| "not compiled for every architecture".to_string())
                 });
             let demangled = demangle(name);
+            let source = source_of(name);
+            let source_name = source.to_string_lossy();
             if !everywhere {
                 warn(format!(
                     "{}: kernel '{demangled}' is not instrumented: {}",
@@ -1083,6 +1348,21 @@ fn host_language(input: &args::Input) -> &'static str {
         (_, Some("S")) => "assembler-with-cpp",
         _ => "c++",
     }
+}
+
+/// A unit's `-cuid` (clang's compilation-unit id, from which it names the unit's static kernels
+/// and variables and its module id in separable compilation): the same for the device and host
+/// compilations of one unit, different for different units (source and object paths).
+fn unit_id(source: &Path, object: &Path) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::fs::canonicalize(source)
+        .unwrap_or_else(|_| source.to_path_buf())
+        .hash(&mut hasher);
+    std::path::absolute(object)
+        .unwrap_or_else(|_| object.to_path_buf())
+        .hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 /// `-std=c++14`, `-std=gnu++17`...: a C++ dialect, which a C compilation cannot take.
