@@ -158,21 +158,25 @@ fn is_relocatable_device_code(args: &[String]) -> bool {
     rdc
 }
 
-/// Separable compilation (relocatable device code, a device-link step) is not instrumented
-/// yet: for the GPU target the real nvcc builds it, uninstrumented, with one note per build
-/// (so the build works as with nvcc, and the objects link with the instrumented ones); the CPU
-/// target, which has no device linker, refuses it with one line. `None`: not such a command.
+/// Separable compilation (relocatable device code, a device-link step) is instrumented on the
+/// CPU target (the driver's `-dc`/`-rdc=true` and `-dlink`, `rdc.rs`), except `-dw` (device
+/// code only, no host object), refused in one line. For the GPU target it is not instrumented
+/// yet: the real nvcc builds it, uninstrumented, with one note per build (so the build works
+/// as with nvcc, and the objects link with the instrumented ones). `None`: the driver builds it.
 fn relocatable_device_code(args: &[String]) -> Option<ExitCode> {
     if !is_relocatable_device_code(args) {
         return None;
     }
     let target = prefix_target(args).unwrap_or(Target::Gpu);
     if target == Target::Cpu {
-        eprintln!(
-            "cuda-flux-nvcc: error: separable compilation (-rdc=true, -dc, -dlink) is not \
-             supported on the CPU target; build without it"
-        );
-        return Some(ExitCode::FAILURE);
+        if args.iter().any(|a| a == "-dw" || a == "--device-w") {
+            eprintln!(
+                "cuda-flux-nvcc: error: -dw (device code without a host object) is not \
+                 supported on the CPU target; compile with -dc"
+            );
+            return Some(ExitCode::FAILURE);
+        }
+        return None;
     }
     let Some(nvcc) = probe::real_nvcc() else {
         eprintln!(

@@ -473,6 +473,24 @@ impl Driver {
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
+                InputKind::Cuda if self.is_link_stub(input) => {
+                    self.verbose(format!(
+                        "{}: the device link is made by the final link (cuda-flux's own)",
+                        input.path.display()
+                    ));
+                    let source = self.work.path().join(format!("{index}-link-stub.c"));
+                    if !self.dry_run {
+                        std::fs::write(&source, "/* cuda-flux: see the final link */\n")
+                            .with_context(|| format!("cannot write {}", source.display()))?;
+                    }
+                    let mut command = Command::new(&self.tools.clang);
+                    command
+                        .args(["-x", "c", "-fPIC", "-c"])
+                        .arg(&source)
+                        .arg("-o")
+                        .arg(&object);
+                    self.run(&mut command)?;
+                }
                 InputKind::Cuda if self.args.rdc && self.target == Target::Cpu => {
                     self.compile_separable(index, &input.path, &object)?
                 }
@@ -546,15 +564,9 @@ impl Driver {
                 });
             }
         }
-        // The unit's own device code is never registered (the device link registers the
-        // linked module), so the host code embeds an empty stand-in.
-        let placeholder = dir.join(format!("{stem}.unit.bin"));
-        if !self.dry_run {
-            std::fs::write(&placeholder, b"")
-                .with_context(|| format!("cannot write {}", placeholder.display()))?;
-        }
+        let relocatable = self.relocatable_fat_binary(&stem)?;
         let host_ir = dir.join(format!("{stem}.host.bc"));
-        let mut command = self.host_compile(&placeholder);
+        let mut command = self.host_compile(&relocatable);
         command.args(["-fgpu-rdc", &cuid, "-emit-llvm"]);
         command.arg(source).arg("-o").arg(&host_ir);
         self.run(&mut command)?;
@@ -597,6 +609,60 @@ impl Driver {
             .arg(&part);
         self.run(&mut command)?;
         self.merge_carried(&[host_object, part], object)
+    }
+
+    /// What a separately compiled unit's host code embeds as its relocatable device code: the
+    /// fat binary clang would embed (relocatable SASS and PTX of every architecture, from the
+    /// unit's uninstrumented PTX), so that a device link by nvlink (CMake's for clang) can read
+    /// the object; cuda-flux's own device link uses the unit's record instead. Without ptxas
+    /// and fatbinary (CPU target), an empty stand-in.
+    fn relocatable_fat_binary(&self, stem: &str) -> Result<PathBuf> {
+        let dir = self.work.path();
+        let fatbin = dir.join(format!("{stem}.relocatable.fatbin"));
+        let mut command = Command::new(&self.tools.fatbinary);
+        command.args(["-64", "--create"]).arg(&fatbin);
+        let mut assembled = true;
+        for arch in &self.args.archs {
+            let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
+            let mut ptxas = self.ptxas(arch, &ptx, &cubin);
+            ptxas.arg("--compile-only");
+            // Its messages are for the GPU target's second run below.
+            let ok = ptxas.output().is_ok_and(|o| o.status.success());
+            if !ok && self.target == Target::Gpu {
+                // As clang -fgpu-rdc would: its error is the user's.
+                self.run(&mut self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
+            }
+            assembled &= ok;
+            let number = arch.trim_start_matches("sm_");
+            command.arg(format!("--image=profile={arch},file={}", cubin.display()));
+            command.arg(format!(
+                "--image=profile=compute_{number},file={}",
+                ptx.display()
+            ));
+        }
+        if assembled && !self.dry_run && self.try_run(&mut command)?.is_ok() {
+            return Ok(fatbin);
+        }
+        std::fs::write(&fatbin, b"")
+            .with_context(|| format!("cannot write {}", fatbin.display()))?;
+        Ok(fatbin)
+    }
+
+    /// Whether `input` is CUDA's `crt/link.stub` compiled for a device link made by nvlink
+    /// (CMake's separable compilation with clang): it would register nvlink's uninstrumented
+    /// device code under the units' registration functions, which the final link by this
+    /// driver defines itself (`device_link`).
+    /// (The GPU target still compiles separable units with clang alone, uninstrumented, and
+    /// keeps nvlink's device link.)
+    fn is_link_stub(&self, input: &args::Input) -> bool {
+        self.target == Target::Cpu
+            && input.path.file_name().is_some_and(|n| n == "link.stub")
+            && self
+                .args
+                .flags
+                .iter()
+                .any(|f| f.starts_with("-DREGISTERLINKBINARYFILE="))
     }
 
     /// The device link of the final link: when `objects` (and the static archives among the

@@ -452,8 +452,8 @@ pub fn parse_nvcc(args: &[String], extra_archs: Option<&str>) -> Result<NvccInvo
                 return Err(NvccError::Unsupported(arg, "only 64-bit code is built"))
             }
             "--machine" => {}
-            "-ptx" | "--ptx" | "-cubin" | "--cubin" | "-fatbin" | "--fatbin" | "-lib" | "--lib"
-            | "-dlink" | "--device-link" => {
+            "-dlink" | "--device-link" => parsed.device_link_only = true,
+            "-ptx" | "--ptx" | "-cubin" | "--cubin" | "-fatbin" | "--fatbin" | "-lib" | "--lib" => {
                 return Err(NvccError::Unsupported(
                     arg,
                     "cuda-flux-nvcc compiles, links and builds objects; use nvcc for this mode",

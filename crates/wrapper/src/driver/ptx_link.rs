@@ -337,6 +337,19 @@ fn rewrite(source: &str, renames: &HashMap<String, String>, file_offset: u32) ->
     out
 }
 
+/// The identifiers of a variable declaration's initializer (after its `=`).
+fn initializer_names(text: &str) -> Vec<String> {
+    let Ok(lexemes) = tokenize(text) else {
+        return Vec::new();
+    };
+    lexemes
+        .iter()
+        .skip_while(|l| l.token != Token::Equals)
+        .filter(|l| l.token == Token::Identifier)
+        .map(|l| text[l.start as usize..l.end as usize].to_string())
+        .collect()
+}
+
 /// `7.8` -> (7, 8), for comparing `.version`s.
 fn version_key(version: &str) -> (u32, u32) {
     let (major, minor) = version.split_once('.').unwrap_or((version, "0"));
@@ -514,13 +527,30 @@ pub fn link(units: &[Unit<'_>]) -> Result<LinkedPtx, PtxLinkError> {
     }
     out.push('\n');
 
-    // Variables: definitions, then what nobody defines.
+    // Variables: definitions, each after the variables its initializer names (`generic(x)`,
+    // possibly of a later unit), then what nobody defines.
+    let mut pending: Vec<&Statement> = Vec::new();
     for (i, statements) in rewritten.iter().enumerate() {
         for (k, s) in statements.iter().enumerate() {
             if s.kind == Kind::Variable && s.defines && is_chosen(i, k) {
-                out.push_str(&s.text);
-                out.push('\n');
+                pending.push(s);
             }
+        }
+    }
+    let variables: HashSet<&str> = pending.iter().filter_map(|s| s.name.as_deref()).collect();
+    let mut emitted: HashSet<&str> = HashSet::new();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|s| {
+            initializer_names(&s.text)
+                .iter()
+                .all(|n| !variables.contains(n.as_str()) || emitted.contains(n.as_str()))
+        });
+        // A cycle of initializers (legal for addresses) keeps its order.
+        let s = pending.remove(ready.unwrap_or(0));
+        out.push_str(&s.text);
+        out.push('\n');
+        if let Some(name) = s.name.as_deref() {
+            emitted.insert(name);
         }
     }
     let mut undefined = HashSet::new();
@@ -592,6 +622,7 @@ mod tests {
 ;
 .visible .global .align 4 .u32 counter;
 .global .align 4 .u32 hidden;
+.global .align 8 .u64 uses[1] = {generic(late)};
 .extern .shared .align 16 .b8 dynamic[];
 
 .visible .entry k(
@@ -648,6 +679,7 @@ mod tests {
 ;
 .extern .global .align 4 .u32 counter;
 .global .align 4 .u32 hidden = 7;
+.visible .global .align 4 .u32 late;
 .extern .shared .align 16 .b8 dynamic[];
 
 .visible .func  (.param .b32 func_retval0) scale(
@@ -714,6 +746,8 @@ mod tests {
         assert!(ptx.contains("[hidden__cf_unit1]"));
         assert!(ptx.contains("local__cf_unit1("));
         assert_eq!(count(ptx, ".global .align 4 .u32 hidden;"), 1);
+        // An initializer naming a variable of a later unit comes after it.
+        assert!(ptx.find(".u32 late;").unwrap() < ptx.find("{generic(late)}").unwrap());
         // The undefined extern shared array stays, once.
         assert_eq!(count(ptx, ".extern .shared .align 16 .b8 dynamic[];"), 1);
         assert_eq!(linked.kernel_units.get("k"), Some(&0));
@@ -743,7 +777,7 @@ mod tests {
         assert_eq!(
             error,
             PtxLinkError::MultipleDefinition {
-                name: "scale".into(),
+                name: "late".into(),
                 first: "b.cu".into(),
                 second: "c.cu".into()
             }
