@@ -290,45 +290,66 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
 }
 
 #[test]
-fn cmake_separable_compilation_builds_uninstrumented_for_the_gpu() {
-    // Not instrumented yet for the GPU target (README): the build must work as with nvcc and
-    // clang++ and say so.
+fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module() {
+    // Without a GPU here: the build must work with each driver, and the program must embed the
+    // linked module with the kernel's counting clone (the SASS of `apply__cf`), assembled by
+    // ptxas. Where a GPU is present, the run is witness-checked too.
     let project = corpus().join("builds/cmake-separable");
     let mut failures = Vec::new();
     for (driver, path) in DRIVERS {
         let name = format!("cmake-separable with cuda-flux-{driver}, GPU target");
         let build = scratch(&format!("cmake-separable-{driver}-gpu"));
-        let configure = Command::new("cmake")
-            .arg("-S")
-            .arg(&project)
-            .arg("-B")
-            .arg(&build)
-            .arg(format!("-DCMAKE_CUDA_COMPILER={path}"))
-            .arg("-DCMAKE_CUDA_ARCHITECTURES=70")
-            .env("CUDA_FLUX_TARGET", "gpu")
+        let configured = step(
+            &name,
+            Command::new("cmake")
+                .arg("-S")
+                .arg(&project)
+                .arg("-B")
+                .arg(&build)
+                .arg(format!("-DCMAKE_CUDA_COMPILER={path}"))
+                .arg("-DCMAKE_CUDA_ARCHITECTURES=70")
+                .arg("-DCMAKE_BUILD_TYPE=Release")
+                .env("CUDA_FLUX_TARGET", "gpu"),
+        )
+        .and_then(|()| {
+            step(
+                &name,
+                Command::new("cmake")
+                    .arg("--build")
+                    .arg(&build)
+                    .env("CUDA_FLUX_TARGET", "gpu"),
+            )
+        });
+        if let Err(error) = configured {
+            failures.push(error);
+            continue;
+        }
+        let app = build.join("app");
+        let elf = Command::new("cuobjdump")
+            .arg("-sass")
+            .arg(&app)
             .output()
-            .unwrap();
-        if !configure.status.success() {
+            .expect("cuobjdump (CUDA toolkit; scripts/setup.sh installs it)");
+        let sass = String::from_utf8_lossy(&elf.stdout);
+        if !sass.contains("Function : _Z5applyiPi__cf") {
             failures.push(format!(
-                "{name}: configure failed:\n{}",
-                String::from_utf8_lossy(&configure.stderr)
+                "{name}: no SASS of the counting clone in {}:\n{sass}",
+                app.display()
             ));
             continue;
         }
-        let output = Command::new("cmake")
-            .arg("--build")
-            .arg(&build)
-            .env("CUDA_FLUX_TARGET", "gpu")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let said = stderr.contains("separable compilation") || stderr.contains("-fgpu-rdc");
-        if !(output.status.success() && build.join("app").exists() && said) {
-            failures.push(format!(
-                "{name}: status {:?}\n{}{stderr}",
-                output.status.code(),
-                String::from_utf8_lossy(&output.stdout)
-            ));
+        match run(&app, &build) {
+            Ok((output, profile)) => {
+                let text = witnesses::text(&output);
+                if !text.contains("cudaErrorNoDevice")
+                    && !text.contains("cudaErrorInsufficientDriver")
+                {
+                    if let Err(error) = check_witness(&name, &output, profile.as_ref()) {
+                        failures.push(error);
+                    }
+                }
+            }
+            Err(error) => failures.push(error),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

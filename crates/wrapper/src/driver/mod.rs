@@ -491,24 +491,8 @@ impl Driver {
                         .arg(&object);
                     self.run(&mut command)?;
                 }
-                InputKind::Cuda if self.args.rdc && self.target == Target::Cpu => {
-                    self.compile_separable(index, &input.path, &object)?
-                }
                 InputKind::Cuda if self.args.rdc => {
-                    warn(format!(
-                        "{}: -fgpu-rdc is not supported yet; its kernels run uninstrumented",
-                        input.path.display()
-                    ));
-                    let mut command = self.clang_cuda();
-                    command
-                        .arg("-fgpu-rdc")
-                        .arg("-c")
-                        .args(&self.args.host_flags);
-                    for arch in &self.args.archs {
-                        command.arg(format!("--cuda-gpu-arch={arch}"));
-                    }
-                    command.arg(&input.path).arg("-o").arg(&object);
-                    self.run(&mut command)?;
+                    self.compile_separable(index, &input.path, &object)?
                 }
                 InputKind::Cuda => self.compile_cuda(index, &input.path, &object)?,
             }
@@ -653,11 +637,8 @@ impl Driver {
     /// (CMake's separable compilation with clang): it would register nvlink's uninstrumented
     /// device code under the units' registration functions, which the final link by this
     /// driver defines itself (`device_link`).
-    /// (The GPU target still compiles separable units with clang alone, uninstrumented, and
-    /// keeps nvlink's device link.)
     fn is_link_stub(&self, input: &args::Input) -> bool {
-        self.target == Target::Cpu
-            && input.path.file_name().is_some_and(|n| n == "link.stub")
+        input.path.file_name().is_some_and(|n| n == "link.stub")
             && self
                 .args
                 .flags
@@ -803,7 +784,13 @@ impl Driver {
         let source = dir.join("cuda_flux_device_link.c");
         std::fs::write(
             &source,
-            rdc::link_object_source(&image, &linked_list, &module_ids, &kernels),
+            rdc::link_object_source(
+                &image,
+                self.target == Target::Gpu,
+                &linked_list,
+                &module_ids,
+                &kernels,
+            ),
         )
         .with_context(|| format!("cannot write {}", source.display()))?;
         let compiled = dir.join("cuda_flux_device_link.part.o");

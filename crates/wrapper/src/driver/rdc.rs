@@ -293,15 +293,25 @@ pub struct LinkedKernel {
     pub snapshots: Vec<String>,
 }
 
-/// The device-link object's C source: `image` is the file holding the linked device code (fat
-/// binary or CPU image), `linked` the file holding the [`LINKED_SECTION`] bytes, `module_ids`
-/// the units linked, `kernels` their kernels.
+/// The device-link object's C source: `image` is the file holding the linked device code (a
+/// fat binary, `fat_binary`, which goes where clang puts one, or a CPU image), `linked` the
+/// file holding the [`LINKED_SECTION`] bytes, `module_ids` the units linked, `kernels` their
+/// kernels.
 pub fn link_object_source(
     image: &Path,
+    fat_binary: bool,
     linked: &Path,
     module_ids: &[String],
     kernels: &[LinkedKernel],
 ) -> String {
+    let (image_section, wrapper_section) = if fat_binary {
+        (
+            ".nv_fatbin",
+            " __attribute__((section(\".nvFatBinSegment\")))",
+        )
+    } else {
+        (".rodata.cuda_flux_linked", "")
+    };
     use super::carry::c_string;
     let units = module_ids.len().max(1);
     let count = kernels.len().max(1);
@@ -322,7 +332,7 @@ pub fn link_object_source(
     );
     let _ = write!(
         c,
-        "__asm__(\".section .rodata.cuda_flux_linked,\\\"a\\\",@progbits\\n\"\n\
+        "__asm__(\".section {image_section},\\\"a\\\",@progbits\\n\"\n\
          \x20       \".p2align 4\\n\"\n\
          \x20       \"cf_linked_image:\\n\"\n\
          \x20       \".incbin \\\"{}\\\"\\n\"\n\
@@ -333,10 +343,11 @@ pub fn link_object_source(
         asm_path(image),
         asm_path(linked)
     );
-    c.push_str(
+    let _ = write!(
+        c,
         "/* clang's and nvcc's fat binary wrapper (magic, version, data, unused). */\n\
-         static const struct { int magic; int version; const void *data; void *unused; }\n\
-         \x20   cf_wrapper = { 0x466243b1, 1, cf_linked_image, 0 };\n\
+         static const struct {{ int magic; int version; const void *data; void *unused; }}\n\
+         \x20   cf_wrapper{wrapper_section} = {{ 0x466243b1, 1, cf_linked_image, 0 }};\n\
          static void **cf_handle;\n",
     );
     let _ = writeln!(c, "static void (*cf_callbacks[{units}])(void **);");
