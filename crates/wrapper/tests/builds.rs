@@ -221,6 +221,45 @@ fn cmake_separable_compilation_is_instrumented_on_the_cpu_target() {
 }
 
 #[test]
+fn cmake_separable_static_library_linked_by_a_cxx_executable() {
+    // CMake makes the device link for the C++ executable, then links it with the C++ compiler.
+    // cuda-flux-nvcc: the device link is cuda-flux's (`-dlink`), so the run is profiled.
+    cmake_project(
+        "cmake-separable-static",
+        DRIVERS[1],
+        &["-DCMAKE_CUDA_ARCHITECTURES=70"],
+    )
+    .unwrap();
+    // cuda-flux-clang: CMake runs nvlink and compiles crt/link.stub, and no cuda-flux link
+    // follows; on the CPU target the program cannot run nvlink's GPU code and says so once.
+    let name = "cmake-separable-static with cuda-flux-clang";
+    let build = scratch("cmake-separable-static-clang");
+    for command in [
+        Command::new("cmake")
+            .arg("-S")
+            .arg(corpus().join("builds/cmake-separable-static"))
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_CUDA_COMPILER={}", DRIVERS[0].1))
+            .args([
+                "-DCMAKE_CUDA_ARCHITECTURES=70",
+                "-DCMAKE_BUILD_TYPE=Release",
+            ]),
+        Command::new("cmake").arg("--build").arg(&build),
+    ] {
+        step(name, command.env("CUDA_FLUX_TARGET", "cpu")).unwrap();
+    }
+    let (output, _) = run(&build.join("app"), &build).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+    assert_eq!(
+        stderr.matches("linked by nvlink, not by cuda-flux").count(),
+        1,
+        "{name}: {stderr}"
+    );
+}
+
+#[test]
 fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
     // By hand, as Makefiles do it: nvcc -dc, nvcc -dlink, g++ link; nvcc's own link of -dc
     // objects; clang -fgpu-rdc -c and its link. Every program is checked against its witness,

@@ -474,22 +474,7 @@ impl Driver {
                     self.run(&mut command)?;
                 }
                 InputKind::Cuda if self.is_link_stub(input) => {
-                    self.verbose(format!(
-                        "{}: the device link is made by the final link (cuda-flux's own)",
-                        input.path.display()
-                    ));
-                    let source = self.work.path().join(format!("{index}-link-stub.c"));
-                    if !self.dry_run {
-                        std::fs::write(&source, "/* cuda-flux: see the final link */\n")
-                            .with_context(|| format!("cannot write {}", source.display()))?;
-                    }
-                    let mut command = Command::new(&self.tools.clang);
-                    command
-                        .args(["-x", "c", "-fPIC", "-c"])
-                        .arg(&source)
-                        .arg("-o")
-                        .arg(&object);
-                    self.run(&mut command)?;
+                    self.compile_link_stub(index, &input.path, &object)?
                 }
                 InputKind::Cuda if self.args.rdc => {
                     self.compile_separable(index, &input.path, &object)?
@@ -508,7 +493,8 @@ impl Driver {
         }
         if !self.args.compile_only {
             if let Some(linked) = self.device_link(&objects)? {
-                objects.push(linked);
+                // First: it names every unit, so that archives after it supply them all.
+                objects.insert(0, linked);
             }
             self.link(&objects)?;
         }
@@ -634,9 +620,9 @@ impl Driver {
     }
 
     /// Whether `input` is CUDA's `crt/link.stub` compiled for a device link made by nvlink
-    /// (CMake's separable compilation with clang): it would register nvlink's uninstrumented
-    /// device code under the units' registration functions, which the final link by this
-    /// driver defines itself (`device_link`).
+    /// (CMake's separable compilation with clang): it registers nvlink's uninstrumented device
+    /// code under the units' registration functions, which a final link by this driver defines
+    /// itself (`device_link`).
     fn is_link_stub(&self, input: &args::Input) -> bool {
         input.path.file_name().is_some_and(|n| n == "link.stub")
             && self
@@ -644,6 +630,56 @@ impl Driver {
                 .flags
                 .iter()
                 .any(|f| f.starts_with("-DREGISTERLINKBINARYFILE="))
+    }
+
+    /// CUDA's `crt/link.stub`, compiled as clang compiles it, with its registration functions
+    /// made weak (`objcopy`) and the note of [`rdc::link_stub_note_source`] merged in: a
+    /// cuda-flux device link overrides it, a foreign final link keeps nvlink's device code.
+    fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        let dir = self.work.path();
+        let stem = format!("{index}-link-stub");
+        let compiled = dir.join(format!("{stem}.o"));
+        let mut command = self.clang_cuda();
+        command.args(["--cuda-host-only", "-c"]);
+        command.args(&self.args.host_flags);
+        for arch in &self.args.archs {
+            command.arg(format!("--cuda-gpu-arch={arch}"));
+        }
+        command.arg(source).arg("-o").arg(&compiled);
+        self.run(&mut command)?;
+        let weakened = dir.join(format!("{stem}.weak.o"));
+        let mut weaken = Command::new("objcopy");
+        if !self.dry_run {
+            let symbols = Command::new("nm")
+                .args(["--defined-only", "--format=just-symbols"])
+                .arg(&compiled)
+                .output()
+                .context("cannot run nm (binutils)")?;
+            for name in String::from_utf8_lossy(&symbols.stdout).lines() {
+                if name.starts_with(rdc::REGISTER_LINKED_BINARY) {
+                    weaken.arg(format!("--weaken-symbol={name}"));
+                }
+            }
+        }
+        weaken.arg(&compiled).arg(&weakened);
+        self.run(&mut weaken)?;
+        let note_source = dir.join(format!("{stem}.note.c"));
+        let note = dir.join(format!("{stem}.note.o"));
+        if !self.dry_run {
+            std::fs::write(
+                &note_source,
+                rdc::link_stub_note_source(self.target == Target::Cpu),
+            )
+            .with_context(|| format!("cannot write {}", note_source.display()))?;
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&note_source)
+            .arg("-o")
+            .arg(&note);
+        self.run(&mut command)?;
+        self.merge_carried(&[weakened, note], object)
     }
 
     /// The device link of the final link: when `objects` (and the static archives among the
