@@ -549,14 +549,40 @@ impl Driver {
         let record = dir.join(format!("{stem}.rdc"));
         if !self.dry_run {
             let context = Context::create();
-            let module = cuda_flux_pass::read_module(&context, &host_ir)?;
-            let module_id =
-                cuda_flux_pass::host::route_separable_unit(&module, rdc::REGISTER_FUNCTION_HOOK)
-                    .unwrap_or_default();
-            if self.work_is_kept() {
-                let _ = module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
-            }
-            cuda_flux_pass::host::emit_object(&module, &host_object, self.host_opt_level())?;
+            let outcome = cuda_flux_pass::read_module(&context, &host_ir)
+                .map_err(anyhow::Error::from)
+                .and_then(|module| {
+                    let module_id = cuda_flux_pass::host::route_separable_unit(
+                        &module,
+                        rdc::REGISTER_FUNCTION_HOOK,
+                    );
+                    if self.work_is_kept() {
+                        let _ =
+                            module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
+                    }
+                    cuda_flux_pass::host::emit_object(
+                        &module,
+                        &host_object,
+                        self.host_opt_level(),
+                    )?;
+                    Ok(module_id)
+                });
+            let module_id = match outcome {
+                Ok(module_id) => module_id.unwrap_or_default(),
+                Err(error) => {
+                    // Its launches then go to CUDA directly: they run, uncounted.
+                    warn(format!(
+                        "{}: host pass failed ({}); its kernels run uninstrumented",
+                        source.display(),
+                        crate::error_line(&error)
+                    ));
+                    let mut command = self.host_compile(&relocatable);
+                    command.args(["-fgpu-rdc", &cuid]);
+                    command.arg(source).arg("-o").arg(&host_object);
+                    self.run(&mut command)?;
+                    String::new()
+                }
+            };
             let unit = rdc::UnitRecord {
                 module_id,
                 source: source.to_string_lossy().into_owned(),
@@ -591,6 +617,15 @@ impl Driver {
         let fatbin = dir.join(format!("{stem}.relocatable.fatbin"));
         let mut command = Command::new(&self.tools.fatbinary);
         command.args(["-64", "--create"]).arg(&fatbin);
+        if self.dry_run {
+            for arch in &self.args.archs {
+                let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+                let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
+                self.show(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"));
+            }
+            self.show(&command);
+            return Ok(fatbin);
+        }
         let mut assembled = true;
         for arch in &self.args.archs {
             let ptx = dir.join(format!("{stem}.{arch}.ptx"));
@@ -601,7 +636,7 @@ impl Driver {
             let ok = ptxas.output().is_ok_and(|o| o.status.success());
             if !ok && self.target == Target::Gpu {
                 // As clang -fgpu-rdc would: its error is the user's.
-                self.run(&mut self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
+                self.run(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
             }
             assembled &= ok;
             let number = arch.trim_start_matches("sm_");
@@ -611,7 +646,7 @@ impl Driver {
                 ptx.display()
             ));
         }
-        if assembled && !self.dry_run && self.try_run(&mut command)?.is_ok() {
+        if assembled && self.try_run(&mut command)?.is_ok() {
             return Ok(fatbin);
         }
         std::fs::write(&fatbin, b"")

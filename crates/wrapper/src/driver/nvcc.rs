@@ -697,9 +697,14 @@ const HELP_OPTIONS: &[(&str, &str, &str)] = &[
     (
         "--relocatable-device-code <true|false>",
         "-rdc",
-        "Built uninstrumented (not supported yet).",
+        "Separable compilation: the device link instruments the linked program.",
     ),
     ("--device-c", "-dc", "As -c -rdc=true."),
+    (
+        "--device-link",
+        "-dlink",
+        "Device-link -dc objects (and archives) into an object for a host link.",
+    ),
     ("--std <standard>", "-std", "C++ dialect."),
     ("--x <cu|c|c++>", "-x", "Language of the following inputs."),
     (

@@ -247,7 +247,8 @@ pub fn read_inputs(path: &Path, found: &mut Found) -> Result<(), RdcError> {
             let name = format!("{what}({})", String::from_utf8_lossy(member.name()));
             // Members start at even offsets; the ELF reader needs its header aligned, as a
             // fresh allocation is.
-            read_elf(&data.to_vec(), &name, found)?;
+            let aligned: Vec<u8> = data.to_vec();
+            read_elf(aligned.as_slice(), &name, found)?;
         }
         return Ok(());
     }
@@ -359,6 +360,9 @@ pub fn link_object_source(
         (".rodata.cuda_flux_linked", "")
     };
     use super::carry::c_string;
+    // A unit whose module id the driver could not read (its host code built plainly) registers
+    // through nothing of this object.
+    let module_ids: Vec<&String> = module_ids.iter().filter(|id| !id.is_empty()).collect();
     let units = module_ids.len().max(1);
     let count = kernels.len().max(1);
     let mut c = String::from(
@@ -477,21 +481,21 @@ pub fn link_object_source(
     // As crt/link.stub, name every unit's fat binary wrapper: a unit in a static archive that
     // nothing else on the host side needs (one holding only device functions) is then linked,
     // and its constructor calls in.
-    for id in module_ids {
+    for id in &module_ids {
         let _ = writeln!(c, "extern const char __fatbinwrap_{id}[];");
     }
     let _ = writeln!(
         c,
         "__attribute__((used)) static const void *const cf_units[{units}] = {{"
     );
-    for id in module_ids {
+    for id in &module_ids {
         let _ = writeln!(c, "    __fatbinwrap_{id},");
     }
     c.push_str(
         "};
 ",
     );
-    for id in module_ids {
+    for id in &module_ids {
         let _ = writeln!(
             c,
             "void {REGISTER_LINKED_BINARY}{id}(void (*callback)(void **), void *fatbin, \
@@ -540,8 +544,10 @@ mod tests {
 
     #[test]
     fn linked_units_are_not_linked_again() {
-        let mut found = Found::default();
-        found.units = vec![record("__nv_a"), record("__nv_b"), record("__nv_a")];
+        let mut found = Found {
+            units: vec![record("__nv_a"), record("__nv_b"), record("__nv_a")],
+            ..Found::default()
+        };
         let ids = ["__nv_a".to_string()];
         let bytes = encode_linked(&ids);
         let mut payload = frames(&bytes, LINKED_MAGIC, "d.o").unwrap()[0];
