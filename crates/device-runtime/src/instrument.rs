@@ -396,11 +396,17 @@ fn place_counters(
         first_counter += region.counted.len();
         // A shrinking region also counts its exit edges per lane (lanes leave at different
         // times), and flushes once, where they meet again.
-        let exit_counters: Vec<usize> = match region.shrinking_to {
-            Some(_) => (first_counter..first_counter + region.exits.len()).collect(),
-            None => Vec::new(),
-        };
+        let exit_counters: Vec<usize> =
+            (first_counter..first_counter + region.counted_exits.len()).collect();
         first_counter += exit_counters.len();
+        // The counter of each exit that carries one.
+        let exit_counter = |j: usize| {
+            region
+                .counted_exits
+                .iter()
+                .position(|&e| e == j)
+                .map(|k| exit_counters[k])
+        };
         // Where code on an edge out of `from` goes: before its branch, or after its last
         // instruction (after its label, for a block of a label alone).
         let terminator = |from: usize| {
@@ -419,11 +425,13 @@ fn place_counters(
                     .map_or(block.insertion_point(), |&s| s + 1)
             })
         };
-        let counted_edges = region
-            .counted
-            .iter()
-            .zip(&counters)
-            .chain(region.exits.iter().zip(&exit_counters));
+        let counted_edges = region.counted.iter().zip(&counters).chain(
+            region
+                .counted_exits
+                .iter()
+                .map(|&j| &region.exits[j])
+                .zip(&exit_counters),
+        );
         for (edge, &counter) in counted_edges {
             let (at, guard) = match edge.site {
                 EdgeSite::EndOfSource => (end_of(edge.from), None),
@@ -450,15 +458,25 @@ fn place_counters(
                         .counters
                         .iter()
                         .zip(&counters)
-                        .chain(form.exits.iter().zip(&exit_counters))
                         .filter(|(k, _)| **k != 0)
                         .map(|(k, &c)| (c, *k))
+                        .chain(
+                            form.exits
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, k)| **k != 0)
+                                .filter_map(|(j, k)| exit_counter(j).map(|c| (c, *k))),
+                        )
                         .collect();
                     let count = CountForm { constant: 0, terms };
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let reset: Vec<usize> = counters.iter().chain(&exit_counters).copied().collect();
+            let reset: Vec<usize> = if region.reentered {
+                counters.iter().chain(&exit_counters).copied().collect()
+            } else {
+                Vec::new()
+            };
             inserts.push((
                 cfg.blocks[meeting].insertion_point(),
                 1,
@@ -485,7 +503,8 @@ fn place_counters(
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let mut flush = region_flush(regs, &forms, &counters);
+            let reset: &[usize] = if region.reentered { &counters } else { &[] };
+            let mut flush = region_flush(regs, &forms, reset);
             match edge.site {
                 EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
                 EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),

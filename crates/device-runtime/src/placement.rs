@@ -737,24 +737,28 @@ pub(crate) struct Region {
     /// flush at the top of this block sums (threads) and takes the maximum (warps) of the
     /// lanes' counts.
     pub shrinking_to: Option<usize>,
-    /// Edges that carry a counter register: index = register number within the region.
+    /// Edges that carry a counter register: index = register number within the region. Only
+    /// edges some flushed count needs (a counter that only direct blocks' counts would use is
+    /// never placed).
     pub counted: Vec<RegionEdge>,
     /// Edges out of the region, where the counts are flushed.
     pub exits: Vec<RegionEdge>,
+    /// In a shrinking region, the exits (indices into `exits`) that carry a counter register
+    /// too, after the `counted` ones: those a flushed count needs.
+    pub counted_exits: Vec<usize>,
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
+    /// A thread may run the loop again after leaving it (a path leads from the flush back to
+    /// its header), so the flush resets the counters; otherwise the prologue's zeroing is all
+    /// they need.
+    pub reentered: bool,
 }
 
 impl Region {
     /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
     /// leave in different iterations.
     pub fn counter_registers(&self) -> usize {
-        self.counted.len()
-            + if self.shrinking_to.is_some() {
-                self.exits.len()
-            } else {
-                0
-            }
+        self.counted.len() + self.counted_exits.len()
     }
 }
 
@@ -1429,14 +1433,68 @@ fn region_of(
             return None;
         }
     }
+    // Only the counts the flush writes (blocks not counted directly) read counters: a counter
+    // none of them needs (e.g. on an inner loop of blocks counted directly) is not placed.
+    let needed = |coefficients: &dyn Fn(&Form) -> i64| {
+        counts
+            .iter()
+            .any(|(b, form)| !direct.contains(b) && coefficients(form) != 0)
+    };
+    let kept: Vec<usize> = (0..counted.len())
+        .filter(|&i| needed(&|form: &Form| form.counters[i]))
+        .collect();
+    let counted_exits: Vec<usize> = match shrinking_to {
+        Some(_) => (0..exits.len())
+            .filter(|&j| needed(&|form: &Form| form.exits[j]))
+            .collect(),
+        None => Vec::new(),
+    };
+    let counted: Vec<RegionEdge> = kept.iter().map(|&i| counted[i].clone()).collect();
+    let counts = counts
+        .into_iter()
+        .map(|(b, form)| {
+            let counters = kept.iter().map(|&i| form.counters[i]).collect();
+            (
+                b,
+                Form {
+                    counters,
+                    exits: form.exits,
+                },
+            )
+        })
+        .collect();
+    // Where the counts are flushed: the meeting block, or each exit's target.
+    let flushed_at: Vec<usize> = match shrinking_to {
+        Some(meeting) => vec![meeting],
+        None => exits.iter().filter_map(|e| e.exit_to).collect(),
+    };
+    let reentered = reaches(cfg, &flushed_at, l.header);
     Some(Region {
         blocks: l.blocks.clone(),
         direct,
         shrinking_to,
         counted,
         exits,
+        counted_exits,
         counts,
+        reentered,
     })
+}
+
+/// Whether a path of the control-flow graph leads from one of `from` (included) to `target`.
+fn reaches(cfg: &Cfg, from: &[usize], target: usize) -> bool {
+    let mut seen = vec![false; cfg.succs.len()];
+    let mut stack: Vec<usize> = from.to_vec();
+    while let Some(b) = stack.pop() {
+        if b == target {
+            return true;
+        }
+        if std::mem::replace(&mut seen[b], true) {
+            continue;
+        }
+        stack.extend(cfg.succs[b].iter().copied());
+    }
+    false
 }
 
 #[cfg(test)]
