@@ -17,8 +17,11 @@
 //! Threads that are not counted get a null base address, and every function derives its
 //! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
+mod flow;
 mod instrument;
 pub mod placement;
+
+pub use flow::ThreadFlow;
 
 pub use instrument::{
     instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
