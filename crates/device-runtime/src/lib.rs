@@ -7,8 +7,8 @@
 //! edges and flushed once when the warp leaves them ([`region_flush`]); every other block begins
 //! with a warp-aggregated update ([`block_update`]): the first active lane adds the number of
 //! active threads to the block's thread counter and 1 to its warp counter ([`warp_update`]:
-//! only the warp counter, where the runtime derives the thread count from the branch before the
-//! block). The updates use `red` (no result) and predication instead of branches; only a flush
+//! only the warp counter, where the runtime derives the thread count by flow conservation,
+//! [`flow`]). The updates use `red` (no result) and predication instead of branches; only a flush
 //! on the taken side of a loop's exit branch gets a block of its own.
 //!
 //! The kernel's `banks` parameter carries the bank mask (the bank count, a power of two, minus
@@ -17,8 +17,11 @@
 //! Threads that are not counted get a null base address, and every function derives its
 //! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
+pub mod flow;
 mod instrument;
 pub mod placement;
+
+pub use flow::ThreadFlow;
 
 pub use instrument::{
     instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
@@ -326,9 +329,8 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     code
 }
 
-/// The update at the top of block `block` whose thread count the runtime derives (a side of a
-/// divergent two-way branch, `placement::Difference`): the first active lane adds 1 to its warp
-/// counter only.
+/// The update at the top of block `block` whose thread count the runtime derives by flow
+/// conservation ([`flow`]): the first active lane adds 1 to its warp counter only.
 pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     let mut code = elect_leader_only(regs);
     code.push(counter_add(
