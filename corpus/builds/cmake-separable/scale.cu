@@ -7,8 +7,12 @@
 
 __device__ int offset;
 
-// main.cu has a static helper of the same name: each unit keeps its own.
-static __device__ int helper(int v) { return twice(v) - 2; }
+// main.cu has a static helper and a static variable of the same names: each unit keeps its own
+// (the variable is set by each unit's host code, under the name clang gives it per unit).
+static __device__ int bias;
+static __device__ int helper(int v) { return twice(v) - bias; }
+
+void set_scale_bias(int value) { CHECK(cudaMemcpyToSymbol(bias, &value, sizeof value)); }
 
 __device__ int scale(int v) {
     if (v % 3 == 0) {

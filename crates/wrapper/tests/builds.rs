@@ -305,6 +305,16 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
         .args(&sources)
         .args(["-o", "app-clang"]);
     steps.push(("clang -fgpu-rdc", clang_one));
+    // Unoptimised, the units' static helpers stay functions of one name: the device link
+    // renames one (its linked PTX is checked with ptxas below; the witness opcodes differ at
+    // -O0, so this run is checked by its own result only).
+    let mut clang_o0 = Command::new(clang);
+    clang_o0
+        .args(["-O0", "--cuda-gpu-arch=sm_70", "-fgpu-rdc", &include])
+        .args(&sources)
+        .args(["-o", "app-clang-O0"])
+        .env("CUDA_FLUX_KEEP", dir.join("keep-O0"));
+    steps.push(("clang -fgpu-rdc -O0", clang_o0));
     for (name, mut command) in steps {
         cpu(&mut command);
         step(name, &mut command).unwrap();
@@ -317,13 +327,25 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
             failures.push(error);
         }
     }
-    for ptx in [
-        "cuda_flux_device_link.sm_70.ptx",
-        "cuda_flux_device_link.sm_70.instrumented.ptx",
-    ] {
-        if let Err(error) = test_support::ptxas(&keep.join(ptx), "sm_70") {
-            failures.push(format!("{ptx}: {error}"));
+    match run(&dir.join("app-clang-O0"), &dir) {
+        Ok((output, _)) if witnesses::text(&output).contains("result: PASS") => {}
+        Ok((output, _)) => failures.push(format!("app-clang-O0: {}", witnesses::text(&output))),
+        Err(error) => failures.push(error),
+    }
+    for keep in [&keep, &dir.join("keep-O0")] {
+        for ptx in [
+            "cuda_flux_device_link.sm_70.ptx",
+            "cuda_flux_device_link.sm_70.instrumented.ptx",
+        ] {
+            if let Err(error) = test_support::ptxas(&keep.join(ptx), "sm_70") {
+                failures.push(format!("{}: {error}", keep.join(ptx).display()));
+            }
         }
+    }
+    let linked_o0 = std::fs::read_to_string(dir.join("keep-O0/cuda_flux_device_link.sm_70.ptx"))
+        .unwrap_or_default();
+    if !linked_o0.contains("__cf_unit1") {
+        failures.push("-O0: no static name of the second unit was renamed".to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -537,7 +537,9 @@ impl Driver {
         let relocatable = self.relocatable_fat_binary(&stem)?;
         let host_ir = dir.join(format!("{stem}.host.bc"));
         let mut command = self.host_compile(&relocatable);
-        command.args(["-fgpu-rdc", &cuid, "-emit-llvm"]);
+        // clang's driver hands `-cuid` to device compilations only: the host one gets it
+        // directly, or its static variables would be registered under other names.
+        command.args(["-fgpu-rdc", "-Xclang", &cuid, "-emit-llvm"]);
         command.arg(source).arg("-o").arg(&host_ir);
         self.run(&mut command)?;
         let host_object = dir.join(format!("{stem}.host.o"));
@@ -577,7 +579,7 @@ impl Driver {
                         crate::error_line(&error)
                     ));
                     let mut command = self.host_compile(&relocatable);
-                    command.args(["-fgpu-rdc", &cuid]);
+                    command.args(["-fgpu-rdc", "-Xclang", &cuid]);
                     command.arg(source).arg("-o").arg(&host_object);
                     self.run(&mut command)?;
                     String::new()
@@ -744,12 +746,8 @@ impl Driver {
             // nvcc writes an object without device code then; so does this (nothing to
             // register), and the link works as with nvcc.
             let source = self.work.path().join("cuda_flux_empty_dlink.c");
-            std::fs::write(
-                &source,
-                "/* cuda-flux: no separately compiled units */
-",
-            )
-            .with_context(|| format!("cannot write {}", source.display()))?;
+            std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
+                .with_context(|| format!("cannot write {}", source.display()))?;
             let mut command = Command::new(&self.tools.clang);
             command
                 .args(["-x", "c", "-fPIC", "-c"])
@@ -997,8 +995,8 @@ impl Driver {
     }
 
     /// Writes `object`: `parts` (the host object, and what else the unit keeps) with the carried
-    /// part merged in (`ld -r`), so that
-    /// the object links and finds the runtime under any final link.
+    /// part merged in (`ld -r`), so that the object links and finds the runtime under any final
+    /// link.
     fn merge_carried(&self, parts: &[PathBuf], object: &Path) -> Result<()> {
         let carried = self.carried_object()?.to_path_buf();
         let first = parts.first().context("nothing to merge")?;
