@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use witnesses::check_witness;
+use witnesses::{block_counts, check_witness};
 
 const DRIVERS: [(&str, &str); 2] = [
     ("clang", env!("CARGO_BIN_EXE_cuda-flux-clang")),
@@ -315,6 +315,14 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
         .args(["-o", "app-clang-O0"])
         .env("CUDA_FLUX_KEEP", dir.join("keep-O0"));
     steps.push(("clang -fgpu-rdc -O0", clang_o0));
+    // The reference placement (a counter at every block's top) of the linked module.
+    let mut every_block = Command::new(clang);
+    every_block
+        .args(["-O2", "--cuda-gpu-arch=sm_70", "-fgpu-rdc", &include])
+        .args(&sources)
+        .args(["-o", "app-clang-every-block"])
+        .env("CUDA_FLUX_COUNTERS", "every-block");
+    steps.push(("clang -fgpu-rdc, every block", every_block));
     for (name, mut command) in steps {
         cpu(&mut command);
         step(name, &mut command).unwrap();
@@ -326,6 +334,23 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
         if let Err(error) = result {
             failures.push(error);
         }
+    }
+    // Derived and every-block placements count the same, block by block.
+    match (
+        run(&dir.join("app-clang"), &dir),
+        run(&dir.join("app-clang-every-block"), &dir),
+    ) {
+        (Ok((_, Some(derived))), Ok((output, Some(every)))) => {
+            if let Err(error) = check_witness("app-clang-every-block", &output, Some(&every)) {
+                failures.push(error);
+            }
+            if block_counts(&derived) != block_counts(&every) {
+                failures.push(
+                    "block counts differ between the derived and every-block placements".into(),
+                );
+            }
+        }
+        _ => failures.push("app-clang: no profile to compare the placements".into()),
     }
     match run(&dir.join("app-clang-O0"), &dir) {
         Ok((output, _)) if witnesses::text(&output).contains("result: PASS") => {}
