@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use wrapper::driver::nvcc::{
-    help_text, once_per_build, parse_nvcc, write_prefix, NvccError, NvccInvocation, SUPPORTED_ARCHS,
+    help_text, once_per_build, options, parse_nvcc, write_prefix, NvccError, NvccInvocation,
+    SUPPORTED_ARCHS,
 };
 use wrapper::driver::{probe, Driver, StepFailed, Target};
 
@@ -136,7 +137,10 @@ fn prefix_target(args: &[String]) -> anyhow::Result<Target> {
 /// Whether the command line is `-dw` (`--device-w`): relocatable device code alone, without a
 /// host object.
 fn is_device_code_only(args: &[String]) -> bool {
-    args.iter().any(|a| a == "-dw" || a == "--device-w")
+    args.iter().any(|a| {
+        options::find(a, a)
+            .is_some_and(|(option, glued)| option.flag == options::Flag::DeviceW && glued.is_none())
+    })
 }
 
 /// Separable compilation (`-rdc=true`, `-dc`, `-dlink`) is built by the driver, instrumented
