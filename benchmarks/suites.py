@@ -4,7 +4,8 @@
     benchmarks/suites.py --suite rodinia=/src/rodinia --suite polybench=/src/polybenchGpu ...
         [--recipes benchmarks/suites.toml] [--only NAME...] [--skip NAME...] [--timeout S]
         [--threads N] [--bin target/release] [--work-dir DIR] [--out FILE.md] [--title TEXT]
-    benchmarks/suites.py compare A B [--rel R] [--abs A] [--skip-lines N]
+    benchmarks/suites.py compare A B [--rel R] [--abs A] [--skip-lines N] [--lines REGEX]
+        [--binary f32|f64|i32|u32]
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -43,23 +44,22 @@ ROOT = os.path.dirname(HERE)
 # Keys an app's recipe may have, and which of them must be there.
 APP_KEYS = {"suite", "name", "dir", "build", "input", "run", "pass", "fail", "check", "time",
             "native", "native_time", "native_label", "env", "timeout", "skip", "note",
-            "expect_kernels", "clean"}
+            "expect_kernels"}
 APP_REQUIRED = {"suite", "name", "dir"}
 NATIVE_KEYS = {"dir", "build", "run", "time", "env", "label"}
 DEFAULT_KEYS = {"timeout", "env"}
 
 # `compare --binary` element types (array module codes; x86-64 sizes).
 BINARY_TYPES = {"f32": "f", "f64": "d", "i32": "i", "u32": "I"}
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)(?:inity)?",
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\b(?:nan|inf(?:inity)?)\b",
                     re.IGNORECASE)
 # Lines of a failed step's output that are worth naming as its first error, best first.
 ERROR_LINE = [re.compile(p) for p in (
-    r"^cuda-flux cpu: ", r"^cuda-flux[-\w]*: ", r"^compare: ", r"\berror\b", r"\bError\b", r"\bERROR\b",
-    r"\bFAIL", r"fatal", r"Segmentation fault|core dumped|Aborted", r"undefined reference",
-    r"No such file", r"cannot open|Could not open|Unable to open|failed to open",
+    r"^cuda-flux cpu: ", r"^cuda-flux[-\w]*: ", r"^compare: ", r"\berror\b", r"\bError\b",
+    r"\bERROR\b", r"\bFAIL", r"fatal", r"Segmentation fault|core dumped|Aborted",
+    r"undefined reference", r"No such file",
+    r"cannot open|Could not open|Unable to open|failed to open",
 )]
-
-
 # Lines that name no error although they match ERROR_LINE: compiler notes and warnings.
 NOT_AN_ERROR = re.compile(r"\bnote: |\bwarning\b|-Werror|-Wno-error")
 
@@ -98,7 +98,7 @@ def load_recipes(path):
         if unknown:
             raise RecipeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         for key in ("suite", "name", "dir", "build", "input", "run", "check", "time",
-                    "native_time", "native_label", "skip", "note", "clean"):
+                    "native_time", "native_label", "skip", "note"):
             if key in app and not isinstance(app[key], str):
                 raise RecipeError(f"{where}: `{key}` must be a string")
         for key in ("pass", "fail"):
@@ -338,10 +338,9 @@ def run_app(app, defaults, context):
         return status, seconds, output
 
     native = app.get("native")
+    native_error = None
     native_env = environment(base, (native or {}).get("env"))
     native_dir = os.path.join(suite_root, native["dir"]) if native else None
-    if "clean" in app:
-        step("clean", app["clean"], app_dir, base)
     if "build" in app:
         status, _, output = step("build", app["build"], app_dir, base)
         row["built"] = status == 0
@@ -368,7 +367,8 @@ def run_app(app, defaults, context):
             measured = time_from(native.get("time"), output)
             row["native_seconds"] = measured if measured is not None else seconds
         else:
-            row["native"] += f" (failed: {first_error(output, f'exit status {status}')})"
+            native_error = first_error(output, f"exit status {status}")
+            row["native"] += f" (failed: {native_error})"
     profile = os.path.join(work, "profile.json")
     stats = os.path.join(work, "cpu-stats.json")
     for stale in (profile, stats):
@@ -427,6 +427,8 @@ def run_app(app, defaults, context):
         row["correct"] = None  # nothing to check against
     else:
         row["correct"] = not problems
+    if problems and native_error:
+        problems.insert(0, f"native version failed: {native_error}")
     if problems:
         row["error"] = problems[0]
     return row
@@ -448,7 +450,8 @@ def machine_description():
                     os_name = line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    return f"{model or platform.processor()}, {os.cpu_count()} cores, {os_name or platform.system()}"
+    return (f"{model or platform.processor()}, {os.cpu_count()} cores, "
+            f"{os_name or platform.system()}")
 
 
 def git_commit(path):
@@ -508,8 +511,9 @@ def write_report(rows, context, out_path):
     for suite, path in sorted(context["suite_args"].items()):
         lines.append(f"- {suite}: commit `{git_commit(path) or 'unknown (not a git checkout)'}`")
     lines.append("")
-    lines.append(f"Harness: `benchmarks/suites.py` with `{os.path.relpath(context['recipes'], ROOT)}`"
-                 f", CPU target through `cuda-flux-nvcc --cuda-flux-prefix`, "
+    recipes = os.path.relpath(context["recipes"], ROOT)
+    lines.append(f"Harness: `benchmarks/suites.py` with `{recipes}`, CPU target through "
+                 f"`cuda-flux-nvcc --cuda-flux-prefix`, "
                  f"`CUDA_FLUX_CPU_THREADS={context['threads']}` and "
                  f"`OMP_NUM_THREADS={context['threads']}`, {context['timeout']:g} s per step.")
     lines.append("")
