@@ -241,6 +241,11 @@ def run_step(command, cwd, env, timeout, log_path):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             status = "timeout"
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): the step runs in its own session, so end it too.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
         seconds = time.monotonic() - start
         log.seek(0)
         output = log.read().decode("utf-8", errors="replace")
@@ -573,7 +578,12 @@ def copy_suite(source, destination):
     shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".git"))
 
 
+def interrupted(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, interrupted)
     if argv and argv[0] == "compare":
         return compare_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
