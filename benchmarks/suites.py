@@ -511,6 +511,10 @@ def write_report(rows, context, out_path):
                  f"`{context['commit']}` (binaries: `{context['bin']}`). Load average (1 min) "
                  f"at start {context['load_start']:.1f}, at end {context['load_end']:.1f}.")
     lines.append("")
+    for update in context.get("updates", []):
+        lines.append(f"Re-run with `--update` on {update['date']} at commit `{update['commit']}` "
+                     f"(load {update['load']:.1f}): {', '.join(update['apps'])}.")
+        lines.append("")
     lines.append("Suite checkouts (copied, not modified; none is committed here):")
     lines.append("")
     for suite, path in sorted(context["suite_args"].items()):
@@ -572,6 +576,23 @@ def write_report(rows, context, out_path):
     os.replace(json_path + ".tmp", json_path)
 
 
+def updated_context(previous, chosen, context):
+    """The rows of a previous table that the apps run now do not replace, and the context
+    that describes both runs (the first run's, plus the update's commit, date and apps)."""
+    now = {(app["suite"], app["name"]) for app in chosen}
+    kept = [row for row in previous["apps"] if (row["suite"], row["app"]) not in now]
+    first = dict(previous["context"])
+    first["suite_args"] = {**first.get("suite_args", {}), **context["suite_args"]}
+    updates = list(first.get("updates", []))
+    updates.append({"date": context["date"], "commit": context["commit"],
+                    "load": context["load_start"],
+                    "apps": sorted(f"{suite}/{name}" for suite, name in now)})
+    first["updates"] = updates
+    for key in ("log", "prefix", "suites", "work"):
+        first[key] = context[key]
+    return kept, first
+
+
 def copy_suite(source, destination):
     if os.path.exists(destination):
         shutil.rmtree(destination)
@@ -603,6 +624,9 @@ def main(argv):
     parser.add_argument("--title", default="Suites on the CPU target")
     parser.add_argument("--reuse", action="store_true",
                         help="keep an existing copy of each suite in the work directory")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of the apps not run now from the JSON next to --out "
+                             "(re-run some apps and refresh their rows)")
     args = parser.parse_args(argv)
 
     try:
@@ -678,13 +702,26 @@ def main(argv):
         "recipes": os.path.abspath(args.recipes), "load_start": os.getloadavg()[0],
         "load_end": os.getloadavg()[0], "log": log,
     }
+    kept = []
+    json_path = os.path.splitext(out_path)[0] + ".json"
+    if args.update and os.path.exists(json_path):
+        try:
+            with open(json_path, encoding="utf-8") as handle:
+                previous = json.load(handle)
+            kept, context = updated_context(previous, chosen, context)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(f"suites: --update: cannot use {json_path}: {error}", file=sys.stderr)
+            return 2
+    order = {(app["suite"], app["name"]): index for index, app in enumerate(apps)}
     rows = []
     for app in chosen:
         log(f"suites: {app['suite']}/{app['name']}")
         row = run_app(app, defaults, context)
         rows.append(row)
-        context["load_end"] = os.getloadavg()[0]
-        write_report(rows, context, out_path)  # rewritten after each app: partial runs count
+        if "updates" not in context:  # an update keeps the first run's figures
+            context["load_end"] = os.getloadavg()[0]
+        table = sorted(kept + rows, key=lambda r: order.get((r["suite"], r["app"]), len(order)))
+        write_report(table, context, out_path)  # rewritten after each app: partial runs count
         log(f"  -> built {row['built']} ran {row['ran']} correct {row['correct']}"
             f"{'; ' + row['error'] if row['error'] else ''}")
     log(f"suites: wrote {out_path}")

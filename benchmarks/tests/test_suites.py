@@ -180,6 +180,24 @@ def test_end_to_end():
         expect("| mini | add | yes | yes | yes | 1 | 3 |" in table, "the Markdown row of add")
         expect("5 apps in the recipes, 4 attempted, 3 built, 2 ran to completion, 1 correct"
                in table, f"the summary line: {table[:1500]}")
+        # --update: re-running one app replaces its row and keeps the others, in recipe order.
+        result = subprocess.run(
+            [sys.executable, os.path.join(BENCH, "suites.py"),
+             "--suite", f"mini={os.path.join(HERE, 'mini-suite')}",
+             "--recipes", os.path.join(HERE, "mini-suite", "recipes.toml"), "--bin", bin_dir,
+             "--work-dir", os.path.join(work, "w2"), "--out", out, "--update", "--only", "slow"],
+            capture_output=True, text=True)
+        expect(result.returncode == 0, f"--update exit status 0: {result.stderr[-2000:]}")
+        with open(os.path.splitext(out)[0] + ".json") as handle:
+            again = json.load(handle)["apps"]
+        expect([r["app"] for r in again] == ["add", "mismatch", "broken", "slow", "skipped"]
+               and again[0] == add and again[3]["error"] == "run: timeout after 1 s",
+               f"--update keeps the other rows in recipe order ({[r['app'] for r in again]})")
+        with open(out) as handle:
+            updated = handle.read()
+        expect("Re-run with `--update`" in updated and "): mini/slow." in updated
+               and "| mini | add | yes | yes | yes | 1 | 3 |" in updated,
+               f"the updated table names the re-run app and keeps the others: {updated[:1500]}")
 
 
 def main():
