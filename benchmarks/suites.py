@@ -350,7 +350,7 @@ def run_app(app, defaults, context):
         status, _, output = step("build", app["build"], app_dir, base)
         row["built"] = status == 0
         if status != 0:
-            row["error"] = ("build: timeout after %g s" % timeout if status == "timeout"
+            row["error"] = (f"build: timeout after {timeout:g} s" if status == "timeout"
                             else "build: " + first_error(output, f"exit status {status}"))
             return row
     else:
@@ -576,11 +576,14 @@ def write_report(rows, context, out_path):
     os.replace(json_path + ".tmp", json_path)
 
 
-def updated_context(previous, chosen, context):
-    """The rows of a previous table that the apps run now do not replace, and the context
-    that describes both runs (the first run's, plus the update's commit, date and apps)."""
+def updated_context(previous, apps, chosen, context):
+    """The rows of a previous table that the apps run now do not replace (and that the recipes
+    still name), and the context that describes both runs (the first run's, plus the update's
+    commit, date and apps)."""
     now = {(app["suite"], app["name"]) for app in chosen}
-    kept = [row for row in previous["apps"] if (row["suite"], row["app"]) not in now]
+    named = {(app["suite"], app["name"]) for app in apps}
+    kept = [row for row in previous["apps"]
+            if (row["suite"], row["app"]) not in now and (row["suite"], row["app"]) in named]
     first = dict(previous["context"])
     first["suite_args"] = {**first.get("suite_args", {}), **context["suite_args"]}
     updates = list(first.get("updates", []))
@@ -708,7 +711,7 @@ def main(argv):
         try:
             with open(json_path, encoding="utf-8") as handle:
                 previous = json.load(handle)
-            kept, context = updated_context(previous, chosen, context)
+            kept, context = updated_context(previous, apps, chosen, context)
         except (OSError, ValueError, KeyError, TypeError) as error:
             print(f"suites: --update: cannot use {json_path}: {error}", file=sys.stderr)
             return 2
