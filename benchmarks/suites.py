@@ -252,6 +252,13 @@ def run_step(command, cwd, env, timeout, log_path):
     return status, seconds, output
 
 
+def clip(text, limit):
+    """text, cut at a word boundary to at most limit characters (marked with an ellipsis)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def first_error(output, fallback):
     """The most telling line of a failed step's output."""
     lines = [line.strip() for line in output.splitlines()
@@ -259,11 +266,11 @@ def first_error(output, fallback):
     for pattern in ERROR_LINE:
         for line in lines:
             if pattern.search(line) and not line.startswith(("make[", "make:")):
-                return line[:200]
+                return clip(line, 240)
     for line in lines:
         if line.startswith("make") and "Error" in line:
-            return line[:200]
-    return fallback if not lines else f"{fallback}; last line: {lines[-1][:160]}"
+            return clip(line, 240)
+    return fallback if not lines else f"{fallback}; last line: {clip(lines[-1], 160)}"
 
 
 def read_profile(path):
@@ -420,7 +427,7 @@ def run_app(app, defaults, context):
         match = re.search(pattern, output, re.MULTILINE)
         if match:
             line = output[:match.start()].count("\n")
-            problems.append(f"check: {output.splitlines()[line].strip()[:160]}")
+            problems.append(f"check: {clip(output.splitlines()[line].strip(), 240)}")
     for pattern in app.get("pass", []):
         if not re.search(pattern, output, re.MULTILINE):
             problems.append(f"check: no line matches {pattern!r}")
@@ -476,11 +483,11 @@ def fmt(value, kind):
     if kind == "int":
         return f"{value:,}"
     if kind == "seconds":
-        return f"{value:.3g}" if value < 10 else f"{value:.0f}"
+        return f"{value:.3g}" if value < 10 else f"{value:,.0f}"
     if kind == "rate":
         return f"{value / 1e6:.0f} M"
     if kind == "ratio":
-        return f"{value:.3g}x"
+        return f"{value:.3g}x" if value < 100 else f"{value:,.0f}x"
     return str(value)
 
 
@@ -532,8 +539,9 @@ def write_report(rows, context, out_path):
                  f"{totals['thread_instructions']:,} thread-instructions counted.")
     if "slowdown_geomean" in totals:
         lines.append(f"Slowdown against the native version over {totals['slowdown_apps']} correct "
-                     f"apps: geometric mean {totals['slowdown_geomean']:.3g}x, from "
-                     f"{totals['slowdown_min']:.3g}x to {totals['slowdown_max']:.3g}x.")
+                     f"apps: geometric mean {fmt(totals['slowdown_geomean'], 'ratio')}, from "
+                     f"{fmt(totals['slowdown_min'], 'ratio')} to "
+                     f"{fmt(totals['slowdown_max'], 'ratio')}.")
     lines.append("")
     lines.append("Columns: *seconds* is the app's run (its own timer where the recipe names one, "
                  "else wall time); *kernel s* the interpreter's time in kernels "
