@@ -25,5 +25,7 @@ bash benchmarks/tests/cpu_target.sh
 python3 benchmarks/tests/test_report.py
 python3 benchmarks/tests/test_cost.py
 python3 benchmarks/tests/test_compare_cpu.py
+echo "test: the suites harness (recipes, comparison, a mini suite on the CPU target)"
+python3 benchmarks/tests/test_suites.py
 echo "test: cargo test"
 cargo test --workspace
