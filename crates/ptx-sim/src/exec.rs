@@ -53,8 +53,6 @@ pub(crate) struct Exec<'a, 'w> {
     func: &'a DecodedFunction,
     reg_base: usize,
     local_base: u64,
-    /// Scratch: one ALU source operand per row, one lane per column.
-    columns: [[u64; 32]; 4],
 }
 
 /// Runs `warp` for at most `budget` warp instructions, and at most `visible` loads, stores and
@@ -78,7 +76,6 @@ pub(crate) fn run(
         func,
         reg_base,
         local_base,
-        columns: [[0; 32]; 4],
     };
     exec.run(budget, visible)
 }
@@ -105,6 +102,47 @@ impl<'a> Exec<'a, '_> {
         }
     }
 
+    /// Puts ALU source `src` into scratch row `i` unless it is a register (read in place):
+    /// an immediate or a value the same in every lane once, other values per lane of `exec`.
+    #[inline(always)]
+    fn fill_column(&mut self, i: usize, src: &Src, exec: u32) {
+        match *src {
+            Src::Reg(_) => {}
+            Src::Imm(v) => self.warp.scratch.columns[i] = [v; 32],
+            _ if uniform(src) => {
+                let first = exec.trailing_zeros().min(31) as usize;
+                let v = self.read_other(src, first);
+                self.warp.scratch.columns[i] = [v; 32];
+            }
+            _ => {
+                let mut column = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    column[lane] = self.read_other(src, lane);
+                }
+                self.warp.scratch.columns[i] = column;
+            }
+        }
+    }
+
+    /// Operand `src` of every lane of `exec` (registers and immediates: of all 32 lanes).
+    #[inline(always)]
+    fn operand(&self, src: &Src, exec: u32) -> [u64; 32] {
+        match *src {
+            Src::Reg(r) => *register_row(&self.warp.regs[self.reg_base..], r),
+            Src::Imm(v) => [v; 32],
+            _ if uniform(src) => [self.read_other(src, exec.trailing_zeros().min(31) as usize); 32],
+            _ => {
+                let mut out = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    out[lane] = self.read_other(src, lane);
+                }
+                out
+            }
+        }
+    }
+
     fn read_other(&self, src: &Src, lane: usize) -> u64 {
         read_other(
             self.cta,
@@ -122,16 +160,15 @@ impl<'a> Exec<'a, '_> {
         if inst.guard == NO_REG {
             return active;
         }
-        let base = self.reg_base + inst.guard as usize * 32;
+        let row = register_row(&self.warp.regs[self.reg_base..], inst.guard);
         let mut set = 0u32;
-        let mut m = active;
-        while let Some(lane) = next_lane(&mut m) {
-            set |= ((self.warp.regs[base + lane] & 1) as u32) << lane;
+        for (lane, v) in row.iter().enumerate() {
+            set |= ((v & 1) as u32) << lane;
         }
         if inst.guard_negated {
             active & !set
         } else {
-            set
+            active & set
         }
     }
 
@@ -177,52 +214,59 @@ impl<'a> Exec<'a, '_> {
                 u64::from(if issued { active.count_ones() } else { 0 });
             match &inst.op {
                 Op::Alu(alu) => {
-                    // Operands column by column (contiguous lanes of a register), then the
-                    // per-lane evaluation on local arrays.
+                    // Register operands are read in place (a register's 32 lanes are
+                    // contiguous) and the result is written in place; other operands are
+                    // filled into scratch rows. The operation is selected once for the warp
+                    // (`AluOp::eval_warp`).
                     let count = alu.count as usize;
-                    for (column, src) in self.columns.iter_mut().zip(&alu.srcs[..count]) {
-                        gather(column, src, exec, &self.warp.regs, self.reg_base, |lane| {
-                            read_other(
-                                self.cta,
-                                &*self.warp,
-                                self.reg_base,
-                                self.local_base,
-                                src,
-                                lane,
-                            )
-                        });
+                    for (i, src) in alu.srcs[..count].iter().enumerate() {
+                        self.fill_column(i, src, exec);
                     }
-                    let columns = &self.columns;
+                    let columns = &self.warp.scratch.columns;
+                    let column_rows = [0, 1, 2, 3].map(|i| columns[i].as_ptr());
+                    let sink = self.warp.scratch.sink.as_mut_ptr();
                     let regs = &mut self.warp.regs[self.reg_base..];
-                    let dst = alu.dst as usize * 32;
-                    let second = alu.second as usize * 32;
-                    let mut carry = self.warp.carry;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let sources = [
-                            columns[0][lane],
-                            columns[1][lane],
-                            columns[2][lane],
-                            columns[3][lane],
-                        ];
-                        let out = alu.op.eval(&sources, (carry >> lane) & 1 != 0);
-                        if alu.dst != NO_REG {
-                            regs[dst + lane] = out.value;
-                        }
-                        if alu.second != NO_REG {
-                            regs[second + lane] = u64::from(out.second);
-                        }
-                        if alu.writes_carry {
-                            carry = (carry & !(1 << lane)) | (u32::from(out.carry) << lane);
+                    let (base, len) = (regs.as_mut_ptr(), regs.len());
+                    let row = |r: u32| -> *mut u64 {
+                        let start = r as usize * 32;
+                        assert!(start + 32 <= len, "register {r} outside the frame");
+                        // SAFETY: in bounds, checked above.
+                        unsafe { base.add(start) }
+                    };
+                    let mut sources = column_rows;
+                    for (i, src) in alu.srcs[..count].iter().enumerate() {
+                        if let Src::Reg(r) = src {
+                            sources[i] = row(*r);
                         }
                     }
-                    self.warp.carry = carry;
+                    let dst = if alu.dst == NO_REG {
+                        sink
+                    } else {
+                        row(alu.dst)
+                    };
+                    // SAFETY: every pointer is a 32-lane row (`register_row`, the scratch
+                    // rows); the register file is not touched otherwise during the call.
+                    let bits = unsafe { alu.op.eval_warp(sources, exec, self.warp.carry, dst) };
+                    if alu.second != NO_REG {
+                        let row =
+                            register_row_mut(&mut self.warp.regs[self.reg_base..], alu.second);
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            row[lane] = u64::from((bits.second >> lane) & 1);
+                        }
+                    }
+                    if alu.writes_carry {
+                        self.warp.carry = (self.warp.carry & !exec) | (bits.carry & exec);
+                    }
                 }
                 Op::Mov { dst, src, mask } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane) & mask;
-                        self.set(*dst, lane, v);
+                    if *dst != NO_REG {
+                        let mut values = self.operand(src, exec);
+                        for v in &mut values {
+                            *v &= mask;
+                        }
+                        let regs = &mut self.warp.regs[self.reg_base..];
+                        write_lanes(register_row_mut(regs, *dst), &values, exec);
                     }
                 }
                 Op::Pack {
@@ -267,20 +311,34 @@ impl<'a> Exec<'a, '_> {
                     let bytes = u64::from(ty.bytes);
                     let total = bytes * u64::from(*count);
                     let shift = 64 - 8 * u32::from(ty.bytes);
+                    // Every lane's address is checked before any register is written (the
+                    // registers of a failing launch are not seen again).
+                    let addresses = self.addresses(addr, exec);
+                    let mut hosts = [0u64; 32];
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
+                        let address = addresses[lane];
                         let host = self.resolve(*space, address, total, lane, pc)?;
                         if host & (total - 1) != 0 {
                             return Err(self.misaligned(pc, address, total, lane));
                         }
-                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                        hosts[lane] = host;
+                    }
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                        if d == NO_REG {
+                            continue;
+                        }
+                        let row = register_row_mut(regs, d);
+                        let offset = i as u64 * bytes;
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
                             // SAFETY: `resolve` checked the whole vector's range.
-                            let mut v = unsafe { memory::load(host + i as u64 * bytes, ty.bytes) };
+                            let mut v = unsafe { memory::load(hosts[lane] + offset, ty.bytes) };
                             if ty.signed && shift > 0 {
                                 v = (((v << shift) as i64) >> shift) as u64;
                             }
-                            self.set(d, lane, v);
+                            row[lane] = v;
                         }
                     }
                 }
@@ -293,9 +351,10 @@ impl<'a> Exec<'a, '_> {
                 } => {
                     let bytes = u64::from(ty.bytes);
                     let total = bytes * u64::from(*count);
+                    let addresses = self.addresses(addr, exec);
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
+                        let address = addresses[lane];
                         let host = self.resolve(*space, address, total, lane, pc)?;
                         if host & (total - 1) != 0 {
                             return Err(self.misaligned(pc, address, total, lane));
@@ -364,7 +423,7 @@ impl<'a> Exec<'a, '_> {
                     while let Some(lane) = next_lane(&mut m) {
                         let address = self.address(addr, lane);
                         let host = self.resolve(*space, address, bytes, lane, pc)?;
-                        if host % bytes != 0 {
+                        if host & (bytes - 1) != 0 {
                             return Err(self.misaligned(pc, address, bytes, lane));
                         }
                         // Global: `.global`, or a generic address outside the CTA's shared
@@ -693,6 +752,29 @@ impl<'a> Exec<'a, '_> {
     #[inline(always)]
     fn address(&self, addr: &Addr, lane: usize) -> u64 {
         self.read(&addr.base, lane).wrapping_add(addr.offset as u64)
+    }
+
+    /// The address of every lane of `exec` (a register base: of all 32 lanes, one straight
+    /// loop; the other lanes' values are not used).
+    #[inline(always)]
+    fn addresses(&self, addr: &Addr, exec: u32) -> [u64; 32] {
+        let mut out = [0u64; 32];
+        let offset = addr.offset as u64;
+        match addr.base {
+            Src::Reg(r) => {
+                let row = register_row(&self.warp.regs[self.reg_base..], r);
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o = v.wrapping_add(offset);
+                }
+            }
+            _ => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    out[lane] = self.address(addr, lane);
+                }
+            }
+        }
+        out
     }
 
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
@@ -1405,28 +1487,54 @@ fn read_other(
     }
 }
 
-/// Fills `column` with operand `src` for the lanes of `exec` (registers: all 32 lanes at once,
-/// a contiguous copy).
+/// The 32 lanes of register `r` (of the frame whose registers start `regs`).
 #[inline(always)]
-fn gather(
-    column: &mut [u64; 32],
-    src: &Src,
-    exec: u32,
-    regs: &[u64],
-    reg_base: usize,
-    other: impl Fn(usize) -> u64,
-) {
+fn register_row(regs: &[u64], r: u32) -> &[u64; 32] {
+    let start = r as usize * 32;
+    regs[start..start + 32]
+        .try_into()
+        .expect("a register row is 32 lanes")
+}
+
+/// The 32 lanes of register `r`, for writing.
+#[inline(always)]
+fn register_row_mut(regs: &mut [u64], r: u32) -> &mut [u64; 32] {
+    let start = r as usize * 32;
+    (&mut regs[start..start + 32])
+        .try_into()
+        .expect("a register row is 32 lanes")
+}
+
+/// Writes `values` into `row` for the lanes of `exec`.
+#[inline(always)]
+fn write_lanes(row: &mut [u64; 32], values: &[u64; 32], exec: u32) {
+    if exec == u32::MAX {
+        *row = *values;
+    } else {
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            row[lane] = values[lane];
+        }
+    }
+}
+
+/// Whether operand `src` (not a register or immediate) has the same value in every lane.
+/// `%globaltimer` is read per lane, as the clock it is.
+#[inline(always)]
+fn uniform(src: &Src) -> bool {
     match *src {
-        Src::Reg(r) => {
-            let start = reg_base + r as usize * 32;
-            column.copy_from_slice(&regs[start..start + 32]);
-        }
-        Src::Imm(v) => *column = [v; 32],
-        _ => {
-            let mut m = exec;
-            while let Some(lane) = next_lane(&mut m) {
-                column[lane] = other(lane);
-            }
-        }
+        Src::Reg(_) | Src::NotPred(_) => false,
+        Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => true,
+        Src::Special(special) => !matches!(
+            special,
+            Special::Tid(_)
+                | Special::LaneId
+                | Special::LanemaskEq
+                | Special::LanemaskLt
+                | Special::LanemaskLe
+                | Special::LanemaskGt
+                | Special::LanemaskGe
+                | Special::GlobalTimer
+        ),
     }
 }
