@@ -398,6 +398,19 @@ pub(crate) enum Op {
     Unsupported(Box<str>),
 }
 
+impl Op {
+    /// Whether the instruction leaves the SIMT stack as it is: it neither branches, calls,
+    /// returns, exits nor arrives at a barrier (the interpreter runs such instructions back
+    /// to back without consulting the stack).
+    #[inline(always)]
+    pub fn is_straight(&self) -> bool {
+        !matches!(
+            self,
+            Op::Bar { .. } | Op::Bra { .. } | Op::Brx { .. } | Op::Call(_) | Op::Ret | Op::Exit
+        )
+    }
+}
+
 /// A decoded instruction.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Inst {

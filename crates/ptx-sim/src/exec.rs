@@ -197,12 +197,49 @@ impl<'a> Exec<'a, '_> {
             if budget == 0 || visible == 0 {
                 return Ok(Yield::Slice);
             }
+            let (start, rpc, active, reissue) = (top.pc, top.rpc, top.mask, top.reissue);
+            if !reissue {
+                // A run of straight instructions (`Op::is_straight`) with the pc in a local:
+                // the SIMT stack is consulted again only where control flow may change it.
+                // Each instruction is issued and counted exactly as below.
+                let func = self.func;
+                let population = u64::from(active.count_ones());
+                let mut pc = start;
+                let result = loop {
+                    let Some(inst) = func.code.get(pc as usize) else {
+                        break Ok(());
+                    };
+                    if !inst.op.is_straight() || budget == 0 || visible == 0 {
+                        break Ok(());
+                    }
+                    budget -= 1;
+                    visible -= u64::from(inst.visible);
+                    self.warp.clock += 1;
+                    self.warp.thread_instructions += population;
+                    let exec = self.guard(inst, active);
+                    if let Err(error) = self.straight(inst, pc, active, exec) {
+                        break Err(error);
+                    }
+                    pc += 1;
+                    if pc == rpc {
+                        break Ok(());
+                    }
+                };
+                if pc != start {
+                    if let Some(top) = self.frame().stack.last_mut() {
+                        top.pc = pc;
+                    }
+                }
+                result?;
+                if pc != start {
+                    continue;
+                }
+            }
             budget -= 1;
-            let pc = top.pc;
-            let active = top.mask;
+            let pc = start;
             // One issue per instruction the warp executes, whatever its active mask or guard
             // (a re-executed target group of a divergent indirect call is no new issue).
-            let issued = !top.reissue;
+            let issued = !reissue;
             let func = self.func;
             let Some(inst) = func.code.get(pc as usize) else {
                 return Err(self.unsupported(pc, "control reached past the end of the function"));
@@ -213,243 +250,6 @@ impl<'a> Exec<'a, '_> {
             self.warp.thread_instructions +=
                 u64::from(if issued { active.count_ones() } else { 0 });
             match &inst.op {
-                Op::Alu(alu) => {
-                    // Register operands are read in place (a register's 32 lanes are
-                    // contiguous) and the result is written in place; other operands are
-                    // filled into scratch rows. The operation is selected once for the warp
-                    // (`AluOp::eval_warp`).
-                    let count = alu.count as usize;
-                    for (i, src) in alu.srcs[..count].iter().enumerate() {
-                        self.fill_column(i, src, exec);
-                    }
-                    let columns = &self.warp.scratch.columns;
-                    let column_rows = [0, 1, 2, 3].map(|i| columns[i].as_ptr());
-                    let sink = self.warp.scratch.sink.as_mut_ptr();
-                    let regs = &mut self.warp.regs[self.reg_base..];
-                    let (base, len) = (regs.as_mut_ptr(), regs.len());
-                    let row = |r: u32| -> *mut u64 {
-                        let start = r as usize * 32;
-                        assert!(start + 32 <= len, "register {r} outside the frame");
-                        // SAFETY: in bounds, checked above.
-                        unsafe { base.add(start) }
-                    };
-                    let mut sources = column_rows;
-                    for (i, src) in alu.srcs[..count].iter().enumerate() {
-                        if let Src::Reg(r) = src {
-                            sources[i] = row(*r);
-                        }
-                    }
-                    let dst = if alu.dst == NO_REG {
-                        sink
-                    } else {
-                        row(alu.dst)
-                    };
-                    // SAFETY: every pointer is a 32-lane row (`register_row`, the scratch
-                    // rows); the register file is not touched otherwise during the call.
-                    let bits = unsafe { alu.op.eval_warp(sources, exec, self.warp.carry, dst) };
-                    if alu.second != NO_REG {
-                        let row =
-                            register_row_mut(&mut self.warp.regs[self.reg_base..], alu.second);
-                        let mut m = exec;
-                        while let Some(lane) = next_lane(&mut m) {
-                            row[lane] = u64::from((bits.second >> lane) & 1);
-                        }
-                    }
-                    if alu.writes_carry {
-                        self.warp.carry = (self.warp.carry & !exec) | (bits.carry & exec);
-                    }
-                }
-                Op::Mov { dst, src, mask } => {
-                    if *dst != NO_REG {
-                        let mut values = self.operand(src, exec);
-                        for v in &mut values {
-                            *v &= mask;
-                        }
-                        let regs = &mut self.warp.regs[self.reg_base..];
-                        write_lanes(register_row_mut(regs, *dst), &values, exec);
-                    }
-                }
-                Op::Pack {
-                    dst,
-                    parts,
-                    count,
-                    bits,
-                } => {
-                    let part_mask = alu::low_mask(*bits);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let mut v = 0u64;
-                        for (i, part) in parts[..*count as usize].iter().enumerate() {
-                            v |= (self.read(part, lane) & part_mask)
-                                << (i as u32 * u32::from(*bits));
-                        }
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Unpack {
-                    dsts,
-                    count,
-                    src,
-                    bits,
-                } => {
-                    let part_mask = alu::low_mask(*bits);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane);
-                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
-                            self.set(d, lane, (v >> (i as u32 * u32::from(*bits))) & part_mask);
-                        }
-                    }
-                }
-                Op::Ld {
-                    space,
-                    addr,
-                    dsts,
-                    count,
-                    ty,
-                } => {
-                    let bytes = u64::from(ty.bytes);
-                    let total = bytes * u64::from(*count);
-                    let shift = 64 - 8 * u32::from(ty.bytes);
-                    // Every lane's address is checked before any register is written (the
-                    // registers of a failing launch are not seen again).
-                    let addresses = self.addresses(addr, exec);
-                    let mut hosts = [0u64; 32];
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = addresses[lane];
-                        let host = self.resolve(*space, address, total, lane, pc)?;
-                        if host & (total - 1) != 0 {
-                            return Err(self.misaligned(pc, address, total, lane));
-                        }
-                        hosts[lane] = host;
-                    }
-                    let regs = &mut self.warp.regs[self.reg_base..];
-                    for (i, &d) in dsts[..*count as usize].iter().enumerate() {
-                        if d == NO_REG {
-                            continue;
-                        }
-                        let row = register_row_mut(regs, d);
-                        let offset = i as u64 * bytes;
-                        let mut m = exec;
-                        while let Some(lane) = next_lane(&mut m) {
-                            // SAFETY: `resolve` checked the whole vector's range.
-                            let mut v = unsafe { memory::load(hosts[lane] + offset, ty.bytes) };
-                            if ty.signed && shift > 0 {
-                                v = (((v << shift) as i64) >> shift) as u64;
-                            }
-                            row[lane] = v;
-                        }
-                    }
-                }
-                Op::St {
-                    space,
-                    addr,
-                    srcs,
-                    count,
-                    ty,
-                } => {
-                    let bytes = u64::from(ty.bytes);
-                    let total = bytes * u64::from(*count);
-                    let addresses = self.addresses(addr, exec);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = addresses[lane];
-                        let host = self.resolve(*space, address, total, lane, pc)?;
-                        if host & (total - 1) != 0 {
-                            return Err(self.misaligned(pc, address, total, lane));
-                        }
-                        for (i, src) in srcs[..*count as usize].iter().enumerate() {
-                            let v = self.read(src, lane);
-                            let at = host + i as u64 * bytes;
-                            // SAFETY: `resolve` checked the whole vector's range.
-                            unsafe {
-                                if !self.warp.wrote {
-                                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
-                                    self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
-                                }
-                                memory::store(at, ty.bytes, v)
-                            };
-                        }
-                    }
-                }
-                Op::Cvta {
-                    to_generic,
-                    space,
-                    dst,
-                    src,
-                } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane);
-                        let base = self.window_base(*space, lane);
-                        let out = if *to_generic {
-                            v.wrapping_add(base)
-                        } else {
-                            v.wrapping_sub(base)
-                        };
-                        self.set(*dst, lane, out);
-                    }
-                }
-                Op::IsSpace { space, dst, src } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let a = self.read(src, lane);
-                        let cta = self.cta;
-                        let in_shared = a.wrapping_sub(cta.shared_base) < cta.shared_len;
-                        let local = self.thread_local_base(lane);
-                        let in_local = a.wrapping_sub(local) < cta.window;
-                        let v = match space {
-                            WindowSpace::Shared => in_shared,
-                            WindowSpace::Local => in_local,
-                            WindowSpace::Param => cta.launch.params.contains(a, 1),
-                            WindowSpace::Global => !in_shared && !in_local,
-                        };
-                        self.set(*dst, lane, u64::from(v));
-                    }
-                }
-                Op::Atom {
-                    space,
-                    addr,
-                    op,
-                    ty,
-                    dst,
-                    b,
-                    c,
-                } => {
-                    let bytes = ty.bytes();
-                    let cta = self.cta;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
-                        let host = self.resolve(*space, address, bytes, lane, pc)?;
-                        if host & (bytes - 1) != 0 {
-                            return Err(self.misaligned(pc, address, bytes, lane));
-                        }
-                        // Global: `.global`, or a generic address outside the CTA's shared
-                        // and local windows.
-                        if *space == Space::Host
-                            && host.wrapping_sub(cta.shared_base) >= cta.shared_len
-                            && host.wrapping_sub(cta.local_base) >= cta.local_len
-                        {
-                            self.warp.global_atomics += 1;
-                        }
-                        let (bv, cv) = (self.read(b, lane), self.read(c, lane));
-                        // SAFETY: checked accessible and aligned above.
-                        let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
-                        // Reductions (`red`, no destination) are what counter code uses:
-                        // they do not tell a working warp from a waiting one.
-                        if !self.warp.wrote && *dst != NO_REG {
-                            // SAFETY: as above.
-                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
-                        }
-                        let old = match ty {
-                            AtomType::S32 => old as u32 as i32 as i64 as u64,
-                            _ => old,
-                        };
-                        self.set(*dst, lane, old);
-                    }
-                }
                 Op::Bar {
                     kind,
                     id,
@@ -489,8 +289,6 @@ impl<'a> Exec<'a, '_> {
                         participants: exec,
                     });
                 }
-                Op::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
-                Op::Nop => {}
                 Op::Bra { target, reconverge } => {
                     self.branch(pc, active, exec, *target, *reconverge);
                     continue;
@@ -529,112 +327,368 @@ impl<'a> Exec<'a, '_> {
                     }
                     continue;
                 }
-                Op::Trap => {
-                    if exec != 0 {
-                        return Err(SimError::Trap { line: inst.line });
-                    }
-                }
-                Op::Activemask { dst } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, u64::from(active));
-                    }
-                }
-                Op::Vote { mode, dst, pred } => {
-                    let mut set = 0u32;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        set |= ((self.read(pred, lane) & 1) as u32) << lane;
-                    }
-                    let v = match mode {
-                        VoteMode::Ballot => u64::from(set),
-                        VoteMode::All => u64::from(set == exec),
-                        VoteMode::Any => u64::from(set != 0),
-                        VoteMode::Uni => u64::from(set == exec || set == 0),
-                    };
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Shfl {
-                    mode,
-                    dst,
-                    dst_pred,
-                    a,
-                    b,
-                    c,
-                } => self.shuffle(exec, *mode, (*dst, *dst_pred), [a, b, c]),
-                Op::Match {
-                    all,
-                    wide,
-                    dst,
-                    dst_pred,
-                    a,
-                } => {
-                    let mut values = [0u64; 32];
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(a, lane);
-                        values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
-                    }
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let mut same = 0u32;
-                        let mut n = exec;
-                        while let Some(other) = next_lane(&mut n) {
-                            same |= u32::from(values[other] == values[lane]) << other;
-                        }
-                        let (v, p) = if *all {
-                            if same == exec {
-                                (exec, true)
-                            } else {
-                                (0, false)
-                            }
-                        } else {
-                            (same, true)
-                        };
-                        self.set(*dst, lane, u64::from(v));
-                        if *dst_pred != NO_REG {
-                            self.set(*dst_pred, lane, u64::from(p));
-                        }
-                    }
-                }
-                Op::Redux { op, signed, dst, a } => {
-                    let mut acc: Option<u32> = None;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(a, lane) as u32;
-                        acc = Some(match acc {
-                            None => v,
-                            Some(x) => match op {
-                                ReduxOp::Add => x.wrapping_add(v),
-                                ReduxOp::Min if *signed => (x as i32).min(v as i32) as u32,
-                                ReduxOp::Max if *signed => (x as i32).max(v as i32) as u32,
-                                ReduxOp::Min => x.min(v),
-                                ReduxOp::Max => x.max(v),
-                                ReduxOp::And => x & v,
-                                ReduxOp::Or => x | v,
-                                ReduxOp::Xor => x ^ v,
-                            },
-                        });
-                    }
-                    let v = u64::from(acc.unwrap_or(0));
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Tex(tex) => self.texture(pc, exec, tex)?,
-                Op::Unsupported(what) => {
-                    return Err(SimError::Unsupported {
-                        what: what.to_string(),
-                        line: inst.line,
-                    })
-                }
+                _ => self.straight(inst, pc, active, exec)?,
             }
             self.advance();
         }
+    }
+
+    /// Executes an instruction that neither branches, calls, returns, exits nor waits at a
+    /// barrier (the SIMT stack stays as it is; the caller advances the pc).
+    #[inline(always)]
+    fn straight(
+        &mut self,
+        inst: &'a Inst,
+        pc: u32,
+        active: u32,
+        exec: u32,
+    ) -> Result<(), SimError> {
+        match &inst.op {
+            Op::Alu(alu) => {
+                // Register operands are read in place (a register's 32 lanes are
+                // contiguous) and the result is written in place; other operands are
+                // filled into scratch rows. The operation is selected once for the warp
+                // (`AluOp::eval_warp`).
+                let count = alu.count as usize;
+                for (i, src) in alu.srcs[..count].iter().enumerate() {
+                    self.fill_column(i, src, exec);
+                }
+                let columns = &self.warp.scratch.columns;
+                let column_rows = [0, 1, 2, 3].map(|i| columns[i].as_ptr());
+                let sink = self.warp.scratch.sink.as_mut_ptr();
+                let regs = &mut self.warp.regs[self.reg_base..];
+                let (base, len) = (regs.as_mut_ptr(), regs.len());
+                let row = |r: u32| -> *mut u64 {
+                    let start = r as usize * 32;
+                    assert!(start + 32 <= len, "register {r} outside the frame");
+                    // SAFETY: in bounds, checked above.
+                    unsafe { base.add(start) }
+                };
+                let mut sources = column_rows;
+                for (i, src) in alu.srcs[..count].iter().enumerate() {
+                    if let Src::Reg(r) = src {
+                        sources[i] = row(*r);
+                    }
+                }
+                let dst = if alu.dst == NO_REG {
+                    sink
+                } else {
+                    row(alu.dst)
+                };
+                // SAFETY: every pointer is a 32-lane row (`register_row`, the scratch
+                // rows); the register file is not touched otherwise during the call.
+                let bits = unsafe { alu.op.eval_warp(sources, exec, self.warp.carry, dst) };
+                if alu.second != NO_REG {
+                    let row = register_row_mut(&mut self.warp.regs[self.reg_base..], alu.second);
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        row[lane] = u64::from((bits.second >> lane) & 1);
+                    }
+                }
+                if alu.writes_carry {
+                    self.warp.carry = (self.warp.carry & !exec) | (bits.carry & exec);
+                }
+            }
+            Op::Mov { dst, src, mask } => {
+                if *dst != NO_REG {
+                    let mut values = self.operand(src, exec);
+                    for v in &mut values {
+                        *v &= mask;
+                    }
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    write_lanes(register_row_mut(regs, *dst), &values, exec);
+                }
+            }
+            Op::Pack {
+                dst,
+                parts,
+                count,
+                bits,
+            } => {
+                let part_mask = alu::low_mask(*bits);
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let mut v = 0u64;
+                    for (i, part) in parts[..*count as usize].iter().enumerate() {
+                        v |= (self.read(part, lane) & part_mask) << (i as u32 * u32::from(*bits));
+                    }
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Unpack {
+                dsts,
+                count,
+                src,
+                bits,
+            } => {
+                let part_mask = alu::low_mask(*bits);
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(src, lane);
+                    for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                        self.set(d, lane, (v >> (i as u32 * u32::from(*bits))) & part_mask);
+                    }
+                }
+            }
+            Op::Ld {
+                space,
+                addr,
+                dsts,
+                count,
+                ty,
+            } => {
+                let bytes = u64::from(ty.bytes);
+                let total = bytes * u64::from(*count);
+                let shift = 64 - 8 * u32::from(ty.bytes);
+                // Every lane's address is checked before any register is written (the
+                // registers of a failing launch are not seen again).
+                let addresses = self.addresses(addr, exec);
+                let mut hosts = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let address = addresses[lane];
+                    let host = self.resolve(*space, address, total, lane, pc)?;
+                    if host & (total - 1) != 0 {
+                        return Err(self.misaligned(pc, address, total, lane));
+                    }
+                    hosts[lane] = host;
+                }
+                let regs = &mut self.warp.regs[self.reg_base..];
+                for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                    if d == NO_REG {
+                        continue;
+                    }
+                    let row = register_row_mut(regs, d);
+                    let offset = i as u64 * bytes;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        // SAFETY: `resolve` checked the whole vector's range.
+                        let mut v = unsafe { memory::load(hosts[lane] + offset, ty.bytes) };
+                        if ty.signed && shift > 0 {
+                            v = (((v << shift) as i64) >> shift) as u64;
+                        }
+                        row[lane] = v;
+                    }
+                }
+            }
+            Op::St {
+                space,
+                addr,
+                srcs,
+                count,
+                ty,
+            } => {
+                let bytes = u64::from(ty.bytes);
+                let total = bytes * u64::from(*count);
+                let addresses = self.addresses(addr, exec);
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let address = addresses[lane];
+                    let host = self.resolve(*space, address, total, lane, pc)?;
+                    if host & (total - 1) != 0 {
+                        return Err(self.misaligned(pc, address, total, lane));
+                    }
+                    for (i, src) in srcs[..*count as usize].iter().enumerate() {
+                        let v = self.read(src, lane);
+                        let at = host + i as u64 * bytes;
+                        // SAFETY: `resolve` checked the whole vector's range.
+                        unsafe {
+                            if !self.warp.wrote {
+                                let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                                self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
+                            }
+                            memory::store(at, ty.bytes, v)
+                        };
+                    }
+                }
+            }
+            Op::Cvta {
+                to_generic,
+                space,
+                dst,
+                src,
+            } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(src, lane);
+                    let base = self.window_base(*space, lane);
+                    let out = if *to_generic {
+                        v.wrapping_add(base)
+                    } else {
+                        v.wrapping_sub(base)
+                    };
+                    self.set(*dst, lane, out);
+                }
+            }
+            Op::IsSpace { space, dst, src } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let a = self.read(src, lane);
+                    let cta = self.cta;
+                    let in_shared = a.wrapping_sub(cta.shared_base) < cta.shared_len;
+                    let local = self.thread_local_base(lane);
+                    let in_local = a.wrapping_sub(local) < cta.window;
+                    let v = match space {
+                        WindowSpace::Shared => in_shared,
+                        WindowSpace::Local => in_local,
+                        WindowSpace::Param => cta.launch.params.contains(a, 1),
+                        WindowSpace::Global => !in_shared && !in_local,
+                    };
+                    self.set(*dst, lane, u64::from(v));
+                }
+            }
+            Op::Atom {
+                space,
+                addr,
+                op,
+                ty,
+                dst,
+                b,
+                c,
+            } => {
+                let bytes = ty.bytes();
+                let cta = self.cta;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let address = self.address(addr, lane);
+                    let host = self.resolve(*space, address, bytes, lane, pc)?;
+                    if host & (bytes - 1) != 0 {
+                        return Err(self.misaligned(pc, address, bytes, lane));
+                    }
+                    // Global: `.global`, or a generic address outside the CTA's shared
+                    // and local windows.
+                    if *space == Space::Host
+                        && host.wrapping_sub(cta.shared_base) >= cta.shared_len
+                        && host.wrapping_sub(cta.local_base) >= cta.local_len
+                    {
+                        self.warp.global_atomics += 1;
+                    }
+                    let (bv, cv) = (self.read(b, lane), self.read(c, lane));
+                    // SAFETY: checked accessible and aligned above.
+                    let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
+                    // Reductions (`red`, no destination) are what counter code uses:
+                    // they do not tell a working warp from a waiting one.
+                    if !self.warp.wrote && *dst != NO_REG {
+                        // SAFETY: as above.
+                        self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                    }
+                    let old = match ty {
+                        AtomType::S32 => old as u32 as i32 as i64 as u64,
+                        _ => old,
+                    };
+                    self.set(*dst, lane, old);
+                }
+            }
+            Op::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+            Op::Nop => {}
+            Op::Trap => {
+                if exec != 0 {
+                    return Err(SimError::Trap { line: inst.line });
+                }
+            }
+            Op::Activemask { dst } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, u64::from(active));
+                }
+            }
+            Op::Vote { mode, dst, pred } => {
+                let mut set = 0u32;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    set |= ((self.read(pred, lane) & 1) as u32) << lane;
+                }
+                let v = match mode {
+                    VoteMode::Ballot => u64::from(set),
+                    VoteMode::All => u64::from(set == exec),
+                    VoteMode::Any => u64::from(set != 0),
+                    VoteMode::Uni => u64::from(set == exec || set == 0),
+                };
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Shfl {
+                mode,
+                dst,
+                dst_pred,
+                a,
+                b,
+                c,
+            } => self.shuffle(exec, *mode, (*dst, *dst_pred), [a, b, c]),
+            Op::Match {
+                all,
+                wide,
+                dst,
+                dst_pred,
+                a,
+            } => {
+                let mut values = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(a, lane);
+                    values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
+                }
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let mut same = 0u32;
+                    let mut n = exec;
+                    while let Some(other) = next_lane(&mut n) {
+                        same |= u32::from(values[other] == values[lane]) << other;
+                    }
+                    let (v, p) = if *all {
+                        if same == exec {
+                            (exec, true)
+                        } else {
+                            (0, false)
+                        }
+                    } else {
+                        (same, true)
+                    };
+                    self.set(*dst, lane, u64::from(v));
+                    if *dst_pred != NO_REG {
+                        self.set(*dst_pred, lane, u64::from(p));
+                    }
+                }
+            }
+            Op::Redux { op, signed, dst, a } => {
+                let mut acc: Option<u32> = None;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(a, lane) as u32;
+                    acc = Some(match acc {
+                        None => v,
+                        Some(x) => match op {
+                            ReduxOp::Add => x.wrapping_add(v),
+                            ReduxOp::Min if *signed => (x as i32).min(v as i32) as u32,
+                            ReduxOp::Max if *signed => (x as i32).max(v as i32) as u32,
+                            ReduxOp::Min => x.min(v),
+                            ReduxOp::Max => x.max(v),
+                            ReduxOp::And => x & v,
+                            ReduxOp::Or => x | v,
+                            ReduxOp::Xor => x ^ v,
+                        },
+                    });
+                }
+                let v = u64::from(acc.unwrap_or(0));
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Tex(tex) => self.texture(pc, exec, tex)?,
+            Op::Unsupported(what) => {
+                return Err(SimError::Unsupported {
+                    what: what.to_string(),
+                    line: inst.line,
+                })
+            }
+            Op::Bar { .. } | Op::Bra { .. } | Op::Brx { .. } | Op::Call(_) | Op::Ret | Op::Exit => {
+                return Err(self.unsupported(pc, "control flow taken for a straight instruction"))
+            }
+        }
+        Ok(())
     }
 
     #[inline(always)]
@@ -766,6 +820,10 @@ impl<'a> Exec<'a, '_> {
                 for (o, v) in out.iter_mut().zip(row) {
                     *o = v.wrapping_add(offset);
                 }
+            }
+            Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => {
+                let first = exec.trailing_zeros().min(31) as usize;
+                out = [self.address(addr, first); 32];
             }
             _ => {
                 let mut m = exec;
