@@ -439,19 +439,21 @@ impl<'a> Exec<'a, '_> {
             } => {
                 let bytes = u64::from(ty.bytes);
                 let total = bytes * u64::from(*count);
-                let shift = 64 - 8 * u32::from(ty.bytes);
                 // Every lane's address is checked before any register is written (the
                 // registers of a failing launch are not seen again).
-                let addresses = self.addresses(addr, exec);
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
                 let mut hosts = [0u64; 32];
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    let address = addresses[lane];
-                    let host = self.resolve(*space, address, total, lane, pc)?;
-                    if host & (total - 1) != 0 {
-                        return Err(self.misaligned(pc, address, total, lane));
+                if !self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let address = addresses[lane];
+                        let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
+                        hosts[lane] = host;
                     }
-                    hosts[lane] = host;
                 }
                 let regs = &mut self.warp.regs[self.reg_base..];
                 for (i, &d) in dsts[..*count as usize].iter().enumerate() {
@@ -460,14 +462,14 @@ impl<'a> Exec<'a, '_> {
                     }
                     let row = register_row_mut(regs, d);
                     let offset = i as u64 * bytes;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        // SAFETY: `resolve` checked the whole vector's range.
-                        let mut v = unsafe { memory::load(hosts[lane] + offset, ty.bytes) };
-                        if ty.signed && shift > 0 {
-                            v = (((v << shift) as i64) >> shift) as u64;
+                    // SAFETY: every lane's whole vector was checked above.
+                    unsafe {
+                        match ty.bytes {
+                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed),
+                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed),
+                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed),
+                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed),
                         }
-                        row[lane] = v;
                     }
                 }
             }
@@ -480,7 +482,35 @@ impl<'a> Exec<'a, '_> {
             } => {
                 let bytes = u64::from(ty.bytes);
                 let total = bytes * u64::from(*count);
-                let addresses = self.addresses(addr, exec);
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
+                let mut hosts = [0u64; 32];
+                if self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                    // Every lane passed the checks: the stores, in the same order as below.
+                    let count = *count as usize;
+                    let mut values = [[0u64; 32]; 4];
+                    for (row, src) in values.iter_mut().zip(&srcs[..count]) {
+                        *row = self.operand(src, exec);
+                    }
+                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                    let mut wrote = self.warp.wrote;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        for (i, row) in values[..count].iter().enumerate() {
+                            let v = row[lane];
+                            let at = hosts[lane] + i as u64 * bytes;
+                            // SAFETY: checked above (`hosts_in_range`).
+                            unsafe {
+                                if !wrote {
+                                    wrote = memory::load(at, ty.bytes) != v & mask;
+                                }
+                                memory::store(at, ty.bytes, v)
+                            };
+                        }
+                    }
+                    self.warp.wrote = wrote;
+                    return Ok(());
+                }
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
                     let address = addresses[lane];
@@ -808,11 +838,11 @@ impl<'a> Exec<'a, '_> {
         self.read(&addr.base, lane).wrapping_add(addr.offset as u64)
     }
 
-    /// The address of every lane of `exec` (a register base: of all 32 lanes, one straight
-    /// loop; the other lanes' values are not used).
+    /// The address of every lane of `exec` into `out` (a register base: of all 32 lanes, one
+    /// straight loop; a base the same in every lane: once; the other lanes' values are not
+    /// used).
     #[inline(always)]
-    fn addresses(&self, addr: &Addr, exec: u32) -> [u64; 32] {
-        let mut out = [0u64; 32];
+    fn addresses(&self, addr: &Addr, exec: u32, out: &mut [u64; 32]) {
         let offset = addr.offset as u64;
         match addr.base {
             Src::Reg(r) => {
@@ -823,7 +853,7 @@ impl<'a> Exec<'a, '_> {
             }
             Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => {
                 let first = exec.trailing_zeros().min(31) as usize;
-                out = [self.address(addr, first); 32];
+                *out = [self.address(addr, first); 32];
             }
             _ => {
                 let mut m = exec;
@@ -832,7 +862,37 @@ impl<'a> Exec<'a, '_> {
                 }
             }
         }
-        out
+    }
+
+    /// The host addresses of `[address, address + len)` for every lane of `exec` into
+    /// `hosts`, when each lies in the shared window or in the warp's cached accessible host
+    /// range and is aligned to `len`: what [`Exec::resolve`] and the alignment check accept,
+    /// checked for all lanes in one straight loop. `false` when some lane needs the per-lane
+    /// path (local memory, another host range, an error to report).
+    #[inline(always)]
+    fn hosts_in_range(
+        &self,
+        space: Space,
+        addresses: &[u64; 32],
+        len: u64,
+        exec: u32,
+        hosts: &mut [u64; 32],
+    ) -> bool {
+        let (base, lo, hi) = match space {
+            Space::Host => (0, self.warp.accessible.0, self.warp.accessible.1),
+            Space::Shared => (self.cta.shared_base, 0, self.cta.shared_len),
+            Space::Local => return false,
+        };
+        let Some(last) = hi.checked_sub(len) else {
+            return false;
+        };
+        let mut ok = true;
+        for (lane, (&address, host)) in addresses.iter().zip(hosts.iter_mut()).enumerate() {
+            *host = base.wrapping_add(address);
+            let good = address >= lo && address <= last && *host & (len - 1) == 0;
+            ok &= good || (exec >> lane) & 1 == 0;
+        }
+        ok
     }
 
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
@@ -1572,6 +1632,41 @@ fn write_lanes(row: &mut [u64; 32], values: &[u64; 32], exec: u32) {
         let mut m = exec;
         while let Some(lane) = next_lane(&mut m) {
             row[lane] = values[lane];
+        }
+    }
+}
+
+/// Loads `BYTES` at `hosts[lane] + offset` into `row[lane]` for the lanes of `exec`,
+/// sign-extended when `signed`.
+///
+/// # Safety
+/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory.
+#[inline(always)]
+unsafe fn load_lanes<const BYTES: u8>(
+    row: &mut [u64; 32],
+    hosts: &[u64; 32],
+    offset: u64,
+    exec: u32,
+    signed: bool,
+) {
+    let shift = 64 - 8 * u32::from(BYTES);
+    let load = |lane: usize| {
+        // SAFETY: valid per the caller.
+        let v = unsafe { memory::load(hosts[lane] + offset, BYTES) };
+        if signed && shift > 0 {
+            (((v << shift) as i64) >> shift) as u64
+        } else {
+            v
+        }
+    };
+    if exec == u32::MAX {
+        for (lane, slot) in row.iter_mut().enumerate() {
+            *slot = load(lane);
+        }
+    } else {
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            row[lane] = load(lane);
         }
     }
 }
