@@ -1092,7 +1092,7 @@ impl AluOp {
     /// Each source points to 32 readable `u64`s and `dst` to 32 writable ones that nothing else
     /// accesses during the call. `dst` may be one of the sources (a register read and written
     /// by the same instruction): each lane reads its sources before it writes its result.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn eval_warp(
         &self,
         sources: [*const u64; 4],
@@ -1100,27 +1100,65 @@ impl AluOp {
         carry: u32,
         dst: *mut u64,
     ) -> LaneBits {
-        let lanes = WarpLanes {
-            sources,
+        let [s0, s1, s2, s3] = sources;
+        #[cfg(target_arch = "x86_64")]
+        if x86_v3() {
+            // SAFETY: the CPU has the features `warp_v3` is compiled for; the pointers as the
+            // caller guarantees.
+            return unsafe { self.warp_v3(s0, s1, s2, s3, exec, carry, dst) };
+        }
+        // SAFETY: as the caller guarantees.
+        unsafe { self.warp_generic(s0, s1, s2, s3, exec, carry, dst) }
+    }
+
+    // The warp entry points take the pointers one by one (not as an array or struct the caller
+    // just stored): an aggregate read back with wider loads than it was written with stalls on
+    // store forwarding, a measurable cost at one call per warp instruction.
+
+    /// [`AluOp::eval_warp`] for any CPU.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn warp_generic(
+        &self,
+        s0: *const u64,
+        s1: *const u64,
+        s2: *const u64,
+        s3: *const u64,
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        self.dispatch(WarpLanes {
+            sources: [s0, s1, s2, s3],
             exec,
             carry,
             dst,
-        };
-        #[cfg(target_arch = "x86_64")]
-        if x86_v3() {
-            // SAFETY: the CPU has the features `dispatch_v3` is compiled for.
-            return unsafe { self.dispatch_v3(lanes) };
-        }
-        self.dispatch(lanes)
+        })
     }
 
-    /// [`AluOp::dispatch`] compiled for CPUs with AVX2 and FMA (x86-64-v3), where the lane
+    /// [`AluOp::eval_warp`] compiled for CPUs with AVX2 and FMA (x86-64-v3), where the lane
     /// loops vectorize and `fma` is one instruction rather than a call. LLVM never contracts
     /// or reassociates float operations on its own, so the results are the same bits.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
-    unsafe fn dispatch_v3(&self, lanes: WarpLanes) -> LaneBits {
-        self.dispatch(lanes)
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn warp_v3(
+        &self,
+        s0: *const u64,
+        s1: *const u64,
+        s2: *const u64,
+        s3: *const u64,
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        self.dispatch(WarpLanes {
+            sources: [s0, s1, s2, s3],
+            exec,
+            carry,
+            dst,
+        })
     }
 
     /// The one definition of every operation's semantics: selects the operation, then hands
@@ -1425,11 +1463,33 @@ impl AluOp {
                 nan,
             } => value(float::min_max(max, prec, ftz, nan, a, b)),
             Op::FUn { op, prec, rnd, ftz } => value(float::unary(op, prec, rnd, ftz, a)),
+            // The address arithmetic's sign and zero extensions and truncations.
+            Op::Cvt(op) if op.int_to_int() == Some((S32, S64)) => value(cvt::int_to_int(S32, S64, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((U32, U64)) => value(cvt::int_to_int(U32, U64, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((U64, U32)) => value(cvt::int_to_int(U64, U32, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((S64, S32)) => value(cvt::int_to_int(S64, S32, a)),
             Op::Cvt(op) => value(op.eval(a)),
             Op::CvtPack { bf16, rnd, relu } => value(cvt::pack(bf16, rnd, relu, a, b)),
         }
     }
 }
+
+const S32: IntTy = IntTy {
+    bits: 32,
+    signed: true,
+};
+const U32: IntTy = IntTy {
+    bits: 32,
+    signed: false,
+};
+const S64: IntTy = IntTy {
+    bits: 64,
+    signed: true,
+};
+const U64: IntTy = IntTy {
+    bits: 64,
+    signed: false,
+};
 
 /// The one-bit results of an instruction for a warp's lanes ([`AluOp::eval_warp`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1440,7 +1500,7 @@ pub struct LaneBits {
     pub carry: u32,
 }
 
-/// Whether the CPU runs x86-64-v3 code ([`AluOp::dispatch_v3`]); detected once.
+/// Whether the CPU runs x86-64-v3 code ([`AluOp::warp_v3`]); detected once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn x86_v3() -> bool {

@@ -104,6 +104,7 @@ impl<'a> Exec<'a, '_> {
 
     /// Puts ALU source `src` into scratch row `i` unless it is a register (read in place):
     /// an immediate or a value the same in every lane once, other values per lane of `exec`.
+    /// (Decoded immediates have rows of their own, `AluInst::immediates`.)
     #[inline(always)]
     fn fill_column(&mut self, i: usize, src: &Src, exec: u32) {
         match *src {
@@ -351,10 +352,17 @@ impl<'a> Exec<'a, '_> {
                 // (`AluOp::eval_warp`).
                 let count = alu.count as usize;
                 for (i, src) in alu.srcs[..count].iter().enumerate() {
-                    self.fill_column(i, src, exec);
+                    if !matches!(src, Src::Reg(_) | Src::Imm(_)) {
+                        self.fill_column(i, src, exec);
+                    }
                 }
                 let columns = &self.warp.scratch.columns;
-                let column_rows = [0, 1, 2, 3].map(|i| columns[i].as_ptr());
+                let column_rows = [
+                    columns[0].as_ptr(),
+                    columns[1].as_ptr(),
+                    columns[2].as_ptr(),
+                    columns[3].as_ptr(),
+                ];
                 let sink = self.warp.scratch.sink.as_mut_ptr();
                 let regs = &mut self.warp.regs[self.reg_base..];
                 let (base, len) = (regs.as_mut_ptr(), regs.len());
@@ -365,9 +373,17 @@ impl<'a> Exec<'a, '_> {
                     unsafe { base.add(start) }
                 };
                 let mut sources = column_rows;
+                let mut immediates = alu.immediates.iter();
                 for (i, src) in alu.srcs[..count].iter().enumerate() {
-                    if let Src::Reg(r) = src {
-                        sources[i] = row(*r);
+                    match src {
+                        Src::Reg(r) => sources[i] = row(*r),
+                        Src::Imm(_) => match immediates.next() {
+                            Some(lanes) => sources[i] = lanes.as_ptr(),
+                            None => {
+                                return Err(self.unsupported(pc, "an immediate without its row"))
+                            }
+                        },
+                        _ => {}
                     }
                 }
                 let dst = if alu.dst == NO_REG {
@@ -487,25 +503,34 @@ impl<'a> Exec<'a, '_> {
                 let mut hosts = [0u64; 32];
                 if self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
                     // Every lane passed the checks: the stores, in the same order as below.
-                    let count = *count as usize;
-                    let mut values = [[0u64; 32]; 4];
-                    for (row, src) in values.iter_mut().zip(&srcs[..count]) {
-                        *row = self.operand(src, exec);
-                    }
                     let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
                     let mut wrote = self.warp.wrote;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        for (i, row) in values[..count].iter().enumerate() {
-                            let v = row[lane];
-                            let at = hosts[lane] + i as u64 * bytes;
-                            // SAFETY: checked above (`hosts_in_range`).
-                            unsafe {
-                                if !wrote {
-                                    wrote = memory::load(at, ty.bytes) != v & mask;
-                                }
-                                memory::store(at, ty.bytes, v)
-                            };
+                    let mut store = |at: u64, v: u64| {
+                        // SAFETY: checked above (`hosts_in_range`).
+                        unsafe {
+                            if !wrote {
+                                wrote = memory::load(at, ty.bytes) != v & mask;
+                            }
+                            memory::store(at, ty.bytes, v)
+                        };
+                    };
+                    if let [src] = &srcs[..*count as usize] {
+                        let values = self.operand(src, exec);
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            store(hosts[lane], values[lane]);
+                        }
+                    } else {
+                        let count = *count as usize;
+                        let mut values = [[0u64; 32]; 4];
+                        for (row, src) in values.iter_mut().zip(&srcs[..count]) {
+                            *row = self.operand(src, exec);
+                        }
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            for (i, row) in values[..count].iter().enumerate() {
+                                store(hosts[lane] + i as u64 * bytes, row[lane]);
+                            }
                         }
                     }
                     self.warp.wrote = wrote;
