@@ -1462,6 +1462,25 @@ impl AluOp {
                 ftz,
                 nan,
             } => value(float::min_max(max, prec, ftz, nan, a, b)),
+            // `rsqrtf`, `sqrtf`, `1.0f / x` (the same function, `op` and `prec` constant).
+            Op::FUn {
+                op: FUn::Rsqrt,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Rsqrt, Prec::F32, rnd, ftz, a)),
+            Op::FUn {
+                op: FUn::Sqrt,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Sqrt, Prec::F32, rnd, ftz, a)),
+            Op::FUn {
+                op: FUn::Rcp,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Rcp, Prec::F32, rnd, ftz, a)),
             Op::FUn { op, prec, rnd, ftz } => value(float::unary(op, prec, rnd, ftz, a)),
             // The address arithmetic's sign and zero extensions and truncations.
             Op::Cvt(op) if op.int_to_int() == Some((S32, S64)) => value(cvt::int_to_int(S32, S64, a)),

@@ -253,6 +253,7 @@ pub(crate) fn min_max(max: bool, prec: Prec, ftz: bool, nan: bool, a: u64, b: u6
 }
 
 /// Single-operand operations.
+#[inline]
 pub(crate) fn unary(op: FUn, prec: Prec, rnd: FRound, ftz: bool, a: u64) -> u64 {
     match (op, prec) {
         (FUn::Abs | FUn::Neg, _) => {
