@@ -1,7 +1,7 @@
 //! The host pass: on clang's host IR of a CUDA translation unit, register each kernel's counting
 //! clone with the CUDA runtime next to the original, hand the runtime each kernel's snapshot, and
 //! route every `cudaLaunchKernel` (also its per-thread-stream and cooperative forms, see
-//! [`LAUNCH_ROUTES`]), `cudaDeviceReset` and the per-function settings
+//! [`LAUNCH_ROUTES`]), `cudaDeviceReset` (and `cudaThreadExit`) and the per-function settings
 //! ([`FUNC_SETTING_ROUTES`]: `cudaFuncSetAttribute` and the cache and shared-memory configs,
 //! which the runtime repeats on the clone) through the host runtime.
 //!
@@ -61,6 +61,10 @@ pub const FUNC_SETTING_ROUTES: [(&str, &str); 3] = [
 ];
 /// The runtime's replacement of `cudaDeviceReset` (writes the profile first).
 pub const DEVICE_RESET: &str = "__cuda_flux_device_reset";
+/// The calls that reset the device, all routed to [`DEVICE_RESET`]: `cudaDeviceReset` and its
+/// deprecated form `cudaThreadExit` (same signature and effect), which real suites still call;
+/// reset by either, the device would lose the counts of the launches not yet read back.
+pub const DEVICE_RESET_ROUTES: [&str; 2] = ["cudaDeviceReset", "cudaThreadExit"];
 /// The runtime's registration entry point for one kernel and one architecture.
 pub const REGISTER_KERNEL: &str = "__cuda_flux_register_kernel";
 
@@ -169,7 +173,9 @@ pub fn instrument_host<'ctx>(
             .sum(),
         ..HostReport::default()
     };
-    reroute(module, "cudaDeviceReset", DEVICE_RESET);
+    for from in DEVICE_RESET_ROUTES {
+        reroute(module, from, DEVICE_RESET);
+    }
     for (from, to) in FUNC_SETTING_ROUTES {
         reroute(module, from, to);
     }

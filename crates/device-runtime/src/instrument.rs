@@ -16,6 +16,7 @@ use ptx_lexer::{
 };
 
 use crate::placement::{self, EdgeSite, Placement, Plan};
+use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
     function_prologue, guarded, region_flush, shrinking_flush, warp_update, CountForm,
@@ -51,10 +52,12 @@ pub struct KernelInstrumentation {
     /// (block, from): blocks without a counter whose counts equal those of block `from`
     /// (control equivalence, ARCHITECTURE.md), copied by the runtime.
     pub copied_counts: Vec<(usize, usize)>,
-    /// (block, branch, sibling): `threads(block) = threads(branch) - threads(sibling)`, filled
-    /// in by the runtime after the copies (and the copies once more after them), in order.
-    pub thread_differences: Vec<(usize, usize, usize)>,
-    /// The same for warp counts, where the branch is warp-uniform.
+    /// Blocks whose thread counts follow by flow conservation, each as a combination of the
+    /// thread counts the device writes or the launch gives (never of copied or derived ones).
+    pub thread_flows: Vec<ThreadFlow>,
+    /// (block, branch, sibling): `warps(block) = warps(branch) - warps(sibling)` where the
+    /// branch is warp-uniform (the block's threads follow from a flow), filled in by the runtime
+    /// after the copies (and the copies once more after them), in order.
     pub warp_differences: Vec<(usize, usize, usize)>,
 }
 
@@ -104,7 +107,7 @@ pub fn instrument_module_with(
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
                     entry_from_launch: false,
                     copied_counts: Vec::new(),
-                    thread_differences: Vec::new(),
+                    thread_flows: Vec::new(),
                     warp_differences: Vec::new(),
                 });
             }
@@ -289,15 +292,21 @@ fn instrument_kernel_in(
         .iter()
         .map(|&(b, from)| (offsets[0] as usize + b, offsets[0] as usize + from))
         .collect();
-    let mut thread_differences = Vec::new();
+    let mut thread_flows = Vec::new();
     let mut warp_differences = Vec::new();
     let mut add_differences = |plan: &Plan, offset: usize| {
         for d in &plan.differences {
-            let rule = (offset + d.block, offset + d.branch, offset + d.sibling);
-            thread_differences.push(rule);
-            if d.warps_too {
-                warp_differences.push(rule);
-            }
+            warp_differences.push((offset + d.block, offset + d.branch, offset + d.sibling));
+        }
+        for flow in &plan.thread_flows {
+            thread_flows.push(ThreadFlow {
+                block: offset + flow.block,
+                terms: flow
+                    .terms
+                    .iter()
+                    .map(|&(source, coefficient)| (offset + source, coefficient))
+                    .collect(),
+            });
         }
     };
     add_differences(&plan, offsets[0] as usize);
@@ -353,7 +362,7 @@ fn instrument_kernel_in(
         blocks,
         entry_from_launch,
         copied_counts,
-        thread_differences,
+        thread_flows,
         warp_differences,
     })
 }
@@ -379,11 +388,12 @@ fn place_counters(
         let counted_elsewhere =
             plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
         // After the code on edges into it (0) and a loop's flush where lanes meet (1).
-        let update = match plan.difference(b) {
-            _ if counted_elsewhere => None,
-            Some(d) if d.warps_too => None,
-            Some(_) => Some(warp_update(regs, offset + b as u64)),
-            None => Some(block_update(regs, offset + b as u64)),
+        let update = if counted_elsewhere || plan.warps_derived(b) {
+            None
+        } else if plan.threads_derived(b) {
+            Some(warp_update(regs, offset + b as u64))
+        } else {
+            Some(block_update(regs, offset + b as u64))
         };
         if let Some(update) = update {
             inserts.push((block.insertion_point(), 2, update));
@@ -396,11 +406,17 @@ fn place_counters(
         first_counter += region.counted.len();
         // A shrinking region also counts its exit edges per lane (lanes leave at different
         // times), and flushes once, where they meet again.
-        let exit_counters: Vec<usize> = match region.shrinking_to {
-            Some(_) => (first_counter..first_counter + region.exits.len()).collect(),
-            None => Vec::new(),
-        };
+        let exit_counters: Vec<usize> =
+            (first_counter..first_counter + region.counted_exits.len()).collect();
         first_counter += exit_counters.len();
+        // The counter of each exit that carries one.
+        let exit_counter = |j: usize| {
+            region
+                .counted_exits
+                .iter()
+                .position(|&e| e == j)
+                .map(|k| exit_counters[k])
+        };
         // Where code on an edge out of `from` goes: before its branch, or after its last
         // instruction (after its label, for a block of a label alone).
         let terminator = |from: usize| {
@@ -419,11 +435,13 @@ fn place_counters(
                     .map_or(block.insertion_point(), |&s| s + 1)
             })
         };
-        let counted_edges = region
-            .counted
-            .iter()
-            .zip(&counters)
-            .chain(region.exits.iter().zip(&exit_counters));
+        let counted_edges = region.counted.iter().zip(&counters).chain(
+            region
+                .counted_exits
+                .iter()
+                .map(|&j| &region.exits[j])
+                .zip(&exit_counters),
+        );
         for (edge, &counter) in counted_edges {
             let (at, guard) = match edge.site {
                 EdgeSite::EndOfSource => (end_of(edge.from), None),
@@ -450,15 +468,25 @@ fn place_counters(
                         .counters
                         .iter()
                         .zip(&counters)
-                        .chain(form.exits.iter().zip(&exit_counters))
                         .filter(|(k, _)| **k != 0)
                         .map(|(k, &c)| (c, *k))
+                        .chain(
+                            form.exits
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, k)| **k != 0)
+                                .filter_map(|(j, k)| exit_counter(j).map(|c| (c, *k))),
+                        )
                         .collect();
                     let count = CountForm { constant: 0, terms };
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let reset: Vec<usize> = counters.iter().chain(&exit_counters).copied().collect();
+            let reset: Vec<usize> = if region.reentered {
+                counters.iter().chain(&exit_counters).copied().collect()
+            } else {
+                Vec::new()
+            };
             inserts.push((
                 cfg.blocks[meeting].insertion_point(),
                 1,
@@ -485,7 +513,8 @@ fn place_counters(
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let mut flush = region_flush(regs, &forms, &counters);
+            let reset: &[usize] = if region.reentered { &counters } else { &[] };
+            let mut flush = region_flush(regs, &forms, reset);
             match edge.site {
                 EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
                 EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),

@@ -7,8 +7,8 @@
 //! edges and flushed once when the warp leaves them ([`region_flush`]); every other block begins
 //! with a warp-aggregated update ([`block_update`]): the first active lane adds the number of
 //! active threads to the block's thread counter and 1 to its warp counter ([`warp_update`]:
-//! only the warp counter, where the runtime derives the thread count from the branch before the
-//! block). The updates use `red` (no result) and predication instead of branches; only a flush
+//! only the warp counter, where the runtime derives the thread count by flow conservation,
+//! [`flow`]). The updates use `red` (no result) and predication instead of branches; only a flush
 //! on the taken side of a loop's exit branch gets a block of its own.
 //!
 //! The kernel's `banks` parameter carries the bank mask (the bank count, a power of two, minus
@@ -17,8 +17,11 @@
 //! Threads that are not counted get a null base address, and every function derives its
 //! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
+pub mod flow;
 mod instrument;
 pub mod placement;
+
+pub use flow::ThreadFlow;
 
 pub use instrument::{
     instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
@@ -134,7 +137,7 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
 /// a kernel with `blocks` counted blocks, and zeroes the loop counters. Runs once, at the top
 /// of the kernel. Threads the mode does not count get a null base and an all-ones mask; the
 /// mode's test is skipped by a uniform branch to `label` when every thread is counted, the
-/// common case (10 instructions then).
+/// common case (9 instructions then).
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
@@ -154,10 +157,14 @@ pub fn entry_prologue(
         ins("ld.param.u32", vec![r(1), addr(banks_param)]),
         ins("and.b32", vec![r(2), r(0), r(1)]),
         ins(
-            "mul.wide.u32",
-            vec![rd(1), r(2), Operand::int(blocks * COUNTER_PAIR_BYTES)],
+            "mad.wide.u32",
+            vec![
+                rd(0),
+                r(2),
+                Operand::int(blocks * COUNTER_PAIR_BYTES),
+                rd(0),
+            ],
         ),
-        ins("add.s64", vec![rd(0), rd(0), rd(1)]),
         ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
         // Mode all (top byte 0): every thread counts.
         ins(
@@ -326,9 +333,8 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     code
 }
 
-/// The update at the top of block `block` whose thread count the runtime derives (a side of a
-/// divergent two-way branch, `placement::Difference`): the first active lane adds 1 to its warp
-/// counter only.
+/// The update at the top of block `block` whose thread count the runtime derives by flow
+/// conservation ([`flow`]): the first active lane adds 1 to its warp counter only.
 pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     let mut code = elect_leader_only(regs);
     code.push(counter_add(
@@ -379,38 +385,46 @@ fn distinct_forms(blocks: &[(u64, CountForm)]) -> Vec<(&CountForm, Vec<u64>)> {
 
 /// Code that evaluates `form` (into `{b64}1` unless it is a single counter or a constant);
 /// returns the operand that holds the value. Wrapping 64-bit arithmetic, exact because every
-/// final count fits.
+/// final count fits. The first term starts from the constant, or, where that is zero and the
+/// term's coefficient one, from the counter itself.
 fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>) -> Operand {
-    match (form.constant, form.terms.as_slice()) {
-        (0, [(counter, 1)]) => regs.c(*counter),
-        (constant, []) => Operand::int(constant),
-        (constant, terms) => {
-            let value = regs.r64(1);
-            code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
-            for &(counter, coefficient) in terms {
-                code.push(match coefficient {
-                    1 => ins(
-                        "add.s64",
-                        vec![value.clone(), value.clone(), regs.c(counter)],
-                    ),
-                    -1 => ins(
-                        "sub.s64",
-                        vec![value.clone(), value.clone(), regs.c(counter)],
-                    ),
-                    k => ins(
-                        "mad.lo.s64",
-                        vec![
-                            value.clone(),
-                            regs.c(counter),
-                            Operand::int(k),
-                            value.clone(),
-                        ],
-                    ),
-                });
-            }
-            value
-        }
+    let (constant, terms) = (form.constant, form.terms.as_slice());
+    match (constant, terms) {
+        (0, [(counter, 1)]) => return regs.c(*counter),
+        (constant, []) => return Operand::int(constant),
+        _ => {}
     }
+    let value = regs.r64(1);
+    let (mut accumulated, rest) = match terms {
+        [(counter, 1), rest @ ..] if constant == 0 => (regs.c(*counter), rest),
+        _ => {
+            code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
+            (value.clone(), terms)
+        }
+    };
+    for &(counter, coefficient) in rest {
+        code.push(match coefficient {
+            1 => ins(
+                "add.s64",
+                vec![value.clone(), accumulated.clone(), regs.c(counter)],
+            ),
+            -1 => ins(
+                "sub.s64",
+                vec![value.clone(), accumulated.clone(), regs.c(counter)],
+            ),
+            k => ins(
+                "mad.lo.s64",
+                vec![
+                    value.clone(),
+                    regs.c(counter),
+                    Operand::int(k),
+                    accumulated.clone(),
+                ],
+            ),
+        });
+        accumulated = value.clone();
+    }
+    value
 }
 
 /// The flush where the lanes that left a loop in different iterations meet again (the
@@ -427,7 +441,7 @@ pub fn shrinking_flush(
     reset: &[usize],
 ) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
-    let mut code = elect_leader(regs);
+    let mut code = elect_leader_only(regs);
     let mask = r(3);
     // p3: this lane is counted (the mode gives uncounted lanes an all-ones lower-lanes mask).
     code.push(ins(

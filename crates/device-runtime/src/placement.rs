@@ -26,6 +26,8 @@ use ptx_lexer::{
     Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand, StatementKind,
 };
 
+use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
+
 /// At most this many counter registers (64-bit) in one function, so that the counting code does
 /// not cost the kernel occupancy; loops beyond it are counted directly.
 pub const MAX_COUNTER_REGISTERS: usize = 8;
@@ -737,24 +739,28 @@ pub(crate) struct Region {
     /// flush at the top of this block sums (threads) and takes the maximum (warps) of the
     /// lanes' counts.
     pub shrinking_to: Option<usize>,
-    /// Edges that carry a counter register: index = register number within the region.
+    /// Edges that carry a counter register: index = register number within the region. Only
+    /// edges some flushed count needs (a counter that only direct blocks' counts would use is
+    /// never placed).
     pub counted: Vec<RegionEdge>,
     /// Edges out of the region, where the counts are flushed.
     pub exits: Vec<RegionEdge>,
+    /// In a shrinking region, the exits (indices into `exits`) that carry a counter register
+    /// too, after the `counted` ones: those a flushed count needs.
+    pub counted_exits: Vec<usize>,
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
+    /// A thread may run the loop again after leaving it (a path leads from the flush back to
+    /// its header), so the flush resets the counters; otherwise the prologue's zeroing is all
+    /// they need.
+    pub reentered: bool,
 }
 
 impl Region {
     /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
     /// leave in different iterations.
     pub fn counter_registers(&self) -> usize {
-        self.counted.len()
-            + if self.shrinking_to.is_some() {
-                self.exits.len()
-            } else {
-                0
-            }
+        self.counted.len() + self.counted_exits.len()
     }
 }
 
@@ -775,21 +781,24 @@ pub(crate) struct Plan {
     /// (block, from): blocks whose counts equal those of an earlier block (control
     /// equivalence), copied by the runtime instead of counted.
     pub copies: Vec<(usize, usize)>,
-    /// Blocks whose thread count the runtime derives by flow conservation at a branch.
+    /// Sides of warp-uniform branches whose thread and warp counts the runtime derives from
+    /// the branch's and the other side's (no counter code at all).
     pub differences: Vec<Difference>,
+    /// Blocks whose thread counts the runtime derives by flow conservation ([`crate::flow`]):
+    /// the device counts only their warps.
+    pub thread_flows: Vec<ThreadFlow>,
 }
 
-/// One side of a two-way branch: every thread that runs `branch` (a block that calls nothing)
-/// then runs `block` or `sibling`, each entered only from it, so
-/// `threads(block) = threads(branch) - threads(sibling)`. Where the branch is warp-uniform,
-/// every group that runs `branch` runs one of the two whole, and the same holds for warps;
-/// elsewhere the device still counts `block`'s warps (an update without the thread count).
+/// One side of a warp-uniform two-way branch: every thread that runs `branch` (a block that
+/// cannot end a thread) then runs `block` or `sibling`, each entered only from it, so
+/// `threads(block) = threads(branch) - threads(sibling)` (a flow, [`crate::flow`]); and since
+/// the branch is warp-uniform, every group that runs `branch` runs one of the two whole, so the
+/// same holds for warps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Difference {
     pub block: usize,
     pub branch: usize,
     pub sibling: usize,
-    pub warps_too: bool,
 }
 
 impl Plan {
@@ -809,9 +818,15 @@ impl Plan {
         self.copies.iter().any(|&(block, _)| block == b)
     }
 
-    /// The difference that derives block `b`'s thread count, if one does.
-    pub fn difference(&self, b: usize) -> Option<&Difference> {
-        self.differences.iter().find(|d| d.block == b)
+    /// Whether the runtime derives block `b`'s warp count (and its thread count) from a
+    /// uniform branch's.
+    pub fn warps_derived(&self, b: usize) -> bool {
+        self.differences.iter().any(|d| d.block == b)
+    }
+
+    /// Whether the runtime derives block `b`'s thread count by flow conservation.
+    pub fn threads_derived(&self, b: usize) -> bool {
+        self.thread_flows.iter().any(|f| f.block == b)
     }
 
     fn in_region(&self, b: usize) -> bool {
@@ -884,23 +899,83 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     }
     if placement == Placement::Derived {
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
-        plan.differences = differences(function, &cfg, &divergence, &plan);
+        let leaky = leaky_blocks(function, &cfg);
+        plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
+        plan.thread_flows = thread_flows_of(&cfg, &loops, &leaky, &mut plan);
     }
     plan
 }
 
-/// The sides of two-way branches whose thread counts follow from the branch's and the other
-/// side's ([`Difference`]). The runtime fills blocks in this order: the entry from the launch,
-/// the copies, the differences (in list order), the copies again; so a difference's inputs are
-/// counted on the device, from the launch, or copied from such a block, never derived by a
-/// difference (nor copied from one).
+/// Blocks that can end a thread or call a function (which could): the threads that enter them
+/// need not leave along an out-edge. A block ending in `brx.idx` is counted among them too, so
+/// that no flow depends on its table of targets.
+fn leaky_blocks(function: &Function, cfg: &Cfg) -> Vec<bool> {
+    let statements = function.statements();
+    cfg.blocks
+        .iter()
+        .map(|block| {
+            block.instructions.iter().any(|&s| {
+                statements[s].as_instruction().is_none_or(|i| {
+                    matches!(
+                        i.opcode.base(),
+                        "call" | "ret" | "exit" | "trap" | "brkpt" | "brx"
+                    )
+                })
+            })
+        })
+        .collect()
+}
+
+/// The thread counts that follow by flow conservation from the others ([`crate::flow`]): of the
+/// blocks the device would count in full, those deepest in loops go first. If the uniform
+/// branches' sides do not all follow, they are counted on the device after all.
+fn thread_flows_of(
+    cfg: &Cfg,
+    loops: &[NaturalLoop],
+    leaky: &[bool],
+    plan: &mut Plan,
+) -> Vec<ThreadFlow> {
+    let n = cfg.blocks.len();
+    let from_launch = |b: usize| b == 0 && plan.entry_from_launch;
+    let known: Vec<usize> = (0..n)
+        .filter(|&b| from_launch(b) || plan.derived(b))
+        .collect();
+    let depth = |b: usize| loops.iter().filter(|l| l.blocks.contains(&b)).count();
+    let mut candidates: Vec<usize> = (0..n)
+        .filter(|&b| {
+            !from_launch(b) && !plan.derived(b) && !plan.copied(b) && !plan.warps_derived(b)
+        })
+        .collect();
+    candidates.sort_by_key(|&b| (std::cmp::Reverse(depth(b)), b));
+    let never_measured: Vec<usize> = plan.differences.iter().map(|d| d.block).collect();
+    let inputs = FlowInputs {
+        cfg,
+        leaky,
+        copies: &plan.copies,
+        known: &known,
+        never_measured: &never_measured,
+    };
+    let (_, flows) = thread_flows(&inputs, &candidates);
+    let follows = |b: usize| flows.iter().any(|f| f.block == b);
+    if !never_measured.iter().all(|&b| follows(b)) {
+        plan.differences.clear();
+        return thread_flows_of(cfg, loops, leaky, plan);
+    }
+    flows
+}
+
+/// The sides of warp-uniform two-way branches whose counts follow from the branch's and the
+/// other side's ([`Difference`]). The runtime fills warp counts in this order: the entry from
+/// the launch, the copies, the differences (in list order), the copies again; so a
+/// difference's inputs are counted on the device, from the launch, or copied from such a
+/// block, never derived by a difference (nor copied from one).
 fn differences(
     function: &Function,
     cfg: &Cfg,
     divergence: &Divergence,
+    leaky: &[bool],
     plan: &Plan,
 ) -> Vec<Difference> {
-    let statements = function.statements();
     let mut differences: Vec<Difference> = Vec::new();
     let source = |b: usize| {
         plan.copies
@@ -913,17 +988,13 @@ fn differences(
         !differences.iter().any(|d| d.block == b)
     };
     let free = |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
-    for branch in 0..cfg.blocks.len() {
+    // A branch block that cannot end a thread: all that enter it take one side.
+    for branch in (0..cfg.blocks.len()).filter(|&b| !leaky[b]) {
         let [first, second] = cfg.succs[branch][..] else {
             continue;
         };
-        let calls = cfg.blocks[branch].instructions.iter().any(|&s| {
-            statements[s]
-                .as_instruction()
-                .is_some_and(|i| i.opcode.base() == "call")
-        });
         if conditional_branch(function, cfg, branch).is_none()
-            || calls
+            || divergence.divergent_branch[branch]
             || !known(branch, &differences)
         {
             continue;
@@ -946,7 +1017,6 @@ fn differences(
                 block,
                 branch,
                 sibling,
-                warps_too: !divergence.divergent_branch[branch],
             });
         }
     }
@@ -1429,14 +1499,68 @@ fn region_of(
             return None;
         }
     }
+    // Only the counts the flush writes (blocks not counted directly) read counters: a counter
+    // none of them needs (e.g. on an inner loop of blocks counted directly) is not placed.
+    let needed = |coefficients: &dyn Fn(&Form) -> i64| {
+        counts
+            .iter()
+            .any(|(b, form)| !direct.contains(b) && coefficients(form) != 0)
+    };
+    let kept: Vec<usize> = (0..counted.len())
+        .filter(|&i| needed(&|form: &Form| form.counters[i]))
+        .collect();
+    let counted_exits: Vec<usize> = match shrinking_to {
+        Some(_) => (0..exits.len())
+            .filter(|&j| needed(&|form: &Form| form.exits[j]))
+            .collect(),
+        None => Vec::new(),
+    };
+    let counted: Vec<RegionEdge> = kept.iter().map(|&i| counted[i].clone()).collect();
+    let counts = counts
+        .into_iter()
+        .map(|(b, form)| {
+            let counters = kept.iter().map(|&i| form.counters[i]).collect();
+            (
+                b,
+                Form {
+                    counters,
+                    exits: form.exits,
+                },
+            )
+        })
+        .collect();
+    // Where the counts are flushed: the meeting block, or each exit's target.
+    let flushed_at: Vec<usize> = match shrinking_to {
+        Some(meeting) => vec![meeting],
+        None => exits.iter().filter_map(|e| e.exit_to).collect(),
+    };
+    let reentered = reaches(cfg, &flushed_at, l.header);
     Some(Region {
         blocks: l.blocks.clone(),
         direct,
         shrinking_to,
         counted,
         exits,
+        counted_exits,
         counts,
+        reentered,
     })
+}
+
+/// Whether a path of the control-flow graph leads from one of `from` (included) to `target`.
+fn reaches(cfg: &Cfg, from: &[usize], target: usize) -> bool {
+    let mut seen = vec![false; cfg.succs.len()];
+    let mut stack: Vec<usize> = from.to_vec();
+    while let Some(b) = stack.pop() {
+        if b == target {
+            return true;
+        }
+        if std::mem::replace(&mut seen[b], true) {
+            continue;
+        }
+        stack.extend(cfg.succs[b].iter().copied());
+    }
+    false
 }
 
 #[cfg(test)]
@@ -1495,12 +1619,17 @@ mod tests {
     #[test]
     fn one_side_of_a_divergent_if_else_derives_its_threads_from_the_other() {
         let plan = if_else("%r1");
-        assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
-        let d = plan.differences[0];
-        assert_eq!(d.branch, 0);
-        assert_eq!([d.block.min(d.sibling), d.block.max(d.sibling)], [1, 2]);
         // Lanes split: both sides may run in one warp, so warps are still counted.
-        assert!(!d.warps_too);
+        assert!(plan.differences.is_empty(), "{:?}", plan.differences);
+        assert_eq!(plan.thread_flows.len(), 1, "{:?}", plan.thread_flows);
+        let flow = &plan.thread_flows[0];
+        let other = 3 - flow.block;
+        assert!([1, 2].contains(&flow.block));
+        assert_eq!(flow.terms, {
+            let mut t = vec![(0, 1), (other, -1)];
+            t.sort();
+            t
+        });
         // The join runs as often as the entry.
         assert!(plan.copies.contains(&(3, 0)));
     }
@@ -1509,7 +1638,10 @@ mod tests {
     fn one_side_of_a_uniform_if_else_derives_threads_and_warps() {
         let plan = if_else("%r4");
         assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
-        assert!(plan.differences[0].warps_too);
+        let d = plan.differences[0];
+        assert_eq!(d.branch, 0);
+        assert!(plan.threads_derived(d.block));
+        assert!(!plan.threads_derived(d.sibling));
     }
 
     #[test]
@@ -1521,6 +1653,10 @@ mod tests {
         .unwrap();
         let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
         assert!(plan.differences.is_empty(), "{:?}", plan.differences);
+        // The join's threads are the entry's (copied), so one side still follows from the
+        // other: threads(side) = threads(join) - threads(other side).
+        assert_eq!(plan.thread_flows.len(), 1, "{:?}", plan.thread_flows);
+        assert!(!plan.thread_flows[0].terms.iter().any(|&(b, _)| b == 0));
     }
 
     #[test]

@@ -191,7 +191,7 @@ fn every_corpus_kernel_instruments_and_assembles() {
                     r.blocks.len()
                         - usize::from(r.entry_from_launch)
                         - r.copied_counts.len()
-                        - r.thread_differences.len()
+                        - r.thread_flows.len()
                 })
                 .sum();
             if updated.len() != expected {
@@ -433,7 +433,7 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     let derived_by = |rules: &[(usize, usize, usize)]| {
                         rules.iter().any(|&(b, _, _)| b == start + i)
                     };
-                    let threads_derived = derived_by(&result.thread_differences);
+                    let threads_derived = result.thread_flows.iter().any(|f| f.block == start + i);
                     let warps_derived = derived_by(&result.warp_differences);
                     let updated_here = |pair: u64| offset.is_some_and(|(o, _)| o == pair);
                     // (A loop's flush may sit at the top of the block that follows it.)

@@ -264,7 +264,6 @@ pub unsafe extern "C" fn __cuda_flux_launch_kernel_ex_c_ptsz(
     unsafe { launch_extended(true, config, func, args) }
 }
 
-/// `cudaDeviceReset` for instrumented programs: harvest and write the profile, then reset.
 /// A per-function setting: made on `func`, and repeated on its counting clone. Should the
 /// runtime panic, the setting is made on `func` alone.
 fn func_set(func: *const c_void, setting: FuncSetting) -> Code {
@@ -305,6 +304,8 @@ pub extern "C" fn __cuda_flux_func_set_shared_mem_config(
     func_set(func, FuncSetting::SharedMemConfig(config))
 }
 
+/// `cudaDeviceReset` (and `cudaThreadExit`) for instrumented programs: harvest and write the
+/// profile, then reset.
 #[no_mangle]
 pub extern "C" fn __cuda_flux_device_reset() -> Code {
     let _ = catch_unwind(|| {

@@ -18,7 +18,7 @@ use crate::counts::{add_opcode_counts, fold_banks, OpcodeTable};
 use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
 use crate::output::{program_arguments, write_atomically};
 use crate::report::{self, BlockCounts, OpcodeCounts, Report};
-use crate::snapshot::{self, Snapshot};
+use crate::snapshot::{self, Snapshot, ThreadFlow};
 use crate::Dim3;
 
 /// Bytes of one block's counters in one bank, as the counter code writes them (16: a widening
@@ -980,28 +980,31 @@ impl<C: Cuda> Runtime<C> {
             Ok(())
         };
         copy(threads, warps)?;
-        for (counts, rules) in [
-            (&mut *threads, &snapshot.thread_differences),
-            (&mut *warps, &snapshot.warp_differences),
-        ] {
-            for &[block, branch, sibling] in rules {
-                let value = |b: usize| {
-                    counts.get(b).copied().ok_or_else(|| {
-                        format!(
-                            "the snapshot derives block {block} from blocks {branch} and \
-                             {sibling} of {}",
-                            counts.len()
-                        )
-                    })
-                };
-                let difference = value(branch)?.checked_sub(value(sibling)?).ok_or_else(|| {
+        // Flows read only counts the device wrote or the launch gave, never derived ones.
+        let mut derived: Vec<(usize, u64)> = Vec::with_capacity(snapshot.thread_flows.len());
+        for flow in &snapshot.thread_flows {
+            derived.push((flow.block, evaluate_flow(flow, threads)?));
+        }
+        for (block, value) in derived {
+            threads[block] = value;
+        }
+        for &[block, branch, sibling] in &snapshot.warp_differences {
+            let value = |b: usize| {
+                warps.get(b).copied().ok_or_else(|| {
                     format!(
-                        "block {sibling} ran more often than the branch before it (block \
-                             {branch}): the counts are inconsistent"
+                        "the snapshot derives block {block} from blocks {branch} and {sibling} \
+                         of {}",
+                        warps.len()
                     )
-                })?;
-                counts[block] = difference;
-            }
+                })
+            };
+            let difference = value(branch)?.checked_sub(value(sibling)?).ok_or_else(|| {
+                format!(
+                    "block {sibling} ran more often than the branch before it (block {branch}): \
+                     the counts are inconsistent"
+                )
+            })?;
+            warps[block] = difference;
         }
         // Copies of derived blocks.
         copy(threads, warps)
@@ -1245,3 +1248,36 @@ fn kernel_report(snapshot: &Snapshot, launches: &[LaunchRecord], mode: Mode) -> 
 
 #[cfg(test)]
 mod tests;
+
+/// A flow's value from the thread counts it reads, in exact arithmetic: a term outside the
+/// kernel's blocks, or a value below zero or above `u64`, refuses the launch's counts.
+fn evaluate_flow(flow: &ThreadFlow, threads: &[u64]) -> Result<u64, String> {
+    if flow.block >= threads.len() {
+        return Err(format!(
+            "the snapshot derives block {} of {}",
+            flow.block,
+            threads.len()
+        ));
+    }
+    let mut sum: i128 = 0;
+    for &(source, coefficient) in &flow.terms {
+        let count = threads.get(source).copied().ok_or_else(|| {
+            format!(
+                "the snapshot derives block {} from block {source} of {}",
+                flow.block,
+                threads.len()
+            )
+        })?;
+        sum = i128::from(count)
+            .checked_mul(i128::from(coefficient))
+            .and_then(|term| sum.checked_add(term))
+            .ok_or_else(|| format!("block {}'s derived count overflows", flow.block))?;
+    }
+    u64::try_from(sum).map_err(|_| {
+        format!(
+            "block {}'s thread count follows as {sum} from the others: the counts are \
+             inconsistent",
+            flow.block
+        )
+    })
+}

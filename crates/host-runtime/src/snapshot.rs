@@ -38,13 +38,16 @@ pub struct Snapshot {
     /// often as block `from` (thread and warp level); the runtime copies `from`'s counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copied_counts: Vec<[usize; 2]>,
-    /// `[block, branch, sibling]`: blocks whose thread count the device does not count, because
-    /// every thread that runs `branch` runs `block` or `sibling` next (a two-way branch into
-    /// blocks entered only from it): `threads(block) = threads(branch) - threads(sibling)`.
-    /// Filled in after the copies, in order; then the copies are made once more.
+    /// Blocks whose thread count the device does not count, because it follows by flow
+    /// conservation (every thread that enters a block that cannot end it leaves along one
+    /// out-edge): each a combination of thread counts the device writes or the launch gives.
+    /// Filled in after the copies; then the copies are made once more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thread_differences: Vec<[usize; 3]>,
-    /// The same for warp counts, where the branch is warp-uniform.
+    pub thread_flows: Vec<ThreadFlow>,
+    /// `[block, branch, sibling]`: blocks whose warp count the device does not count, because
+    /// the warp-uniform branch ending `branch` leads every group that runs it to `block` or
+    /// `sibling`, each entered only from it: `warps(block) = warps(branch) - warps(sibling)`.
+    /// Filled in after the flows, in order; then the copies are made once more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warp_differences: Vec<[usize; 3]>,
     /// The PTX module's `.file` table (index to file name), present when the PTX has line
@@ -52,6 +55,14 @@ pub struct Snapshot {
     /// Optional so that snapshots and profiles from older builds still read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<u32, String>,
+}
+
+/// `threads(block) = Σ coefficient × threads(source)` (see [`Snapshot::thread_flows`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadFlow {
+    pub block: usize,
+    /// `[source, coefficient]` pairs.
+    pub terms: Vec<(usize, i64)>,
 }
 
 /// One counted PTX block.

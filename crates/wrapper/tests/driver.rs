@@ -412,6 +412,45 @@ fn debug_builds_without_optimisation_are_instrumented_too() {
     assert!(String::from_utf8_lossy(&sass.stdout).contains("__cf\n"));
 }
 
+#[test]
+fn device_resets_in_either_form_go_to_the_runtime() {
+    // `cudaThreadExit` is `cudaDeviceReset`'s deprecated form; reset by either, the device
+    // would lose the counts of launches not yet read back.
+    const SOURCE: &str = r#"
+#include <cstdio>
+__global__ void touch(int *p) { p[threadIdx.x] = 1; }
+int main(int argc, char **) {
+  int *p;
+  if (cudaMalloc(&p, 64 * sizeof(int)) != cudaSuccess) { std::puts("no device"); return 3; }
+  touch<<<1, 64>>>(p);
+  cudaError_t e = argc > 1 ? cudaDeviceReset() : cudaThreadExit();
+  std::printf("result: %s\n", e == cudaSuccess ? "PASS" : "FAIL");
+  return e == cudaSuccess ? 0 : 1;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("resets.cu");
+    std::fs::write(&source, SOURCE).unwrap();
+    let keep = dir.path().join("keep");
+    let object = dir.path().join("resets.o");
+    compile(&source, &keep, &object).unwrap();
+    let original = disassemble(&keep.join("0-resets.host.bc"));
+    let instrumented = std::fs::read_to_string(keep.join("0-resets.host.instrumented.ll")).unwrap();
+    for cudart in ["cudaDeviceReset", "cudaThreadExit"] {
+        assert_eq!(
+            call_sites(&original, cudart),
+            1,
+            "the plain host code calls {cudart}"
+        );
+        assert_eq!(
+            call_sites(&instrumented, cudart),
+            0,
+            "{cudart} is still called"
+        );
+    }
+    assert_eq!(call_sites(&instrumented, "__cuda_flux_device_reset"), 2);
+}
+
 /// A grid-synchronising kernel launched with `cudaLaunchCooperativeKernel`, and a plain one
 /// launched with `cudaLaunchKernel` and with `<<<>>>`.
 const LAUNCH_CALLS: &str = r#"

@@ -303,7 +303,7 @@ fn snapshot(arch: u32) -> Snapshot {
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
         entry_from_launch: false,
         copied_counts: Vec::new(),
-        thread_differences: Vec::new(),
+        thread_flows: Vec::new(),
         warp_differences: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
@@ -621,12 +621,19 @@ fn counts_of(snapshot: &Snapshot) -> Result<(Vec<u64>, Vec<u64>), String> {
     }
 }
 
+fn flow(block: usize, terms: &[(usize, i64)]) -> ThreadFlow {
+    ThreadFlow {
+        block,
+        terms: terms.to_vec(),
+    }
+}
+
 #[test]
-fn differences_derive_a_sides_counts_from_its_branch_and_the_other_side() {
-    // Block 2 = block 1's threads minus block 0's: a side of a divergent branch, its warps
-    // counted on the device.
+fn flows_derive_thread_counts_and_differences_warp_counts() {
+    // Block 2's threads = block 1's minus block 0's (a side of a divergent branch): its warps
+    // are counted on the device.
     let mut snapshot = snapshot(90);
-    snapshot.thread_differences = vec![[2, 1, 0]];
+    snapshot.thread_flows = vec![flow(2, &[(0, -1), (1, 1)])];
     assert_eq!(
         counts_of(&snapshot),
         Ok((vec![64, 512, 448], vec![2, 16, 2]))
@@ -637,10 +644,16 @@ fn differences_derive_a_sides_counts_from_its_branch_and_the_other_side() {
         counts_of(&snapshot),
         Ok((vec![64, 512, 448], vec![2, 16, 14]))
     );
-    // A copy of a derived block is made after the difference.
-    snapshot.copied_counts = vec![[0, 2]];
-    snapshot.thread_differences = vec![[2, 1, 2]];
+    // Any integer combination, e.g. a block run twice per pass.
     snapshot.warp_differences = Vec::new();
+    snapshot.thread_flows = vec![flow(2, &[(0, -2), (1, 1)])];
+    assert_eq!(
+        counts_of(&snapshot),
+        Ok((vec![64, 512, 384], vec![2, 16, 2]))
+    );
+    // Flows read the counts the device wrote; a copy of a derived block is made after them.
+    snapshot.copied_counts = vec![[0, 2]];
+    snapshot.thread_flows = vec![flow(2, &[(1, 1), (2, -1)])];
     assert_eq!(
         counts_of(&snapshot),
         Ok((vec![452, 512, 452], vec![2, 16, 2]))
@@ -648,15 +661,31 @@ fn differences_derive_a_sides_counts_from_its_branch_and_the_other_side() {
 }
 
 #[test]
-fn differences_that_do_not_fit_the_counts_are_refused() {
+fn derivations_that_do_not_fit_the_counts_are_refused() {
     let mut snapshot = snapshot(90);
-    snapshot.thread_differences = vec![[0, 0, 1]];
+    snapshot.thread_flows = vec![flow(0, &[(0, 1), (1, -1)])];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("block 0's thread count follows as -448 from the others"),
+        "{reason}"
+    );
+    snapshot.thread_flows = vec![flow(0, &[(5, 1)])];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(
+        reason.contains("derives block 0 from block 5 of 3"),
+        "{reason}"
+    );
+    snapshot.thread_flows = vec![flow(0, &[(1, i64::MAX), (1, i64::MAX)])];
+    let reason = counts_of(&snapshot).unwrap_err();
+    assert!(reason.contains("follows as"), "{reason}");
+    snapshot.thread_flows = Vec::new();
+    snapshot.warp_differences = vec![[0, 0, 1]];
     let reason = counts_of(&snapshot).unwrap_err();
     assert!(
         reason.contains("block 1 ran more often than the branch before it (block 0)"),
         "{reason}"
     );
-    snapshot.thread_differences = vec![[0, 5, 1]];
+    snapshot.warp_differences = vec![[0, 5, 1]];
     let reason = counts_of(&snapshot).unwrap_err();
     assert!(
         reason.contains("derives block 0 from blocks 5 and 1 of 3"),

@@ -26,7 +26,7 @@ use inkwell::OptimizationLevel;
 
 pub use args::{ArgsError, DriverArgs, InputKind, OptLevel, Target};
 use cuda_flux_pass::host::KernelRegistration;
-use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot};
+use host_runtime::snapshot::{Block as SnapshotBlock, Snapshot, ThreadFlow};
 
 /// The symbol a link names to extract the static host runtime and its table of entry points
 /// (`host_runtime` `exports`, `carry.rs`).
@@ -935,10 +935,13 @@ impl Driver {
                         files,
                         entry_from_launch: k.entry_from_launch,
                         copied_counts: k.copied_counts.iter().map(|&(b, from)| [b, from]).collect(),
-                        thread_differences: k
-                            .thread_differences
+                        thread_flows: k
+                            .thread_flows
                             .iter()
-                            .map(|&(b, branch, sibling)| [b, branch, sibling])
+                            .map(|flow| ThreadFlow {
+                                block: flow.block,
+                                terms: flow.terms.clone(),
+                            })
                             .collect(),
                         warp_differences: k
                             .warp_differences
