@@ -54,8 +54,15 @@
 // one TU of a multi-TU program defines them; see multi_tu/).
 #ifndef CORPUS_WITNESS_HOST_ONLY
 
+#ifdef CORPUS_WITNESS_EXTERN
+// Separable compilation (-rdc=true, -fgpu-rdc): one unit defines the counters, the others
+// define CORPUS_WITNESS_EXTERN and use them (see builds/cmake-separable/).
+extern __device__ unsigned witness_threads;
+extern __device__ unsigned long long witness_warps;
+#else
 __device__ unsigned witness_threads;
 __device__ unsigned long long witness_warps;
+#endif
 
 __device__ __forceinline__ unsigned witness_lane_id() {
     unsigned lane;

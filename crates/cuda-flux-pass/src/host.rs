@@ -160,6 +160,40 @@ fn count_call_uses<'ctx>(module: &Module<'ctx>, target: FunctionValue<'ctx>) -> 
         .sum()
 }
 
+/// Routes the launches, `cudaDeviceReset`/`cudaThreadExit` and the per-function settings of `module` to the
+/// runtime; returns the number of launch call sites rerouted.
+pub fn route_calls(module: &Module<'_>) -> usize {
+    let launches = LAUNCH_ROUTES
+        .iter()
+        .map(|(from, to)| reroute(module, from, to))
+        .sum();
+    for from in DEVICE_RESET_ROUTES {
+        reroute(module, from, DEVICE_RESET);
+    }
+    for (from, to) in FUNC_SETTING_ROUTES {
+        reroute(module, from, to);
+    }
+    launches
+}
+
+/// The host side of a separately compiled unit (`-fgpu-rdc`): its kernels are instrumented
+/// only at the device link, so the pass routes the calls ([`route_calls`]) and sends the
+/// unit's kernel registrations (`__cudaRegisterFunction`, called by `__cuda_register_globals`
+/// once the device link registers the linked code) to `hook`, which has the same signature and
+/// lets the device link's object learn each kernel's stub. Returns the unit's module id: the
+/// suffix of the `__cudaRegisterLinkedBinary_<id>` its constructor calls, if it has one.
+pub fn route_separable_unit(module: &Module<'_>, hook: &str) -> Option<String> {
+    route_calls(module);
+    reroute(module, "__cudaRegisterFunction", hook);
+    module.get_functions().find_map(|f| {
+        f.get_name()
+            .to_str()
+            .ok()?
+            .strip_prefix("__cudaRegisterLinkedBinary_")
+            .map(str::to_string)
+    })
+}
+
 /// Runs the host pass on `module`.
 pub fn instrument_host<'ctx>(
     context: &'ctx Context,
@@ -167,18 +201,9 @@ pub fn instrument_host<'ctx>(
     kernels: &[KernelRegistration],
 ) -> Result<HostReport, PassError> {
     let mut report = HostReport {
-        launches_rerouted: LAUNCH_ROUTES
-            .iter()
-            .map(|(from, to)| reroute(module, from, to))
-            .sum(),
+        launches_rerouted: route_calls(module),
         ..HostReport::default()
     };
-    for from in DEVICE_RESET_ROUTES {
-        reroute(module, from, DEVICE_RESET);
-    }
-    for (from, to) in FUNC_SETTING_ROUTES {
-        reroute(module, from, to);
-    }
 
     let Some(ctor) = module.get_function("__cuda_module_ctor") else {
         report.missing = kernels.iter().map(|k| k.kernel.clone()).collect();

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 
 use ptx_lexer::{
-    Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param, RewriteError, Statement,
-    StatementKind,
+    CallPrototype, Directive, FunctionKind, Instruction, Module, Opcode, Operand, Param,
+    RewriteError, Statement, StatementKind,
 };
 
 use crate::placement::{self, EdgeSite, Placement, Plan};
@@ -715,22 +715,14 @@ fn redirect_indirect_calls(
             skipped += 1;
             continue;
         };
-        let Some(close) = prototype_text.rfind(')') else {
+        // The same signature with the counter base as one more parameter.
+        let Ok(mut counted_signature) = CallPrototype::parse(&prototype_text) else {
             skipped += 1;
             continue;
         };
-        let open = prototype_text[..close].rfind('(').unwrap_or(close);
-        let separator = if prototype_text[open + 1..close].trim().is_empty() {
-            ""
-        } else {
-            ", "
-        };
+        counted_signature.params.push(".param .b64 _".to_string());
         let counted_prototype = format!("{prototype}__cf");
-        let counted_text = format!(
-            "{}{separator}.param .b64 _{}",
-            &prototype_text[..close],
-            &prototype_text[close..]
-        );
+        let counted_text = counted_signature.to_string();
         let argument = format!("__cf_iarg{n}");
         let chosen = regs.r64(1);
         let scratch = regs.r64(2);

@@ -295,9 +295,103 @@ pub fn parse_float(text: &str) -> Option<f64> {
     Some(if negative { -value } else { value })
 }
 
+/// A `.callprototype` directive's signature, `.callprototype [(ret)] _ (params) [attributes];`
+/// (the text after the label), read into its parameter list; what precedes and follows the list
+/// is kept as written, so [`std::fmt::Display`] gives the directive back with the list edited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPrototype {
+    /// `.callprototype`, the return parameter and `_`, up to and including the list's `(`.
+    head: String,
+    /// The declared parameters (`.param .b32 _`), trimmed.
+    pub params: Vec<String>,
+    /// From the list's `)` on: attributes and the `;`.
+    tail: String,
+}
+
+impl CallPrototype {
+    pub fn parse(text: &str) -> Result<CallPrototype, DeclarationError> {
+        let not_a_prototype = || DeclarationError::from(format!("call prototype `{text}`"));
+        let rest = text
+            .trim_start()
+            .strip_prefix(".callprototype")
+            .ok_or_else(not_a_prototype)?;
+        let after_keyword = text.len() - rest.len();
+        // An optional return parameter in parentheses, then `_`, then the parameter list.
+        let mut at = after_keyword + (rest.len() - rest.trim_start().len());
+        if text[at..].starts_with('(') {
+            at += text[at..].find(')').ok_or_else(not_a_prototype)? + 1;
+        }
+        let rest = text[at..].trim_start();
+        let rest = rest.strip_prefix('_').ok_or_else(not_a_prototype)?;
+        let open = text.len() - rest.len() + (rest.len() - rest.trim_start().len());
+        if !text[open..].starts_with('(') {
+            return Err(not_a_prototype());
+        }
+        let close = open + text[open..].find(')').ok_or_else(not_a_prototype)?;
+        let list = text[open + 1..close].trim();
+        let params = if list.is_empty() {
+            Vec::new()
+        } else {
+            list.split(',').map(|p| p.trim().to_string()).collect()
+        };
+        Ok(CallPrototype {
+            head: text[..=open].to_string(),
+            params,
+            tail: text[close..].to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for CallPrototype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}{}", self.head, self.params.join(", "), self.tail)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_prototypes_give_their_parameter_list_and_print_back_edited() {
+        for (text, params) in [
+            (
+                ".callprototype (.param .b32 _) _ (.param .b32 _, .param .b64 _);",
+                2,
+            ),
+            (".callprototype _ ();", 0),
+            (".callprototype _ (.param .b64 _) .noreturn;", 1),
+            (
+                ".callprototype (.param .align 16 .b8 _[16]) _ (.param .b32 _);",
+                1,
+            ),
+        ] {
+            let mut prototype = CallPrototype::parse(text).unwrap();
+            assert_eq!(prototype.params.len(), params, "{text}");
+            assert_eq!(prototype.to_string(), text);
+            prototype.params.push(".param .b64 _".into());
+            let edited = prototype.to_string();
+            assert_eq!(
+                CallPrototype::parse(&edited).unwrap().params.len(),
+                params + 1
+            );
+            assert!(edited.contains(".param .b64 _)"), "{edited}");
+        }
+        assert_eq!(
+            CallPrototype::parse(".callprototype _ ();")
+                .unwrap()
+                .to_string(),
+            ".callprototype _ ();"
+        );
+        for bad in [
+            "",
+            ".param .b32 x;",
+            ".callprototype (.param .b32 _ _ ();",
+            ".callprototype x ();",
+        ] {
+            assert!(CallPrototype::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     fn parse(text: &str) -> Declaration {
         Declaration::parse(text).unwrap()

@@ -5,7 +5,8 @@
 //!   with errors that carry line, column and the offending token.
 //! - [`Function::blocks`]: the basic-block model the profiler counts.
 //! - [`Module::to_ptx`]: printing; byte-for-byte identical to the input when nothing changed.
-//! - [`declaration`]: typed views of variable and parameter declarations, and PTX literals.
+//! - [`declaration`]: typed views of variable and parameter declarations, call prototypes, and
+//!   PTX literals.
 //! - [`rewrite`]: cloning functions, adding parameters and registers, inserting code at the top
 //!   of blocks and splitting edges.
 //!
@@ -30,7 +31,7 @@ pub mod rewrite;
 pub mod summary;
 
 pub use blocks::{immediate_dominators, BasicBlock, Edge, EdgeKind};
-pub use declaration::{Declaration, DeclarationError, ElementType, InitElement};
+pub use declaration::{CallPrototype, Declaration, DeclarationError, ElementType, InitElement};
 pub use error::ParseError;
 pub use instruction::{
     DataType, Guard, Instruction, InstructionFacts, Opcode, Operand, StateSpace,

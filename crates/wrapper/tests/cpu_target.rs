@@ -20,7 +20,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use witnesses::{check_witness, text, witness, witness_opcodes_match};
+use witnesses::{block_counts, check_witness, text, witness, witness_opcodes_match};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -201,21 +201,6 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
         Ok(())
     });
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
-}
-
-/// Every launch's per-block thread and warp counts, per kernel, in an order that does not
-/// depend on the order in which host threads launched.
-fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
-    let mut counts: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for kernel in profile["kernels"].as_array().into_iter().flatten() {
-        let name = kernel["name"].as_str().unwrap_or_default().to_string();
-        let launches = counts.entry(name).or_default();
-        for launch in kernel["launches"].as_array().into_iter().flatten() {
-            launches.push(launch["block_counts"].to_string());
-        }
-        launches.sort();
-    }
-    counts
 }
 
 /// `witness-cta:` / `witness-warp:` (`-DCORPUS_WITNESS_MODES`): the witness counts of the

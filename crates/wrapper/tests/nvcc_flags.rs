@@ -1,57 +1,12 @@
-//! cuda-flux-nvcc's options are written in three places: the parser (`parse_nvcc`), `--help`
-//! (`HELP_OPTIONS`) and docs/nvcc.md. This test keeps them together: every spelling the parser
-//! accepts is in `--help` (rejected modes such as `-ptx` excepted), every option of `--help` is
-//! accepted by the parser, and every option has a spelling in docs/nvcc.md.
+//! cuda-flux-nvcc's options are defined once, in `OPTIONS` (`driver/nvcc/options.rs`): the parser
+//! looks spellings up there and matches on the option's `Flag`, and `--help` is generated from
+//! it. These tests check the table against what it drives and against docs/nvcc.md: every
+//! spelling finds its own row, `--help` names every option it describes and each of them parses,
+//! the rows without help are refused, and docs/nvcc.md names every option.
 
 use test_support as support;
+use wrapper::driver::nvcc::options::OPTIONS;
 use wrapper::driver::nvcc::{help_text, parse_nvcc, NvccError};
-
-/// The parser's option groups: the string patterns of each `match` arm of `parse_nvcc` that
-/// names options (`"-o" | "--output-file" => ...`), and the `IGNORED` list, one group each.
-fn parser_groups() -> Vec<Vec<String>> {
-    let path = support::repo_root().join("crates/wrapper/src/driver/nvcc.rs");
-    let source = std::fs::read_to_string(&path).unwrap();
-    let start = source
-        .find("pub fn parse_nvcc")
-        .expect("parse_nvcc in nvcc.rs");
-    let end = start
-        + source[start..]
-            .find("\n}\n")
-            .expect("the end of parse_nvcc");
-    let mut groups = Vec::new();
-    let mut pending: Vec<String> = Vec::new();
-    for line in source[start..end].lines() {
-        let line = line.trim();
-        // A pattern line: quoted options joined by `|`, ending in `=>`, `if`, or `|` (continued).
-        let is_pattern =
-            line.starts_with("\"-") || (line.starts_with("| \"-") && !pending.is_empty());
-        if !is_pattern {
-            pending.clear();
-            continue;
-        }
-        let head = line.split("=>").next().unwrap_or(line);
-        let head = head.split(" if ").next().unwrap_or(head);
-        pending.extend(
-            head.split('|')
-                .map(str::trim)
-                .filter(|p| p.starts_with("\"-") && p.ends_with('"'))
-                .map(|p| p.trim_matches('"').to_string()),
-        );
-        if line.contains("=>") {
-            groups.push(std::mem::take(&mut pending));
-        }
-    }
-    let ignored_start = source.find("const IGNORED").expect("IGNORED in nvcc.rs");
-    let ignored_end = ignored_start + source[ignored_start..].find("];").unwrap();
-    for line in source[ignored_start..ignored_end].lines().skip(1) {
-        let option = line.trim().trim_end_matches(',').trim_matches('"');
-        if option.starts_with('-') {
-            groups.push(vec![option.to_string()]);
-        }
-    }
-    assert!(groups.len() > 40, "parser groups not found: {groups:?}");
-    groups
-}
 
 /// Whether `text` names `option` as a whole word (followed by nothing, a space, `=`, `<`, `)`).
 fn names(text: &str, option: &str) -> bool {
@@ -63,21 +18,42 @@ fn names(text: &str, option: &str) -> bool {
     })
 }
 
-/// Options the parser knows only to reject (a mode cuda-flux-nvcc does not build).
-fn rejected(option: &str) -> bool {
-    let args: Vec<String> = [option, "x.cu"].iter().map(|s| s.to_string()).collect();
-    matches!(parse_nvcc(&args, None), Err(NvccError::Unsupported(..)))
+#[test]
+fn every_spelling_finds_its_own_option() {
+    let mut seen = std::collections::HashSet::new();
+    for option in OPTIONS {
+        for spelling in option.spellings() {
+            assert!(seen.insert(spelling), "{spelling} spelled twice");
+            let found = wrapper::driver::nvcc::options::find(spelling, spelling);
+            assert!(
+                found.is_some_and(|(o, glued)| o.flag == option.flag && glued.is_none()),
+                "{spelling} does not find {:?}",
+                option.flag
+            );
+        }
+    }
 }
 
 #[test]
-fn every_accepted_option_is_in_help() {
+fn help_names_every_option_it_describes_and_the_others_are_refused() {
     let help = help_text();
-    let missing: Vec<String> = parser_groups()
-        .into_iter()
-        .flatten()
-        .filter(|o| !names(&help, o) && !rejected(o))
-        .collect();
-    assert!(missing.is_empty(), "not in --help: {missing:?}");
+    for option in OPTIONS {
+        match option.help {
+            Some(_) => {
+                for spelling in option.spellings() {
+                    assert!(names(&help, spelling), "{spelling} not in --help");
+                }
+            }
+            None => {
+                let args: Vec<String> = [option.long, "x.cu"].map(String::from).to_vec();
+                assert!(
+                    matches!(parse_nvcc(&args, None), Err(NvccError::Unsupported(..))),
+                    "{} is neither described nor refused",
+                    option.long
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -116,10 +92,11 @@ fn every_option_in_help_is_accepted() {
         };
         args.push("x.cu".to_string());
         if let Err(error) = parse_nvcc(&args, None) {
-            // The architecture options are checked with real values by nvcc.rs's unit tests.
+            // The architecture options are checked with real values by nvcc/parse.rs's unit tests;
+            // `--device-w` is handed to nvcc before parsing (cuda-flux-nvcc's `relocatable_device_code`).
             if !matches!(
                 name,
-                "--gpu-architecture" | "--gpu-code" | "--generate-code"
+                "--gpu-architecture" | "--gpu-code" | "--generate-code" | "--device-w"
             ) {
                 refused.push(format!("{args:?}: {error}"));
             }
@@ -135,9 +112,10 @@ fn every_option_in_help_is_accepted() {
 #[test]
 fn every_option_is_documented() {
     let docs = std::fs::read_to_string(support::repo_root().join("docs/nvcc.md")).unwrap();
-    let undocumented: Vec<Vec<String>> = parser_groups()
-        .into_iter()
-        .filter(|group| !group.iter().any(|o| names(&docs, o)))
+    let undocumented: Vec<&str> = OPTIONS
+        .iter()
+        .filter(|option| !option.spellings().any(|s| names(&docs, s)))
+        .map(|option| option.long)
         .collect();
     assert!(
         undocumented.is_empty(),

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use wrapper::driver::nvcc::{
-    help_text, once_per_build, parse_nvcc, write_prefix, NvccError, NvccInvocation, SUPPORTED_ARCHS,
+    help_text, once_per_build, options, parse_nvcc, write_prefix, NvccError, NvccInvocation,
+    SUPPORTED_ARCHS,
 };
 use wrapper::driver::{probe, Driver, StepFailed, Target};
 
@@ -133,58 +134,37 @@ fn prefix_target(args: &[String]) -> anyhow::Result<Target> {
     }
 }
 
-/// Whether the command line compiles or links relocatable device code: `-rdc=true`
-/// (`--relocatable-device-code`), `-dc` (`--device-c`), `-dw`, `-dlink` (`--device-link`).
-fn is_relocatable_device_code(args: &[String]) -> bool {
-    let mut rdc = false;
-    for (index, arg) in args.iter().enumerate() {
-        match arg.as_str() {
-            "-dc" | "--device-c" | "-dw" | "--device-w" | "-dlink" | "--device-link" => {
-                return true
-            }
-            "-rdc" | "--relocatable-device-code" => {
-                rdc = args.get(index + 1).is_some_and(|v| v == "true");
-            }
-            _ => {
-                if let Some(value) = arg
-                    .strip_prefix("-rdc=")
-                    .or_else(|| arg.strip_prefix("--relocatable-device-code="))
-                {
-                    rdc = value == "true";
-                }
-            }
-        }
-    }
-    rdc
+/// Whether the command line is `-dw` (`--device-w`): relocatable device code alone, without a
+/// host object.
+fn is_device_code_only(args: &[String]) -> bool {
+    args.iter().any(|a| {
+        options::find(a, a)
+            .is_some_and(|(option, glued)| option.flag == options::Flag::DeviceW && glued.is_none())
+    })
 }
 
-/// Separable compilation (relocatable device code, a device-link step) is not instrumented
-/// yet: for the GPU target the real nvcc builds it, uninstrumented, with one note per build
-/// (so the build works as with nvcc, and the objects link with the instrumented ones); the CPU
-/// target, which has no device linker, refuses it with one line. `None`: not such a command.
+/// Separable compilation (`-rdc=true`, `-dc`, `-dlink`) is built by the driver, instrumented
+/// (`rdc.rs`). `-dw` (device code without a host object, for a device link alone) is not: for
+/// the GPU target the real nvcc builds it, uninstrumented, with one note per build; the CPU
+/// target refuses it in one line. `None`: not such a command.
 fn relocatable_device_code(args: &[String]) -> Option<ExitCode> {
-    if !is_relocatable_device_code(args) {
+    if !is_device_code_only(args) {
         return None;
     }
     let target = prefix_target(args).unwrap_or(Target::Gpu);
     if target == Target::Cpu {
         eprintln!(
-            "cuda-flux-nvcc: error: separable compilation (-rdc=true, -dc, -dlink) is not \
-             supported on the CPU target; build without it"
+            "cuda-flux-nvcc: error: -dw (device code without a host object) is not supported \
+             on the CPU target; compile with -dc"
         );
         return Some(ExitCode::FAILURE);
     }
     let Some(nvcc) = probe::real_nvcc() else {
-        eprintln!(
-            "cuda-flux-nvcc: error: separable compilation (-rdc=true, -dc, -dlink) is built by \
-             nvcc, which is not installed"
-        );
+        eprintln!("cuda-flux-nvcc: error: -dw is built by nvcc, which is not installed");
         return Some(ExitCode::FAILURE);
     };
     for note in once_per_build(vec![
-        "separable compilation (-rdc=true, -dc, -dlink) is not instrumented yet: nvcc builds \
-         it and its kernels run uninstrumented"
-            .to_string(),
+        "-dw is not instrumented: nvcc builds it and its kernels run uninstrumented".to_string(),
     ]) {
         eprintln!("cuda-flux-nvcc: note: {note}");
     }

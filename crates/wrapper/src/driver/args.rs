@@ -109,6 +109,8 @@ pub struct DriverArgs {
     pub target: Option<Target>,
     /// The command line was nvcc's (cuda-flux-nvcc): `-v` prints nvcc's `#$ ` lines.
     pub nvcc_style: bool,
+    /// nvcc's `-dlink`: only the device link of separately compiled objects, into `output`.
+    pub device_link_only: bool,
 }
 
 /// Options whose value is the next argument when not attached.
@@ -211,6 +213,7 @@ impl DriverArgs {
             device_opt_level: None,
             prelude: None,
             target: None,
+            device_link_only: false,
         }
     }
 

@@ -122,7 +122,7 @@ pub fn cpu_entry_points(library: &Path) -> anyhow::Result<Vec<EntryPoint>> {
 }
 
 /// A C string literal for `text`.
-fn c_string(text: &str) -> String {
+pub(crate) fn c_string(text: &str) -> String {
     let mut literal = String::from("\"");
     for byte in text.bytes() {
         match byte {

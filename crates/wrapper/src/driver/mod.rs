@@ -15,6 +15,8 @@ pub mod carry;
 pub mod chevrons;
 pub mod nvcc;
 pub mod probe;
+pub mod ptx_link;
+pub mod rdc;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -471,37 +473,404 @@ impl Driver {
                     command.arg(&input.path).arg("-o").arg(&object);
                     self.run(&mut command)?;
                 }
-                InputKind::Cuda if self.args.rdc && self.target == Target::Cpu => {
-                    bail!(
-                        "{}: the CPU target does not support -fgpu-rdc (separate device \
-                         compilation); build without it",
-                        input.path.display()
-                    );
+                InputKind::Cuda if self.is_link_stub(input) => {
+                    self.compile_link_stub(index, &input.path, &object)?
                 }
                 InputKind::Cuda if self.args.rdc => {
-                    warn(format!(
-                        "{}: -fgpu-rdc is not supported yet; its kernels run uninstrumented",
-                        input.path.display()
-                    ));
-                    let mut command = self.clang_cuda();
-                    command
-                        .arg("-fgpu-rdc")
-                        .arg("-c")
-                        .args(&self.args.host_flags);
-                    for arch in &self.args.archs {
-                        command.arg(format!("--cuda-gpu-arch={arch}"));
-                    }
-                    command.arg(&input.path).arg("-o").arg(&object);
-                    self.run(&mut command)?;
+                    self.compile_separable(index, &input.path, &object)?
                 }
                 InputKind::Cuda => self.compile_cuda(index, &input.path, &object)?,
             }
             objects.push(object);
         }
+        if self.args.device_link_only {
+            let output = self
+                .args
+                .output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("a_dlink.o"));
+            return self.device_link_into(&objects, &output);
+        }
         if !self.args.compile_only {
+            if let Some(linked) = self.device_link(&objects)? {
+                // First: it names every unit, so that archives after it supply them all.
+                objects.insert(0, linked);
+            }
             self.link(&objects)?;
         }
         Ok(())
+    }
+
+    /// A separately compiled unit (`-fgpu-rdc`, `-rdc=true`, `-dc`; `rdc.rs`): its object keeps
+    /// its PTX of every architecture, uninstrumented, for the device link; the host code is
+    /// compiled as clang compiles such a unit, its calls routed to the runtime and its kernel
+    /// registrations through the device link's hook.
+    fn compile_separable(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        let stem = format!(
+            "{index}-{}",
+            source.file_stem().unwrap_or_default().to_string_lossy()
+        );
+        let dir = self.work.path();
+        // Device and host compilations must agree on the names clang gives a unit's static
+        // kernels and variables (`__intern__<hash>`), which follow its `-cuid`.
+        let cuid = format!("-cuid={}", unit_id(source, object));
+        let mut archs = Vec::new();
+        for arch in &self.args.archs {
+            let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let mut command = self.clang_cuda();
+            command
+                .args(["--cuda-device-only", "-S", "-fgpu-rdc", &cuid])
+                .arg(format!("--cuda-gpu-arch={arch}"));
+            if let Some(level) = self.args.device_opt_level {
+                command.arg(level.flag());
+            }
+            command.arg(source).arg("-o").arg(&ptx);
+            self.run(&mut command)?;
+            if !self.dry_run {
+                archs.push(ptx_sim::image::ArchPtx {
+                    arch: arch_number(arch)?,
+                    ptx: std::fs::read_to_string(&ptx)
+                        .with_context(|| format!("cannot read {}", ptx.display()))?,
+                });
+            }
+        }
+        let relocatable = self.relocatable_fat_binary(&stem)?;
+        let host_ir = dir.join(format!("{stem}.host.bc"));
+        let mut command = self.host_compile(&relocatable);
+        // clang's driver hands `-cuid` to device compilations only: the host one gets it
+        // directly, or its static variables would be registered under other names.
+        command.args(["-fgpu-rdc", "-Xclang", &cuid, "-emit-llvm"]);
+        command.arg(source).arg("-o").arg(&host_ir);
+        self.run(&mut command)?;
+        let host_object = dir.join(format!("{stem}.host.o"));
+        self.verbose(format!(
+            "[in process] host pass (separable unit) on {} -> {}",
+            host_ir.display(),
+            host_object.display()
+        ));
+        let record = dir.join(format!("{stem}.rdc"));
+        if !self.dry_run {
+            let context = Context::create();
+            let outcome = cuda_flux_pass::read_module(&context, &host_ir)
+                .map_err(anyhow::Error::from)
+                .and_then(|module| {
+                    let module_id = cuda_flux_pass::host::route_separable_unit(
+                        &module,
+                        rdc::REGISTER_FUNCTION_HOOK,
+                    );
+                    if self.work_is_kept() {
+                        let _ =
+                            module.print_to_file(dir.join(format!("{stem}.host.instrumented.ll")));
+                    }
+                    cuda_flux_pass::host::emit_object(
+                        &module,
+                        &host_object,
+                        self.host_opt_level(),
+                    )?;
+                    Ok(module_id)
+                });
+            let module_id = match outcome {
+                Ok(module_id) => module_id.unwrap_or_default(),
+                Err(error) => {
+                    // Its launches then go to CUDA directly: they run, uncounted.
+                    warn(format!(
+                        "{}: host pass failed ({}); its kernels run uninstrumented",
+                        source.display(),
+                        crate::error_line(&error)
+                    ));
+                    let mut command = self.host_compile(&relocatable);
+                    command.args(["-fgpu-rdc", "-Xclang", &cuid]);
+                    command.arg(source).arg("-o").arg(&host_object);
+                    self.run(&mut command)?;
+                    String::new()
+                }
+            };
+            let unit = rdc::UnitRecord {
+                module_id,
+                source: source.to_string_lossy().into_owned(),
+                archs,
+            };
+            std::fs::write(&record, unit.encode())
+                .with_context(|| format!("cannot write {}", record.display()))?;
+        }
+        let part_source = dir.join(format!("{stem}.rdc.c"));
+        let part = dir.join(format!("{stem}.rdc.o"));
+        if !self.dry_run {
+            std::fs::write(&part_source, rdc::unit_part_source(&record))
+                .with_context(|| format!("cannot write {}", part_source.display()))?;
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&part_source)
+            .arg("-o")
+            .arg(&part);
+        self.run(&mut command)?;
+        self.merge_carried(&[host_object, part], object)
+    }
+
+    /// What a separately compiled unit's host code embeds as its relocatable device code: the
+    /// fat binary clang would embed (relocatable SASS and PTX of every architecture, from the
+    /// unit's uninstrumented PTX), so that a device link by nvlink (CMake's for clang) can read
+    /// the object; cuda-flux's own device link uses the unit's record instead. Without ptxas
+    /// and fatbinary (CPU target), an empty stand-in.
+    fn relocatable_fat_binary(&self, stem: &str) -> Result<PathBuf> {
+        let dir = self.work.path();
+        let fatbin = dir.join(format!("{stem}.relocatable.fatbin"));
+        let mut command = Command::new(&self.tools.fatbinary);
+        command.args(["-64", "--create"]).arg(&fatbin);
+        if self.dry_run {
+            for arch in &self.args.archs {
+                let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+                let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
+                self.show(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"));
+            }
+            self.show(&command);
+            return Ok(fatbin);
+        }
+        let mut assembled = true;
+        for arch in &self.args.archs {
+            let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
+            let mut ptxas = self.ptxas(arch, &ptx, &cubin);
+            ptxas.arg("--compile-only");
+            // Its messages are for the GPU target's second run below.
+            let ok = ptxas.output().is_ok_and(|o| o.status.success());
+            if !ok && self.target == Target::Gpu {
+                // As clang -fgpu-rdc would: its error is the user's.
+                self.run(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
+            }
+            assembled &= ok;
+            let number = arch.trim_start_matches("sm_");
+            command.arg(format!("--image=profile={arch},file={}", cubin.display()));
+            command.arg(format!(
+                "--image=profile=compute_{number},file={}",
+                ptx.display()
+            ));
+        }
+        if assembled && self.try_run(&mut command)?.is_ok() {
+            return Ok(fatbin);
+        }
+        std::fs::write(&fatbin, b"")
+            .with_context(|| format!("cannot write {}", fatbin.display()))?;
+        Ok(fatbin)
+    }
+
+    /// Whether `input` is CUDA's `crt/link.stub` compiled for a device link made by nvlink
+    /// (CMake's separable compilation with clang): it registers nvlink's uninstrumented device
+    /// code under the units' registration functions, which a final link by this driver defines
+    /// itself (`device_link`).
+    fn is_link_stub(&self, input: &args::Input) -> bool {
+        input.path.file_name().is_some_and(|n| n == "link.stub")
+            && self
+                .args
+                .flags
+                .iter()
+                .any(|f| f.starts_with("-DREGISTERLINKBINARYFILE="))
+    }
+
+    /// CUDA's `crt/link.stub`, compiled as clang compiles it, with its registration functions
+    /// made weak (`objcopy`) and the note of [`rdc::link_stub_note_source`] merged in: a
+    /// cuda-flux device link overrides it, a foreign final link keeps nvlink's device code.
+    fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        let dir = self.work.path();
+        let stem = format!("{index}-link-stub");
+        let compiled = dir.join(format!("{stem}.o"));
+        let mut command = self.clang_cuda();
+        command.args(["--cuda-host-only", "-c"]);
+        command.args(&self.args.host_flags);
+        for arch in &self.args.archs {
+            command.arg(format!("--cuda-gpu-arch={arch}"));
+        }
+        command.arg(source).arg("-o").arg(&compiled);
+        self.run(&mut command)?;
+        let weakened = dir.join(format!("{stem}.weak.o"));
+        let mut weaken = Command::new("objcopy");
+        if !self.dry_run {
+            let symbols = Command::new("nm")
+                .args(["--defined-only", "--format=just-symbols"])
+                .arg(&compiled)
+                .output()
+                .context("cannot run nm (binutils)")?;
+            for name in String::from_utf8_lossy(&symbols.stdout).lines() {
+                if name.starts_with(rdc::REGISTER_LINKED_BINARY) {
+                    weaken.arg(format!("--weaken-symbol={name}"));
+                }
+            }
+        }
+        weaken.arg(&compiled).arg(&weakened);
+        self.run(&mut weaken)?;
+        let note_source = dir.join(format!("{stem}.note.c"));
+        let note = dir.join(format!("{stem}.note.o"));
+        if !self.dry_run {
+            std::fs::write(
+                &note_source,
+                rdc::link_stub_note_source(self.target == Target::Cpu),
+            )
+            .with_context(|| format!("cannot write {}", note_source.display()))?;
+        }
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O2", "-fPIC", "-w", "-c"])
+            .arg(&note_source)
+            .arg("-o")
+            .arg(&note);
+        self.run(&mut command)?;
+        self.merge_carried(&[weakened, note], object)
+    }
+
+    /// The device link of the final link: when `objects` (and the static archives among the
+    /// link's inputs) hold separately compiled units that no device-link object among them
+    /// links, links them into a device-link object and returns it.
+    fn device_link(&self, objects: &[PathBuf]) -> Result<Option<PathBuf>> {
+        if self.dry_run {
+            return Ok(None);
+        }
+        let found = self.separable_units(objects)?;
+        if found.unlinked().is_empty() {
+            return Ok(None);
+        }
+        let output = self.work.path().join("cuda_flux_device_link.o");
+        self.link_units(&found, &output)?;
+        Ok(Some(output))
+    }
+
+    /// nvcc's `-dlink`: the device-link object of `objects` written to `output`.
+    fn device_link_into(&self, objects: &[PathBuf], output: &Path) -> Result<()> {
+        if self.dry_run {
+            self.verbose(format!("[in process] device link -> {}", output.display()));
+            return Ok(());
+        }
+        let found = self.separable_units(objects)?;
+        if found.unlinked().is_empty() {
+            // nvcc writes an object without device code then; so does this (nothing to
+            // register), and the link works as with nvcc.
+            let source = self.work.path().join("cuda_flux_empty_dlink.c");
+            std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
+                .with_context(|| format!("cannot write {}", source.display()))?;
+            let mut command = Command::new(&self.tools.clang);
+            command
+                .args(["-x", "c", "-fPIC", "-c"])
+                .arg(&source)
+                .arg("-o")
+                .arg(output);
+            return self.run(&mut command);
+        }
+        self.link_units(&found, output)
+    }
+
+    /// The separately compiled units among `objects` and the archives the link names.
+    fn separable_units(&self, objects: &[PathBuf]) -> Result<rdc::Found> {
+        let mut found = rdc::Found::default();
+        for object in objects {
+            let is_input = object
+                .extension()
+                .is_some_and(|e| e == "o" || e == "a" || e == "obj" || e == "lib");
+            if is_input && object.exists() {
+                rdc::read_inputs(object, &mut found)?;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Links the PTX of `found`'s unlinked units per architecture, instruments it once, and
+    /// writes the device-link object (`rdc::link_object_source`) to `output`.
+    fn link_units(&self, found: &rdc::Found, output: &Path) -> Result<()> {
+        let units = found.unlinked();
+        let dir = self.work.path();
+        let names: Vec<String> = units.iter().map(|u| u.source.clone()).collect();
+        self.verbose(format!(
+            "[in process] device link of {} unit(s): {}",
+            units.len(),
+            names.join(", ")
+        ));
+        // The architectures every unit was compiled for.
+        let mut archs: Vec<u32> = units[0].archs.iter().map(|a| a.arch).collect();
+        for unit in &units[1..] {
+            archs.retain(|arch| unit.archs.iter().any(|a| a.arch == *arch));
+        }
+        if archs.is_empty() {
+            bail!(
+                "the separately compiled units {} have no architecture in common",
+                names.join(", ")
+            );
+        }
+        let mut builds = Vec::new();
+        let mut kernel_sources = std::collections::HashMap::new();
+        for &number in &archs {
+            let arch = format!("sm_{number}");
+            let ptx: Vec<ptx_link::Unit<'_>> = units
+                .iter()
+                .map(|u| ptx_link::Unit {
+                    name: &u.source,
+                    ptx: u
+                        .archs
+                        .iter()
+                        .find(|a| a.arch == number)
+                        .map_or("", |a| a.ptx.as_str()),
+                })
+                .collect();
+            let linked = ptx_link::link(&ptx).with_context(|| format!("device link for {arch}"))?;
+            for (kernel, unit) in &linked.kernel_units {
+                kernel_sources.insert(kernel.clone(), PathBuf::from(&units[*unit].source));
+            }
+            let original = dir.join(format!("cuda_flux_device_link.{arch}.ptx"));
+            std::fs::write(&original, &linked.ptx)
+                .with_context(|| format!("cannot write {}", original.display()))?;
+            builds.push(self.instrument_ptx(
+                Path::new("device link"),
+                "cuda_flux_device_link",
+                &arch,
+                original,
+                linked.ptx,
+            )?);
+        }
+        let image = match self.target {
+            Target::Gpu => self.fat_binary("cuda_flux_device_link", &builds)?,
+            Target::Cpu => self.cpu_image("cuda_flux_device_link", &builds)?,
+        };
+        let registrations = self.registrations(
+            &|kernel: &str| {
+                kernel_sources
+                    .get(kernel)
+                    .cloned()
+                    .unwrap_or_else(|| PathBuf::from("device link"))
+            },
+            &builds,
+        )?;
+        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
+        let linked_list = dir.join("cuda_flux_device_link.linked");
+        std::fs::write(&linked_list, rdc::encode_linked(&module_ids))
+            .with_context(|| format!("cannot write {}", linked_list.display()))?;
+        let kernels: Vec<rdc::LinkedKernel> = registrations
+            .into_iter()
+            .map(|r| rdc::LinkedKernel {
+                name: r.kernel,
+                clone: r.clone,
+                snapshots: r.snapshots,
+            })
+            .collect();
+        let source = dir.join("cuda_flux_device_link.c");
+        std::fs::write(
+            &source,
+            rdc::link_object_source(
+                &image,
+                self.target == Target::Gpu,
+                &linked_list,
+                &module_ids,
+                &kernels,
+            ),
+        )
+        .with_context(|| format!("cannot write {}", source.display()))?;
+        let compiled = dir.join("cuda_flux_device_link.part.o");
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-O1", "-fPIC", "-w", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&compiled);
+        self.run(&mut command)?;
+        self.merge_carried(&[compiled], output)
     }
 
     fn compile_cuda(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
@@ -527,7 +896,7 @@ impl Driver {
         command.arg(source).arg("-o").arg(&host_ir);
         self.run(&mut command)?;
 
-        let registrations = self.registrations(source, &builds)?;
+        let registrations = self.registrations(&|_| source.to_path_buf(), &builds)?;
         let host_object = dir.join(format!("{stem}.host.o"));
         self.verbose(format!(
             "[in process] host pass on {} ({} kernel(s)) -> {}",
@@ -536,7 +905,7 @@ impl Driver {
             host_object.display()
         ));
         if self.dry_run {
-            return self.merge_carried(&host_object, object);
+            return self.merge_carried(std::slice::from_ref(&host_object), object);
         }
         let context = Context::create();
         let outcome = cuda_flux_pass::read_module(&context, &host_ir)
@@ -559,7 +928,7 @@ impl Driver {
                         demangle(missing)
                     ));
                 }
-                self.merge_carried(&host_object, object)
+                self.merge_carried(std::slice::from_ref(&host_object), object)
             }
             Err(error) => {
                 // An object that cannot be written is the user's error, not the pass's: say
@@ -580,7 +949,7 @@ impl Driver {
                 let mut command = self.host_compile(&fatbin);
                 command.arg(source).arg("-o").arg(&host_object);
                 self.run(&mut command)?;
-                self.merge_carried(&host_object, object)
+                self.merge_carried(std::slice::from_ref(&host_object), object)
             }
         }
     }
@@ -625,15 +994,17 @@ impl Driver {
         Ok(self.carried.get_or_init(|| object))
     }
 
-    /// Writes `object`: the host object with the carried part merged in (`ld -r`), so that
-    /// the object links and finds the runtime under any final link.
-    fn merge_carried(&self, host_object: &Path, object: &Path) -> Result<()> {
+    /// Writes `object`: `parts` (the host object, and what else the unit keeps) with the carried
+    /// part merged in (`ld -r`), so that the object links and finds the runtime under any final
+    /// link.
+    fn merge_carried(&self, parts: &[PathBuf], object: &Path) -> Result<()> {
         let carried = self.carried_object()?.to_path_buf();
-        let merged = host_object.with_extension("merged.o");
+        let first = parts.first().context("nothing to merge")?;
+        let merged = first.with_extension("merged.o");
         let mut command = Command::new(&self.tools.clang);
         command
             .args(["-r", "-nostdlib"])
-            .arg(host_object)
+            .args(parts)
             .arg(carried)
             .arg("-o")
             .arg(&merged);
@@ -782,6 +1153,21 @@ impl Driver {
 
         let text = std::fs::read_to_string(&original)
             .with_context(|| format!("cannot read {}", original.display()))?;
+        self.instrument_ptx(source, stem, arch, original, text)
+    }
+
+    /// Instruments the PTX `text` (read from `original`) for `arch` and assembles it; what
+    /// cannot be instrumented is assembled as it is, and `source` named in the warning.
+    fn instrument_ptx(
+        &self,
+        source: &Path,
+        stem: &str,
+        arch: &str,
+        original: PathBuf,
+        text: String,
+    ) -> Result<ArchBuild> {
+        let dir = self.work.path();
+        let cubin = dir.join(format!("{stem}.{arch}.cubin"));
         let mut module = match ptx_lexer::parse(text) {
             Ok(module) => module,
             Err(error) => {
@@ -852,7 +1238,7 @@ impl Driver {
     /// One registration per kernel: instrumented only if every architecture instrumented it.
     fn registrations(
         &self,
-        source: &Path,
+        source_of: &dyn Fn(&str) -> PathBuf,
         builds: &[ArchBuild],
     ) -> Result<Vec<KernelRegistration>> {
         let mut names: Vec<&str> = Vec::new();
@@ -863,7 +1249,6 @@ impl Driver {
                 }
             }
         }
-        let source_name = source.to_string_lossy();
         // The PTX each architecture built (its original functions sit unchanged beside the
         // clones), for the snapshots' instruction text and `.loc` lines. Unreadable PTX only
         // costs those optional fields.
@@ -891,6 +1276,8 @@ impl Driver {
                     (!everywhere).then(|| "not compiled for every architecture".to_string())
                 });
             let demangled = demangle(name);
+            let source = source_of(name);
+            let source_name = source.to_string_lossy();
             if !everywhere {
                 warn(format!(
                     "{}: kernel '{demangled}' is not instrumented: {}",
@@ -1086,6 +1473,21 @@ fn host_language(input: &args::Input) -> &'static str {
         (_, Some("S")) => "assembler-with-cpp",
         _ => "c++",
     }
+}
+
+/// A unit's `-cuid` (clang's compilation-unit id, from which it names the unit's static kernels
+/// and variables and its module id in separable compilation): the same for the device and host
+/// compilations of one unit, different for different units (source and object paths).
+fn unit_id(source: &Path, object: &Path) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::fs::canonicalize(source)
+        .unwrap_or_else(|_| source.to_path_buf())
+        .hash(&mut hasher);
+    std::path::absolute(object)
+        .unwrap_or_else(|_| object.to_path_buf())
+        .hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 /// `-std=c++14`, `-std=gnu++17`...: a C++ dialect, which a C compilation cannot take.

@@ -88,3 +88,18 @@ pub fn witness_opcodes_match(
     }
     Ok(())
 }
+
+/// Every launch's per-block thread and warp counts, per kernel, in an order that does not
+/// depend on the order in which host threads launched.
+pub fn block_counts(profile: &Value) -> BTreeMap<String, Vec<String>> {
+    let mut counts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for kernel in profile["kernels"].as_array().into_iter().flatten() {
+        let name = kernel["name"].as_str().unwrap_or_default().to_string();
+        let launches = counts.entry(name).or_default();
+        for launch in kernel["launches"].as_array().into_iter().flatten() {
+            launches.push(launch["block_counts"].to_string());
+        }
+        launches.sort();
+    }
+    counts
+}
