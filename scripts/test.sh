@@ -20,12 +20,13 @@ echo "test: cargo build (the driver tests link programs with the runtime library
 cargo build --workspace --quiet
 echo "test: corpus compiles and links with clang-16 and nvcc"
 OUT_DIR="$(mktemp -d)" corpus/verify.sh
-echo "test: benchmark programs pass their checks on the CPU target, every kernel counted; report and cost arithmetic"
+echo "test: benchmark programs pass their checks on the CPU target, every kernel counted; report, cost and speed arithmetic"
 bash benchmarks/tests/cpu_target.sh
 python3 benchmarks/tests/test_report.py
 python3 benchmarks/tests/test_cost.py
 python3 benchmarks/tests/test_compare_cpu.py
 echo "test: the suites harness (recipes, comparison, a mini suite on the CPU target)"
 python3 benchmarks/tests/test_suites.py
+python3 benchmarks/tests/test_cpu_speed.py
 echo "test: cargo test"
 cargo test --workspace

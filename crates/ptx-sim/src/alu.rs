@@ -1076,8 +1076,98 @@ impl AluOp {
     /// (PTX: `subc` computes `a - (b + CC.CF)`).
     #[inline]
     pub fn eval(&self, sources: &[u64; 4], carry: bool) -> AluOutput {
-        let [a, b, c, d] = *sources;
-        let cin = self.reads_carry && carry;
+        self.dispatch(OneLane {
+            sources: *sources,
+            carry,
+        })
+    }
+
+    /// Evaluates the lanes of `exec` at once: the operation is selected once, then one loop
+    /// runs over the lanes (a straight loop over all 32 when `exec` is full), each lane exactly
+    /// as [`AluOp::eval`] evaluates it. Source `i` of `lane` is `sources[i][lane]`, its result
+    /// goes to `dst[lane]`; `carry` has one carry flag per lane. Lanes outside `exec` are
+    /// neither read nor written. Returns the second results and carry-outs, one bit per lane.
+    ///
+    /// # Safety
+    /// Each source points to 32 readable `u64`s and `dst` to 32 writable ones that nothing else
+    /// accesses during the call. `dst` may be one of the sources (a register read and written
+    /// by the same instruction): each lane reads its sources before it writes its result.
+    #[inline(always)]
+    pub unsafe fn eval_warp(
+        &self,
+        sources: [*const u64; 4],
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        let [s0, s1, s2, s3] = sources;
+        #[cfg(target_arch = "x86_64")]
+        if x86_v3() {
+            // SAFETY: the CPU has the features `warp_v3` is compiled for; the pointers as the
+            // caller guarantees.
+            return unsafe { self.warp_v3(s0, s1, s2, s3, exec, carry, dst) };
+        }
+        // SAFETY: as the caller guarantees.
+        unsafe { self.warp_generic(s0, s1, s2, s3, exec, carry, dst) }
+    }
+
+    // The warp entry points take the pointers one by one (not as an array or struct the caller
+    // just stored): an aggregate read back with wider loads than it was written with stalls on
+    // store forwarding, a measurable cost at one call per warp instruction.
+
+    /// [`AluOp::eval_warp`] for any CPU.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn warp_generic(
+        &self,
+        s0: *const u64,
+        s1: *const u64,
+        s2: *const u64,
+        s3: *const u64,
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        self.dispatch(WarpLanes {
+            sources: [s0, s1, s2, s3],
+            exec,
+            carry,
+            dst,
+        })
+    }
+
+    /// [`AluOp::eval_warp`] compiled for CPUs with AVX2 and FMA (x86-64-v3), where the lane
+    /// loops vectorize and `fma` is one instruction rather than a call. LLVM never contracts
+    /// or reassociates float operations on its own, so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn warp_v3(
+        &self,
+        s0: *const u64,
+        s1: *const u64,
+        s2: *const u64,
+        s3: *const u64,
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        self.dispatch(WarpLanes {
+            sources: [s0, s1, s2, s3],
+            exec,
+            carry,
+            dst,
+        })
+    }
+
+    /// The one definition of every operation's semantics: selects the operation, then hands
+    /// its per-lane function to `lanes` (one lane, or a warp's lanes).
+    #[inline(always)]
+    fn dispatch<L: Lanes>(&self, lanes: L) -> L::Out {
+        let reads_carry = self.reads_carry;
+        // Neither reads nor writes the carry flag: no carry in, and the carry out unused.
+        let no_carry = !self.reads_carry && !self.writes_carry;
         let value = |v: u64| AluOutput {
             value: v,
             second: false,
@@ -1088,7 +1178,71 @@ impl AluOp {
             second: false,
             carry,
         };
-        match self.op {
+        macro_rules! per_lane {
+            ($a:ident, $b:ident, $c:ident, $d:ident, $cin:ident;
+             $($pattern:pat $(if $guard:expr)? => $body:expr),* $(,)?) => {
+                match self.op {
+                    $($pattern $(if $guard)? => lanes.run(
+                        move |[$a, $b, $c, $d]: [u64; 4], carry: bool| {
+                            let $cin = reads_carry && carry;
+                            let _ = ($a, $b, $c, $d, $cin);
+                            $body
+                        },
+                    ),)*
+                }
+            };
+        }
+        per_lane! {
+            a, b, c, d, cin;
+            // Frequent integer forms get arms of their own, with their widths constant and
+            // without the carry where the instruction has none (the same functions: the same
+            // bits), so that their lane loops are straight arithmetic.
+            Op::Add {
+                ty: IntTy { bits: 32, signed },
+                sat: false,
+            } if no_carry => value(int::add(IntTy { bits: 32, signed }, false, a, b, false).0),
+            Op::Add {
+                ty: IntTy { bits: 64, signed },
+                sat: false,
+            } if no_carry => value(int::add(IntTy { bits: 64, signed }, false, a, b, false).0),
+            Op::Sub {
+                ty: IntTy { bits: 32, signed },
+                sat: false,
+            } if no_carry => value(int::sub(IntTy { bits: 32, signed }, false, a, b, false).0),
+            Op::Sub {
+                ty: IntTy { bits: 64, signed },
+                sat: false,
+            } if no_carry => value(int::sub(IntTy { bits: 64, signed }, false, a, b, false).0),
+            Op::Mul {
+                ty: IntTy { bits: 32, signed },
+                half: Half::Lo,
+            } => value(int::mul(IntTy { bits: 32, signed }, Half::Lo, a, b)),
+            Op::Mul {
+                ty: IntTy { bits: 32, signed: true },
+                half: Half::Wide,
+            } => value(int::mul(IntTy { bits: 32, signed: true }, Half::Wide, a, b)),
+            Op::Mul {
+                ty: IntTy { bits: 32, signed: false },
+                half: Half::Wide,
+            } => value(int::mul(IntTy { bits: 32, signed: false }, Half::Wide, a, b)),
+            Op::Mul {
+                ty: IntTy { bits: 64, signed },
+                half: Half::Lo,
+            } => value(int::mul(IntTy { bits: 64, signed }, Half::Lo, a, b)),
+            Op::Mad {
+                ty: IntTy { bits: 32, signed },
+                half: Half::Lo,
+            } if no_carry => {
+                let product = int::mul(IntTy { bits: 32, signed }, Half::Lo, a, b);
+                value(int::add(IntTy { bits: 32, signed: false }, false, product, c, false).0)
+            },
+            Op::Shl(32) => value(int::shl(32, a, b as u32)),
+            Op::Shl(64) => value(int::shl(64, a, b as u32)),
+            Op::And(32) => value(int::zext(a & b, 32)),
+            Op::And(1) => value(int::zext(a & b, 1)),
+            Op::Or(1) => value(int::zext(a | b, 1)),
+            Op::Selp(32) => value(int::zext(if c & 1 != 0 { a } else { b }, 32)),
+            Op::Selp(64) => value(int::zext(if c & 1 != 0 { a } else { b }, 64)),
             Op::Add { ty, sat } => with_carry(int::add(ty, sat, a, b, cin)),
             Op::Sub { ty, sat } => with_carry(int::sub(ty, sat, a, b, cin)),
             Op::Mul { ty, half } => value(int::mul(ty, half, a, b)),
@@ -1109,11 +1263,11 @@ impl AluOp {
                     c,
                     cin,
                 ))
-            }
+            },
             Op::Mul24 { signed, hi } => value(int::mul24(signed, hi, a, b)),
             Op::Mad24 { signed, hi } => {
                 value(int::mul24(signed, hi, a, b).wrapping_add(c) & 0xffff_ffff)
-            }
+            },
             Op::Sad(ty) => value(int::sad(ty, a, b, c)),
             Op::Div(ty) => value(int::div(ty, a, b)),
             Op::Rem(ty) => value(int::rem(ty, a, b)),
@@ -1124,7 +1278,7 @@ impl AluOp {
             Op::Popc(bits) => value(int::zext(a, bits).count_ones() as u64),
             Op::Clz(bits) => {
                 value((int::zext(a, bits).leading_zeros() - (64 - bits as u32)) as u64)
-            }
+            },
             Op::Bfind { ty, shiftamt } => value(int::bfind(ty, shiftamt, a)),
             Op::Brev(bits) => value(a.reverse_bits() >> (64 - bits)),
             Op::Bfe(ty) => value(int::bfe(ty, a, b, c)),
@@ -1158,7 +1312,33 @@ impl AluOp {
                     c as u32 as i32 >= 0
                 };
                 value(int::zext(if pick { a } else { b }, bits))
-            }
+            },
+            // `setp` without a combining predicate, the usual form: the general arm below
+            // with `combine` and `out` fixed.
+            Op::Set {
+                cmp: Compare::Int(op, ty),
+                combine: None,
+                out: SetOut::Pred,
+            } => {
+                let t = int::compare(op, ty, a, b);
+                AluOutput {
+                    value: t as u64,
+                    second: !t,
+                    carry: false,
+                }
+            },
+            Op::Set {
+                cmp: Compare::Float(op, prec, ftz),
+                combine: None,
+                out: SetOut::Pred,
+            } => {
+                let t = float::compare(op, prec, ftz, a, b);
+                AluOutput {
+                    value: t as u64,
+                    second: !t,
+                    carry: false,
+                }
+            },
             Op::Set { cmp, combine, out } => {
                 let t = match cmp {
                     Compare::Int(op, ty) => int::compare(op, ty, a, b),
@@ -1194,7 +1374,7 @@ impl AluOp {
                     second: combined(!t),
                     carry: false,
                 }
-            }
+            },
             Op::Testp { class, prec } => {
                 let fmt = prec.format();
                 let bits = int::zext(a, prec.bits());
@@ -1207,13 +1387,62 @@ impl AluOp {
                     TestClass::Subnormal => fmt.is_subnormal(bits),
                 };
                 value(r as u64)
-            }
+            },
             Op::Copysign(prec) => {
                 // PTX: copy the sign of a into b.
                 let sign = prec.format().sign_bit();
                 let bits = prec.bits();
                 value((int::zext(b, bits) & !sign) | (a & sign))
-            }
+            },
+            // The most frequent float forms get arms of their own, their modifiers constants,
+            // so that their lane loops carry no decision (the same functions: the same bits).
+            Op::Fma {
+                prec: Prec::F32,
+                rnd: Rnd::Rn,
+                ftz: false,
+                sat: false,
+            } => value(float::fma(Prec::F32, Rnd::Rn, false, false, a, b, c)),
+            Op::Fma {
+                prec: Prec::F64,
+                rnd: Rnd::Rn,
+                ftz: false,
+                sat: false,
+            } => value(float::fma(Prec::F64, Rnd::Rn, false, false, a, b, c)),
+            Op::FBin {
+                op: FBin::Add,
+                prec: Prec::F32,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz: false,
+                sat: false,
+            } => value(float::binary(FBin::Add, Prec::F32, FRound::Ieee(Rnd::Rn), false, false, a, b)),
+            Op::FBin {
+                op: FBin::Sub,
+                prec: Prec::F32,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz: false,
+                sat: false,
+            } => value(float::binary(FBin::Sub, Prec::F32, FRound::Ieee(Rnd::Rn), false, false, a, b)),
+            Op::FBin {
+                op: FBin::Mul,
+                prec: Prec::F32,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz: false,
+                sat: false,
+            } => value(float::binary(FBin::Mul, Prec::F32, FRound::Ieee(Rnd::Rn), false, false, a, b)),
+            Op::FBin {
+                op: FBin::Add,
+                prec: Prec::F64,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz: false,
+                sat: false,
+            } => value(float::binary(FBin::Add, Prec::F64, FRound::Ieee(Rnd::Rn), false, false, a, b)),
+            Op::FBin {
+                op: FBin::Mul,
+                prec: Prec::F64,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz: false,
+                sat: false,
+            } => value(float::binary(FBin::Mul, Prec::F64, FRound::Ieee(Rnd::Rn), false, false, a, b)),
             Op::FBin {
                 op,
                 prec,
@@ -1233,9 +1462,147 @@ impl AluOp {
                 ftz,
                 nan,
             } => value(float::min_max(max, prec, ftz, nan, a, b)),
+            // `rsqrtf`, `sqrtf`, `1.0f / x` (the same function, `op` and `prec` constant).
+            Op::FUn {
+                op: FUn::Rsqrt,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Rsqrt, Prec::F32, rnd, ftz, a)),
+            Op::FUn {
+                op: FUn::Sqrt,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Sqrt, Prec::F32, rnd, ftz, a)),
+            Op::FUn {
+                op: FUn::Rcp,
+                prec: Prec::F32,
+                rnd,
+                ftz,
+            } => value(float::unary(FUn::Rcp, Prec::F32, rnd, ftz, a)),
             Op::FUn { op, prec, rnd, ftz } => value(float::unary(op, prec, rnd, ftz, a)),
+            // The address arithmetic's sign and zero extensions and truncations.
+            Op::Cvt(op) if op.int_to_int() == Some((S32, S64)) => value(cvt::int_to_int(S32, S64, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((U32, U64)) => value(cvt::int_to_int(U32, U64, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((U64, U32)) => value(cvt::int_to_int(U64, U32, a)),
+            Op::Cvt(op) if op.int_to_int() == Some((S64, S32)) => value(cvt::int_to_int(S64, S32, a)),
             Op::Cvt(op) => value(op.eval(a)),
             Op::CvtPack { bf16, rnd, relu } => value(cvt::pack(bf16, rnd, relu, a, b)),
+        }
+    }
+}
+
+const S32: IntTy = IntTy {
+    bits: 32,
+    signed: true,
+};
+const U32: IntTy = IntTy {
+    bits: 32,
+    signed: false,
+};
+const S64: IntTy = IntTy {
+    bits: 64,
+    signed: true,
+};
+const U64: IntTy = IntTy {
+    bits: 64,
+    signed: false,
+};
+
+/// The one-bit results of an instruction for a warp's lanes ([`AluOp::eval_warp`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaneBits {
+    /// The second destination (`setp`'s `p|q`), one bit per lane.
+    pub second: u32,
+    /// The carry-out, one bit per lane.
+    pub carry: u32,
+}
+
+/// Whether the CPU runs x86-64-v3 code ([`AluOp::warp_v3`]); detected once.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn x86_v3() -> bool {
+    static V3: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V3.get_or_init(|| {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2")
+            && std::is_x86_feature_detected!("lzcnt")
+            && std::is_x86_feature_detected!("popcnt")
+    })
+}
+
+/// How [`AluOp::dispatch`] applies an operation's per-lane function.
+trait Lanes {
+    type Out;
+    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> Self::Out;
+}
+
+/// One lane ([`AluOp::eval`]).
+struct OneLane {
+    sources: [u64; 4],
+    carry: bool,
+}
+
+impl Lanes for OneLane {
+    type Out = AluOutput;
+    #[inline(always)]
+    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> AluOutput {
+        f(self.sources, self.carry)
+    }
+}
+
+/// The lanes of a warp ([`AluOp::eval_warp`], whose safety contract the pointers follow).
+struct WarpLanes {
+    sources: [*const u64; 4],
+    exec: u32,
+    carry: u32,
+    dst: *mut u64,
+}
+
+impl Lanes for WarpLanes {
+    type Out = LaneBits;
+    #[inline(always)]
+    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> LaneBits {
+        let [s0, s1, s2, s3] = self.sources;
+        let dst = self.dst;
+        let carry_in = self.carry;
+        let mut second = 0u32;
+        let mut carry_out = 0u32;
+        // A macro rather than a closure, so that the body is inlined in both loops.
+        macro_rules! lane {
+            ($lane:expr) => {{
+                let lane: usize = $lane;
+                // SAFETY: lane < 32, and the pointers are valid for 32 lanes (`eval_warp`);
+                // the lane's sources are read before its result is written.
+                unsafe {
+                    let r = f(
+                        [*s0.add(lane), *s1.add(lane), *s2.add(lane), *s3.add(lane)],
+                        (carry_in >> lane) & 1 != 0,
+                    );
+                    *dst.add(lane) = r.value;
+                    second |= u32::from(r.second) << lane;
+                    carry_out |= u32::from(r.carry) << lane;
+                }
+            }};
+        }
+        if self.exec == u32::MAX {
+            for i in 0..32 {
+                lane!(i);
+            }
+        } else {
+            let mut m = self.exec;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                lane!(i);
+            }
+        }
+        LaneBits {
+            second,
+            carry: carry_out,
         }
     }
 }

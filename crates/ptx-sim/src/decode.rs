@@ -283,6 +283,9 @@ pub(crate) struct AluInst {
     pub count: u8,
     pub reads_carry: bool,
     pub writes_carry: bool,
+    /// The immediate sources, in order, each as a row of 32 equal lanes: the warp-wide
+    /// evaluation reads them in place, like registers.
+    pub immediates: Box<[[u64; 32]]>,
 }
 
 /// A decoded instruction's operation.
@@ -396,6 +399,19 @@ pub(crate) enum Op {
     Tex(Box<TexInst>),
     /// Reported when executed, so that unused unsupported code does not stop a program.
     Unsupported(Box<str>),
+}
+
+impl Op {
+    /// Whether the instruction leaves the SIMT stack as it is: it neither branches, calls,
+    /// returns, exits nor arrives at a barrier (the interpreter runs such instructions back
+    /// to back without consulting the stack).
+    #[inline(always)]
+    pub fn is_straight(&self) -> bool {
+        !matches!(
+            self,
+            Op::Bar { .. } | Op::Bra { .. } | Op::Brx { .. } | Op::Call(_) | Op::Ret | Op::Exit
+        )
+    }
 }
 
 /// A decoded instruction.
@@ -1130,6 +1146,13 @@ impl Decoder<'_> {
         for (i, operand) in ops[1..].iter().enumerate() {
             srcs[i] = self.src(operand, op.source_kind(i))?;
         }
+        let immediates = srcs[..count]
+            .iter()
+            .filter_map(|src| match src {
+                Src::Imm(v) => Some([*v; 32]),
+                _ => None,
+            })
+            .collect();
         Ok(Op::Alu(Box::new(AluInst {
             reads_carry: op.reads_carry(),
             writes_carry: op.writes_carry(),
@@ -1138,6 +1161,7 @@ impl Decoder<'_> {
             second,
             srcs,
             count: count as u8,
+            immediates,
         })))
     }
 

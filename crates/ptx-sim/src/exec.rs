@@ -53,8 +53,6 @@ pub(crate) struct Exec<'a, 'w> {
     func: &'a DecodedFunction,
     reg_base: usize,
     local_base: u64,
-    /// Scratch: one ALU source operand per row, one lane per column.
-    columns: [[u64; 32]; 4],
 }
 
 /// Runs `warp` for at most `budget` warp instructions, and at most `visible` loads, stores and
@@ -78,7 +76,6 @@ pub(crate) fn run(
         func,
         reg_base,
         local_base,
-        columns: [[0; 32]; 4],
     };
     exec.run(budget, visible)
 }
@@ -105,6 +102,48 @@ impl<'a> Exec<'a, '_> {
         }
     }
 
+    /// Puts ALU source `src` into scratch row `i` unless it is a register (read in place):
+    /// an immediate or a value the same in every lane once, other values per lane of `exec`.
+    /// (Decoded immediates have rows of their own, `AluInst::immediates`.)
+    #[inline(always)]
+    fn fill_column(&mut self, i: usize, src: &Src, exec: u32) {
+        match *src {
+            Src::Reg(_) => {}
+            Src::Imm(v) => self.warp.scratch.columns[i] = [v; 32],
+            _ if uniform(src) => {
+                let first = exec.trailing_zeros().min(31) as usize;
+                let v = self.read_other(src, first);
+                self.warp.scratch.columns[i] = [v; 32];
+            }
+            _ => {
+                let mut column = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    column[lane] = self.read_other(src, lane);
+                }
+                self.warp.scratch.columns[i] = column;
+            }
+        }
+    }
+
+    /// Operand `src` of every lane of `exec` (registers and immediates: of all 32 lanes).
+    #[inline(always)]
+    fn operand(&self, src: &Src, exec: u32) -> [u64; 32] {
+        match *src {
+            Src::Reg(r) => *register_row(&self.warp.regs[self.reg_base..], r),
+            Src::Imm(v) => [v; 32],
+            _ if uniform(src) => [self.read_other(src, exec.trailing_zeros().min(31) as usize); 32],
+            _ => {
+                let mut out = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    out[lane] = self.read_other(src, lane);
+                }
+                out
+            }
+        }
+    }
+
     fn read_other(&self, src: &Src, lane: usize) -> u64 {
         read_other(
             self.cta,
@@ -122,16 +161,15 @@ impl<'a> Exec<'a, '_> {
         if inst.guard == NO_REG {
             return active;
         }
-        let base = self.reg_base + inst.guard as usize * 32;
+        let row = register_row(&self.warp.regs[self.reg_base..], inst.guard);
         let mut set = 0u32;
-        let mut m = active;
-        while let Some(lane) = next_lane(&mut m) {
-            set |= ((self.warp.regs[base + lane] & 1) as u32) << lane;
+        for (lane, v) in row.iter().enumerate() {
+            set |= ((v & 1) as u32) << lane;
         }
         if inst.guard_negated {
             active & !set
         } else {
-            set
+            active & set
         }
     }
 
@@ -160,12 +198,49 @@ impl<'a> Exec<'a, '_> {
             if budget == 0 || visible == 0 {
                 return Ok(Yield::Slice);
             }
+            let (start, rpc, active, reissue) = (top.pc, top.rpc, top.mask, top.reissue);
+            if !reissue {
+                // A run of straight instructions (`Op::is_straight`) with the pc in a local:
+                // the SIMT stack is consulted again only where control flow may change it.
+                // Each instruction is issued and counted exactly as below.
+                let func = self.func;
+                let population = u64::from(active.count_ones());
+                let mut pc = start;
+                let result = loop {
+                    let Some(inst) = func.code.get(pc as usize) else {
+                        break Ok(());
+                    };
+                    if !inst.op.is_straight() || budget == 0 || visible == 0 {
+                        break Ok(());
+                    }
+                    budget -= 1;
+                    visible -= u64::from(inst.visible);
+                    self.warp.clock += 1;
+                    self.warp.thread_instructions += population;
+                    let exec = self.guard(inst, active);
+                    if let Err(error) = self.straight(inst, pc, active, exec) {
+                        break Err(error);
+                    }
+                    pc += 1;
+                    if pc == rpc {
+                        break Ok(());
+                    }
+                };
+                if pc != start {
+                    if let Some(top) = self.frame().stack.last_mut() {
+                        top.pc = pc;
+                    }
+                }
+                result?;
+                if pc != start {
+                    continue;
+                }
+            }
             budget -= 1;
-            let pc = top.pc;
-            let active = top.mask;
+            let pc = start;
             // One issue per instruction the warp executes, whatever its active mask or guard
             // (a re-executed target group of a divergent indirect call is no new issue).
-            let issued = !top.reissue;
+            let issued = !reissue;
             let func = self.func;
             let Some(inst) = func.code.get(pc as usize) else {
                 return Err(self.unsupported(pc, "control reached past the end of the function"));
@@ -176,221 +251,6 @@ impl<'a> Exec<'a, '_> {
             self.warp.thread_instructions +=
                 u64::from(if issued { active.count_ones() } else { 0 });
             match &inst.op {
-                Op::Alu(alu) => {
-                    // Operands column by column (contiguous lanes of a register), then the
-                    // per-lane evaluation on local arrays.
-                    let count = alu.count as usize;
-                    for (column, src) in self.columns.iter_mut().zip(&alu.srcs[..count]) {
-                        gather(column, src, exec, &self.warp.regs, self.reg_base, |lane| {
-                            read_other(
-                                self.cta,
-                                &*self.warp,
-                                self.reg_base,
-                                self.local_base,
-                                src,
-                                lane,
-                            )
-                        });
-                    }
-                    let columns = &self.columns;
-                    let regs = &mut self.warp.regs[self.reg_base..];
-                    let dst = alu.dst as usize * 32;
-                    let second = alu.second as usize * 32;
-                    let mut carry = self.warp.carry;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let sources = [
-                            columns[0][lane],
-                            columns[1][lane],
-                            columns[2][lane],
-                            columns[3][lane],
-                        ];
-                        let out = alu.op.eval(&sources, (carry >> lane) & 1 != 0);
-                        if alu.dst != NO_REG {
-                            regs[dst + lane] = out.value;
-                        }
-                        if alu.second != NO_REG {
-                            regs[second + lane] = u64::from(out.second);
-                        }
-                        if alu.writes_carry {
-                            carry = (carry & !(1 << lane)) | (u32::from(out.carry) << lane);
-                        }
-                    }
-                    self.warp.carry = carry;
-                }
-                Op::Mov { dst, src, mask } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane) & mask;
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Pack {
-                    dst,
-                    parts,
-                    count,
-                    bits,
-                } => {
-                    let part_mask = alu::low_mask(*bits);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let mut v = 0u64;
-                        for (i, part) in parts[..*count as usize].iter().enumerate() {
-                            v |= (self.read(part, lane) & part_mask)
-                                << (i as u32 * u32::from(*bits));
-                        }
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Unpack {
-                    dsts,
-                    count,
-                    src,
-                    bits,
-                } => {
-                    let part_mask = alu::low_mask(*bits);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane);
-                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
-                            self.set(d, lane, (v >> (i as u32 * u32::from(*bits))) & part_mask);
-                        }
-                    }
-                }
-                Op::Ld {
-                    space,
-                    addr,
-                    dsts,
-                    count,
-                    ty,
-                } => {
-                    let bytes = u64::from(ty.bytes);
-                    let total = bytes * u64::from(*count);
-                    let shift = 64 - 8 * u32::from(ty.bytes);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
-                        let host = self.resolve(*space, address, total, lane, pc)?;
-                        if host & (total - 1) != 0 {
-                            return Err(self.misaligned(pc, address, total, lane));
-                        }
-                        for (i, &d) in dsts[..*count as usize].iter().enumerate() {
-                            // SAFETY: `resolve` checked the whole vector's range.
-                            let mut v = unsafe { memory::load(host + i as u64 * bytes, ty.bytes) };
-                            if ty.signed && shift > 0 {
-                                v = (((v << shift) as i64) >> shift) as u64;
-                            }
-                            self.set(d, lane, v);
-                        }
-                    }
-                }
-                Op::St {
-                    space,
-                    addr,
-                    srcs,
-                    count,
-                    ty,
-                } => {
-                    let bytes = u64::from(ty.bytes);
-                    let total = bytes * u64::from(*count);
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
-                        let host = self.resolve(*space, address, total, lane, pc)?;
-                        if host & (total - 1) != 0 {
-                            return Err(self.misaligned(pc, address, total, lane));
-                        }
-                        for (i, src) in srcs[..*count as usize].iter().enumerate() {
-                            let v = self.read(src, lane);
-                            let at = host + i as u64 * bytes;
-                            // SAFETY: `resolve` checked the whole vector's range.
-                            unsafe {
-                                if !self.warp.wrote {
-                                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
-                                    self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
-                                }
-                                memory::store(at, ty.bytes, v)
-                            };
-                        }
-                    }
-                }
-                Op::Cvta {
-                    to_generic,
-                    space,
-                    dst,
-                    src,
-                } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(src, lane);
-                        let base = self.window_base(*space, lane);
-                        let out = if *to_generic {
-                            v.wrapping_add(base)
-                        } else {
-                            v.wrapping_sub(base)
-                        };
-                        self.set(*dst, lane, out);
-                    }
-                }
-                Op::IsSpace { space, dst, src } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let a = self.read(src, lane);
-                        let cta = self.cta;
-                        let in_shared = a.wrapping_sub(cta.shared_base) < cta.shared_len;
-                        let local = self.thread_local_base(lane);
-                        let in_local = a.wrapping_sub(local) < cta.window;
-                        let v = match space {
-                            WindowSpace::Shared => in_shared,
-                            WindowSpace::Local => in_local,
-                            WindowSpace::Param => cta.launch.params.contains(a, 1),
-                            WindowSpace::Global => !in_shared && !in_local,
-                        };
-                        self.set(*dst, lane, u64::from(v));
-                    }
-                }
-                Op::Atom {
-                    space,
-                    addr,
-                    op,
-                    ty,
-                    dst,
-                    b,
-                    c,
-                } => {
-                    let bytes = ty.bytes();
-                    let cta = self.cta;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = self.address(addr, lane);
-                        let host = self.resolve(*space, address, bytes, lane, pc)?;
-                        if host % bytes != 0 {
-                            return Err(self.misaligned(pc, address, bytes, lane));
-                        }
-                        // Global: `.global`, or a generic address outside the CTA's shared
-                        // and local windows.
-                        if *space == Space::Host
-                            && host.wrapping_sub(cta.shared_base) >= cta.shared_len
-                            && host.wrapping_sub(cta.local_base) >= cta.local_len
-                        {
-                            self.warp.global_atomics += 1;
-                        }
-                        let (bv, cv) = (self.read(b, lane), self.read(c, lane));
-                        // SAFETY: checked accessible and aligned above.
-                        let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
-                        // Reductions (`red`, no destination) are what counter code uses:
-                        // they do not tell a working warp from a waiting one.
-                        if !self.warp.wrote && *dst != NO_REG {
-                            // SAFETY: as above.
-                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
-                        }
-                        let old = match ty {
-                            AtomType::S32 => old as u32 as i32 as i64 as u64,
-                            _ => old,
-                        };
-                        self.set(*dst, lane, old);
-                    }
-                }
                 Op::Bar {
                     kind,
                     id,
@@ -430,8 +290,6 @@ impl<'a> Exec<'a, '_> {
                         participants: exec,
                     });
                 }
-                Op::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
-                Op::Nop => {}
                 Op::Bra { target, reconverge } => {
                     self.branch(pc, active, exec, *target, *reconverge);
                     continue;
@@ -470,112 +328,422 @@ impl<'a> Exec<'a, '_> {
                     }
                     continue;
                 }
-                Op::Trap => {
-                    if exec != 0 {
-                        return Err(SimError::Trap { line: inst.line });
-                    }
-                }
-                Op::Activemask { dst } => {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, u64::from(active));
-                    }
-                }
-                Op::Vote { mode, dst, pred } => {
-                    let mut set = 0u32;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        set |= ((self.read(pred, lane) & 1) as u32) << lane;
-                    }
-                    let v = match mode {
-                        VoteMode::Ballot => u64::from(set),
-                        VoteMode::All => u64::from(set == exec),
-                        VoteMode::Any => u64::from(set != 0),
-                        VoteMode::Uni => u64::from(set == exec || set == 0),
-                    };
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Shfl {
-                    mode,
-                    dst,
-                    dst_pred,
-                    a,
-                    b,
-                    c,
-                } => self.shuffle(exec, *mode, (*dst, *dst_pred), [a, b, c]),
-                Op::Match {
-                    all,
-                    wide,
-                    dst,
-                    dst_pred,
-                    a,
-                } => {
-                    let mut values = [0u64; 32];
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(a, lane);
-                        values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
-                    }
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let mut same = 0u32;
-                        let mut n = exec;
-                        while let Some(other) = next_lane(&mut n) {
-                            same |= u32::from(values[other] == values[lane]) << other;
-                        }
-                        let (v, p) = if *all {
-                            if same == exec {
-                                (exec, true)
-                            } else {
-                                (0, false)
-                            }
-                        } else {
-                            (same, true)
-                        };
-                        self.set(*dst, lane, u64::from(v));
-                        if *dst_pred != NO_REG {
-                            self.set(*dst_pred, lane, u64::from(p));
-                        }
-                    }
-                }
-                Op::Redux { op, signed, dst, a } => {
-                    let mut acc: Option<u32> = None;
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let v = self.read(a, lane) as u32;
-                        acc = Some(match acc {
-                            None => v,
-                            Some(x) => match op {
-                                ReduxOp::Add => x.wrapping_add(v),
-                                ReduxOp::Min if *signed => (x as i32).min(v as i32) as u32,
-                                ReduxOp::Max if *signed => (x as i32).max(v as i32) as u32,
-                                ReduxOp::Min => x.min(v),
-                                ReduxOp::Max => x.max(v),
-                                ReduxOp::And => x & v,
-                                ReduxOp::Or => x | v,
-                                ReduxOp::Xor => x ^ v,
-                            },
-                        });
-                    }
-                    let v = u64::from(acc.unwrap_or(0));
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        self.set(*dst, lane, v);
-                    }
-                }
-                Op::Tex(tex) => self.texture(pc, exec, tex)?,
-                Op::Unsupported(what) => {
-                    return Err(SimError::Unsupported {
-                        what: what.to_string(),
-                        line: inst.line,
-                    })
-                }
+                _ => self.straight(inst, pc, active, exec)?,
             }
             self.advance();
         }
+    }
+
+    /// Executes an instruction that neither branches, calls, returns, exits nor waits at a
+    /// barrier (the SIMT stack stays as it is; the caller advances the pc).
+    #[inline(always)]
+    fn straight(
+        &mut self,
+        inst: &'a Inst,
+        pc: u32,
+        active: u32,
+        exec: u32,
+    ) -> Result<(), SimError> {
+        match &inst.op {
+            Op::Alu(alu) => {
+                // Register operands are read in place (a register's 32 lanes are
+                // contiguous) and the result is written in place; other operands are
+                // filled into scratch rows. The operation is selected once for the warp
+                // (`AluOp::eval_warp`).
+                let count = alu.count as usize;
+                for (i, src) in alu.srcs[..count].iter().enumerate() {
+                    if !matches!(src, Src::Reg(_) | Src::Imm(_)) {
+                        self.fill_column(i, src, exec);
+                    }
+                }
+                let columns = &self.warp.scratch.columns;
+                let column_rows = [
+                    columns[0].as_ptr(),
+                    columns[1].as_ptr(),
+                    columns[2].as_ptr(),
+                    columns[3].as_ptr(),
+                ];
+                let sink = self.warp.scratch.sink.as_mut_ptr();
+                let regs = &mut self.warp.regs[self.reg_base..];
+                let (base, len) = (regs.as_mut_ptr(), regs.len());
+                let row = |r: u32| -> *mut u64 {
+                    let start = r as usize * 32;
+                    assert!(start + 32 <= len, "register {r} outside the frame");
+                    // SAFETY: in bounds, checked above.
+                    unsafe { base.add(start) }
+                };
+                let mut sources = column_rows;
+                let mut immediates = alu.immediates.iter();
+                for (i, src) in alu.srcs[..count].iter().enumerate() {
+                    match src {
+                        Src::Reg(r) => sources[i] = row(*r),
+                        Src::Imm(_) => match immediates.next() {
+                            Some(lanes) => sources[i] = lanes.as_ptr(),
+                            None => {
+                                return Err(self.unsupported(pc, "an immediate without its row"))
+                            }
+                        },
+                        _ => {}
+                    }
+                }
+                let dst = if alu.dst == NO_REG {
+                    sink
+                } else {
+                    row(alu.dst)
+                };
+                // SAFETY: every pointer is a 32-lane row (`register_row`, the scratch
+                // rows); the register file is not touched otherwise during the call.
+                let bits = unsafe { alu.op.eval_warp(sources, exec, self.warp.carry, dst) };
+                if alu.second != NO_REG {
+                    let row = register_row_mut(&mut self.warp.regs[self.reg_base..], alu.second);
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        row[lane] = u64::from((bits.second >> lane) & 1);
+                    }
+                }
+                if alu.writes_carry {
+                    self.warp.carry = (self.warp.carry & !exec) | (bits.carry & exec);
+                }
+            }
+            Op::Mov { dst, src, mask } => {
+                if *dst != NO_REG {
+                    let mut values = self.operand(src, exec);
+                    for v in &mut values {
+                        *v &= mask;
+                    }
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    write_lanes(register_row_mut(regs, *dst), &values, exec);
+                }
+            }
+            Op::Pack {
+                dst,
+                parts,
+                count,
+                bits,
+            } => {
+                let part_mask = alu::low_mask(*bits);
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let mut v = 0u64;
+                    for (i, part) in parts[..*count as usize].iter().enumerate() {
+                        v |= (self.read(part, lane) & part_mask) << (i as u32 * u32::from(*bits));
+                    }
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Unpack {
+                dsts,
+                count,
+                src,
+                bits,
+            } => {
+                let part_mask = alu::low_mask(*bits);
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(src, lane);
+                    for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                        self.set(d, lane, (v >> (i as u32 * u32::from(*bits))) & part_mask);
+                    }
+                }
+            }
+            Op::Ld {
+                space,
+                addr,
+                dsts,
+                count,
+                ty,
+            } => {
+                let bytes = u64::from(ty.bytes);
+                let total = bytes * u64::from(*count);
+                // Every lane's address is checked before any register is written (the
+                // registers of a failing launch are not seen again).
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
+                let mut hosts = [0u64; 32];
+                if !self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let address = addresses[lane];
+                        let host = self.resolve(*space, address, total, lane, pc)?;
+                        if host & (total - 1) != 0 {
+                            return Err(self.misaligned(pc, address, total, lane));
+                        }
+                        hosts[lane] = host;
+                    }
+                }
+                let regs = &mut self.warp.regs[self.reg_base..];
+                for (i, &d) in dsts[..*count as usize].iter().enumerate() {
+                    if d == NO_REG {
+                        continue;
+                    }
+                    let row = register_row_mut(regs, d);
+                    let offset = i as u64 * bytes;
+                    // SAFETY: every lane's whole vector was checked above.
+                    unsafe {
+                        match ty.bytes {
+                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed),
+                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed),
+                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed),
+                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed),
+                        }
+                    }
+                }
+            }
+            Op::St {
+                space,
+                addr,
+                srcs,
+                count,
+                ty,
+            } => {
+                let bytes = u64::from(ty.bytes);
+                let total = bytes * u64::from(*count);
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
+                let mut hosts = [0u64; 32];
+                if self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                    // Every lane passed the checks: the stores, in the same order as below.
+                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                    let mut wrote = self.warp.wrote;
+                    let mut store = |at: u64, v: u64| {
+                        // SAFETY: checked above (`hosts_in_range`).
+                        unsafe {
+                            if !wrote {
+                                wrote = memory::load(at, ty.bytes) != v & mask;
+                            }
+                            memory::store(at, ty.bytes, v)
+                        };
+                    };
+                    if let [src] = &srcs[..*count as usize] {
+                        let values = self.operand(src, exec);
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            store(hosts[lane], values[lane]);
+                        }
+                    } else {
+                        let count = *count as usize;
+                        let mut values = [[0u64; 32]; 4];
+                        for (row, src) in values.iter_mut().zip(&srcs[..count]) {
+                            *row = self.operand(src, exec);
+                        }
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            for (i, row) in values[..count].iter().enumerate() {
+                                store(hosts[lane] + i as u64 * bytes, row[lane]);
+                            }
+                        }
+                    }
+                    self.warp.wrote = wrote;
+                    return Ok(());
+                }
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let address = addresses[lane];
+                    let host = self.resolve(*space, address, total, lane, pc)?;
+                    if host & (total - 1) != 0 {
+                        return Err(self.misaligned(pc, address, total, lane));
+                    }
+                    for (i, src) in srcs[..*count as usize].iter().enumerate() {
+                        let v = self.read(src, lane);
+                        let at = host + i as u64 * bytes;
+                        // SAFETY: `resolve` checked the whole vector's range.
+                        unsafe {
+                            if !self.warp.wrote {
+                                let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
+                                self.warp.wrote = memory::load(at, ty.bytes) != v & mask;
+                            }
+                            memory::store(at, ty.bytes, v)
+                        };
+                    }
+                }
+            }
+            Op::Cvta {
+                to_generic,
+                space,
+                dst,
+                src,
+            } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(src, lane);
+                    let base = self.window_base(*space, lane);
+                    let out = if *to_generic {
+                        v.wrapping_add(base)
+                    } else {
+                        v.wrapping_sub(base)
+                    };
+                    self.set(*dst, lane, out);
+                }
+            }
+            Op::IsSpace { space, dst, src } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let a = self.read(src, lane);
+                    let cta = self.cta;
+                    let in_shared = a.wrapping_sub(cta.shared_base) < cta.shared_len;
+                    let local = self.thread_local_base(lane);
+                    let in_local = a.wrapping_sub(local) < cta.window;
+                    let v = match space {
+                        WindowSpace::Shared => in_shared,
+                        WindowSpace::Local => in_local,
+                        WindowSpace::Param => cta.launch.params.contains(a, 1),
+                        WindowSpace::Global => !in_shared && !in_local,
+                    };
+                    self.set(*dst, lane, u64::from(v));
+                }
+            }
+            Op::Atom {
+                space,
+                addr,
+                op,
+                ty,
+                dst,
+                b,
+                c,
+            } => {
+                let bytes = ty.bytes();
+                let cta = self.cta;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let address = self.address(addr, lane);
+                    let host = self.resolve(*space, address, bytes, lane, pc)?;
+                    if host & (bytes - 1) != 0 {
+                        return Err(self.misaligned(pc, address, bytes, lane));
+                    }
+                    // Global: `.global`, or a generic address outside the CTA's shared
+                    // and local windows.
+                    if *space == Space::Host
+                        && host.wrapping_sub(cta.shared_base) >= cta.shared_len
+                        && host.wrapping_sub(cta.local_base) >= cta.local_len
+                    {
+                        self.warp.global_atomics += 1;
+                    }
+                    let (bv, cv) = (self.read(b, lane), self.read(c, lane));
+                    // SAFETY: checked accessible and aligned above.
+                    let old = unsafe { memory::atomic(host, *op, *ty, bv, cv) };
+                    // Reductions (`red`, no destination) are what counter code uses:
+                    // they do not tell a working warp from a waiting one.
+                    if !self.warp.wrote && *dst != NO_REG {
+                        // SAFETY: as above.
+                        self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                    }
+                    let old = match ty {
+                        AtomType::S32 => old as u32 as i32 as i64 as u64,
+                        _ => old,
+                    };
+                    self.set(*dst, lane, old);
+                }
+            }
+            Op::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+            Op::Nop => {}
+            Op::Trap => {
+                if exec != 0 {
+                    return Err(SimError::Trap { line: inst.line });
+                }
+            }
+            Op::Activemask { dst } => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, u64::from(active));
+                }
+            }
+            Op::Vote { mode, dst, pred } => {
+                let mut set = 0u32;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    set |= ((self.read(pred, lane) & 1) as u32) << lane;
+                }
+                let v = match mode {
+                    VoteMode::Ballot => u64::from(set),
+                    VoteMode::All => u64::from(set == exec),
+                    VoteMode::Any => u64::from(set != 0),
+                    VoteMode::Uni => u64::from(set == exec || set == 0),
+                };
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Shfl {
+                mode,
+                dst,
+                dst_pred,
+                a,
+                b,
+                c,
+            } => self.shuffle(exec, *mode, (*dst, *dst_pred), [a, b, c]),
+            Op::Match {
+                all,
+                wide,
+                dst,
+                dst_pred,
+                a,
+            } => {
+                let mut values = [0u64; 32];
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(a, lane);
+                    values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
+                }
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let mut same = 0u32;
+                    let mut n = exec;
+                    while let Some(other) = next_lane(&mut n) {
+                        same |= u32::from(values[other] == values[lane]) << other;
+                    }
+                    let (v, p) = if *all {
+                        if same == exec {
+                            (exec, true)
+                        } else {
+                            (0, false)
+                        }
+                    } else {
+                        (same, true)
+                    };
+                    self.set(*dst, lane, u64::from(v));
+                    if *dst_pred != NO_REG {
+                        self.set(*dst_pred, lane, u64::from(p));
+                    }
+                }
+            }
+            Op::Redux { op, signed, dst, a } => {
+                let mut acc: Option<u32> = None;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    let v = self.read(a, lane) as u32;
+                    acc = Some(match acc {
+                        None => v,
+                        Some(x) => match op {
+                            ReduxOp::Add => x.wrapping_add(v),
+                            ReduxOp::Min if *signed => (x as i32).min(v as i32) as u32,
+                            ReduxOp::Max if *signed => (x as i32).max(v as i32) as u32,
+                            ReduxOp::Min => x.min(v),
+                            ReduxOp::Max => x.max(v),
+                            ReduxOp::And => x & v,
+                            ReduxOp::Or => x | v,
+                            ReduxOp::Xor => x ^ v,
+                        },
+                    });
+                }
+                let v = u64::from(acc.unwrap_or(0));
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    self.set(*dst, lane, v);
+                }
+            }
+            Op::Tex(tex) => self.texture(pc, exec, tex)?,
+            Op::Unsupported(what) => {
+                return Err(SimError::Unsupported {
+                    what: what.to_string(),
+                    line: inst.line,
+                })
+            }
+            Op::Bar { .. } | Op::Bra { .. } | Op::Brx { .. } | Op::Call(_) | Op::Ret | Op::Exit => {
+                return Err(self.unsupported(pc, "control flow taken for a straight instruction"))
+            }
+        }
+        Ok(())
     }
 
     #[inline(always)]
@@ -693,6 +861,63 @@ impl<'a> Exec<'a, '_> {
     #[inline(always)]
     fn address(&self, addr: &Addr, lane: usize) -> u64 {
         self.read(&addr.base, lane).wrapping_add(addr.offset as u64)
+    }
+
+    /// The address of every lane of `exec` into `out` (a register base: of all 32 lanes, one
+    /// straight loop; a base the same in every lane: once; the other lanes' values are not
+    /// used).
+    #[inline(always)]
+    fn addresses(&self, addr: &Addr, exec: u32, out: &mut [u64; 32]) {
+        let offset = addr.offset as u64;
+        match addr.base {
+            Src::Reg(r) => {
+                let row = register_row(&self.warp.regs[self.reg_base..], r);
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o = v.wrapping_add(offset);
+                }
+            }
+            Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => {
+                let first = exec.trailing_zeros().min(31) as usize;
+                *out = [self.address(addr, first); 32];
+            }
+            _ => {
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
+                    out[lane] = self.address(addr, lane);
+                }
+            }
+        }
+    }
+
+    /// The host addresses of `[address, address + len)` for every lane of `exec` into
+    /// `hosts`, when each lies in the shared window or in the warp's cached accessible host
+    /// range and is aligned to `len`: what [`Exec::resolve`] and the alignment check accept,
+    /// checked for all lanes in one straight loop. `false` when some lane needs the per-lane
+    /// path (local memory, another host range, an error to report).
+    #[inline(always)]
+    fn hosts_in_range(
+        &self,
+        space: Space,
+        addresses: &[u64; 32],
+        len: u64,
+        exec: u32,
+        hosts: &mut [u64; 32],
+    ) -> bool {
+        let (base, lo, hi) = match space {
+            Space::Host => (0, self.warp.accessible.0, self.warp.accessible.1),
+            Space::Shared => (self.cta.shared_base, 0, self.cta.shared_len),
+            Space::Local => return false,
+        };
+        let Some(last) = hi.checked_sub(len) else {
+            return false;
+        };
+        let mut ok = true;
+        for (lane, (&address, host)) in addresses.iter().zip(hosts.iter_mut()).enumerate() {
+            *host = base.wrapping_add(address);
+            let good = address >= lo && address <= last && *host & (len - 1) == 0;
+            ok &= good || (exec >> lane) & 1 == 0;
+        }
+        ok
     }
 
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
@@ -1405,28 +1630,89 @@ fn read_other(
     }
 }
 
-/// Fills `column` with operand `src` for the lanes of `exec` (registers: all 32 lanes at once,
-/// a contiguous copy).
+/// The 32 lanes of register `r` (of the frame whose registers start `regs`).
 #[inline(always)]
-fn gather(
-    column: &mut [u64; 32],
-    src: &Src,
+fn register_row(regs: &[u64], r: u32) -> &[u64; 32] {
+    let start = r as usize * 32;
+    regs[start..start + 32]
+        .try_into()
+        .expect("a register row is 32 lanes")
+}
+
+/// The 32 lanes of register `r`, for writing.
+#[inline(always)]
+fn register_row_mut(regs: &mut [u64], r: u32) -> &mut [u64; 32] {
+    let start = r as usize * 32;
+    (&mut regs[start..start + 32])
+        .try_into()
+        .expect("a register row is 32 lanes")
+}
+
+/// Writes `values` into `row` for the lanes of `exec`.
+#[inline(always)]
+fn write_lanes(row: &mut [u64; 32], values: &[u64; 32], exec: u32) {
+    if exec == u32::MAX {
+        *row = *values;
+    } else {
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            row[lane] = values[lane];
+        }
+    }
+}
+
+/// Loads `BYTES` at `hosts[lane] + offset` into `row[lane]` for the lanes of `exec`,
+/// sign-extended when `signed`.
+///
+/// # Safety
+/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory.
+#[inline(always)]
+unsafe fn load_lanes<const BYTES: u8>(
+    row: &mut [u64; 32],
+    hosts: &[u64; 32],
+    offset: u64,
     exec: u32,
-    regs: &[u64],
-    reg_base: usize,
-    other: impl Fn(usize) -> u64,
+    signed: bool,
 ) {
+    let shift = 64 - 8 * u32::from(BYTES);
+    let load = |lane: usize| {
+        // SAFETY: valid per the caller.
+        let v = unsafe { memory::load(hosts[lane] + offset, BYTES) };
+        if signed && shift > 0 {
+            (((v << shift) as i64) >> shift) as u64
+        } else {
+            v
+        }
+    };
+    if exec == u32::MAX {
+        for (lane, slot) in row.iter_mut().enumerate() {
+            *slot = load(lane);
+        }
+    } else {
+        let mut m = exec;
+        while let Some(lane) = next_lane(&mut m) {
+            row[lane] = load(lane);
+        }
+    }
+}
+
+/// Whether operand `src` (not a register or immediate) has the same value in every lane.
+/// `%globaltimer` is read per lane, as the clock it is.
+#[inline(always)]
+fn uniform(src: &Src) -> bool {
     match *src {
-        Src::Reg(r) => {
-            let start = reg_base + r as usize * 32;
-            column.copy_from_slice(&regs[start..start + 32]);
-        }
-        Src::Imm(v) => *column = [v; 32],
-        _ => {
-            let mut m = exec;
-            while let Some(lane) = next_lane(&mut m) {
-                column[lane] = other(lane);
-            }
-        }
+        Src::Reg(_) | Src::NotPred(_) => false,
+        Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => true,
+        Src::Special(special) => !matches!(
+            special,
+            Special::Tid(_)
+                | Special::LaneId
+                | Special::LanemaskEq
+                | Special::LanemaskLt
+                | Special::LanemaskLe
+                | Special::LanemaskGt
+                | Special::LanemaskGe
+                | Special::GlobalTimer
+        ),
     }
 }

@@ -50,6 +50,15 @@ pub(crate) struct PendingReduction {
     pub reg_base: usize,
 }
 
+/// Per-warp scratch rows of the ALU path (kept with the warp, so that entering the interpreter
+/// for a slice initializes nothing).
+pub(crate) struct Scratch {
+    /// One ALU source operand that is not a register per row, one lane per column.
+    pub columns: [[u64; 32]; 4],
+    /// Where an ALU result without a destination register (`_`) goes.
+    pub sink: [u64; 32],
+}
+
 /// One warp of a CTA.
 pub(crate) struct Warp {
     /// Warp index in the CTA.
@@ -81,6 +90,7 @@ pub(crate) struct Warp {
     /// memory (cleared by the scheduler before each slice: how it tells a warp that waits
     /// from one that works).
     pub wrote: bool,
+    pub scratch: Box<Scratch>,
 }
 
 impl Warp {
@@ -101,6 +111,10 @@ impl Warp {
             global_atomics: 0,
             accessible: (0, 0),
             wrote: false,
+            scratch: Box::new(Scratch {
+                columns: [[0; 32]; 4],
+                sink: [0; 32],
+            }),
         }
     }
 

@@ -123,6 +123,29 @@ fn every_compute_instruction_of_the_corpus_decodes() {
         failures.len(),
         failures.into_iter().collect::<Vec<_>>().join("\n")
     );
+    // Every decoded instruction, and the carry forms, evaluate the same warp-wide as lane by
+    // lane (the interpreter's path against the reference).
+    let mut warp_checked = decoded.clone();
+    for extra in [
+        "add.cc.u32",
+        "addc.cc.u32",
+        "addc.u32",
+        "sub.cc.u64",
+        "subc.u64",
+        "mad.lo.cc.u32",
+        "madc.hi.u32",
+        "add.sat.s32",
+        "setp.lt.and.f32",
+        "set.gt.u32.f32",
+    ] {
+        warp_checked.insert(extra.to_string());
+    }
+    for opcode in &warp_checked {
+        let op = decode(&ptx_lexer::Opcode::new(opcode))
+            .unwrap_or_else(|e| panic!("{opcode}: {e}"))
+            .unwrap_or_else(|| panic!("{opcode}: engine-owned"));
+        check_warp_matches_lanes(opcode, &op);
+    }
     // The corpus exercises the families this module exists for.
     for expected in [
         "add.s32",
@@ -134,6 +157,111 @@ fn every_compute_instruction_of_the_corpus_decodes() {
         "cvt.f32.f16",
     ] {
         assert!(decoded.contains(expected), "{expected} not seen");
+    }
+}
+
+/// Operand bits that reach the corners of every type: zeros, ones, sign bits, small integers,
+/// shift counts at and past the width, f16/f32/f64 NaNs, infinities, subnormals and ordinary
+/// values, and pseudo-random bits.
+fn interesting(seed: &mut u64) -> u64 {
+    const SPECIAL: [u64; 24] = [
+        0,
+        1,
+        2,
+        31,
+        32,
+        33,
+        63,
+        64,
+        0xFFFF_FFFF,
+        0x8000_0000,
+        0x7FFF_FFFF,
+        u64::MAX,
+        1 << 63,
+        0x3F80_0000,           // 1.0f
+        0xBF80_0000,           // -1.0f
+        0x7FC0_0000,           // NaN (f32)
+        0x7F80_0000,           // +inf (f32)
+        0x0000_0001,           // least f32 subnormal
+        0x4049_0FDB,           // pi (f32)
+        0x3FF0_0000_0000_0000, // 1.0 (f64)
+        0x7FF8_0000_0000_0000, // NaN (f64)
+        0x0000_0000_0000_0001, // least f64 subnormal
+        0xC000_0000_0000_0000, // -2.0 (f64)
+        0x3C00_7E00,           // f16x2: 1.0 and NaN
+    ];
+    // xorshift64*
+    *seed ^= *seed >> 12;
+    *seed ^= *seed << 25;
+    *seed ^= *seed >> 27;
+    let r = seed.wrapping_mul(0x2545_F491_4F6C_DD1D);
+    match r % 4 {
+        0 => SPECIAL[(r >> 8) as usize % SPECIAL.len()],
+        1 => (r >> 16) & 0xFF,
+        2 => (r >> 8) as u32 as u64,
+        _ => r,
+    }
+}
+
+/// `AluOp::eval_warp` against `AluOp::eval` lane by lane, over varied operands, active masks
+/// (full, partial, none) and carry flags, with the destination also one of the sources.
+fn check_warp_matches_lanes(opcode: &str, op: &ptx_sim::alu::AluOp) {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ opcode.len() as u64;
+    for (round, exec) in [u32::MAX, 0x5555_AAAA, 0x8000_0001, 0, u32::MAX, 0x0F0F_F0F0]
+        .into_iter()
+        .enumerate()
+    {
+        let mut sources = [[0u64; 32]; 4];
+        for row in &mut sources {
+            for v in row.iter_mut() {
+                *v = interesting(&mut seed);
+            }
+        }
+        let carry = interesting(&mut seed) as u32;
+        // Rounds alternate between a separate destination and one that is source 0.
+        let in_place = round % 2 == 1;
+        let mut dst = [0xDEAD_BEEFu64; 32];
+        let mut rows = sources;
+        let bits = {
+            let [s0, s1, s2, s3] = &mut rows;
+            let dst_ptr = if in_place {
+                s0.as_mut_ptr()
+            } else {
+                dst.as_mut_ptr()
+            };
+            let pointers = [s0.as_ptr(), s1.as_ptr(), s2.as_ptr(), s3.as_ptr()];
+            // SAFETY: 32-lane rows, used by nothing else during the call.
+            unsafe { op.eval_warp(pointers, exec, carry, dst_ptr) }
+        };
+        let result = if in_place { rows[0] } else { dst };
+        for lane in 0..32 {
+            let expected_before = if in_place {
+                sources[0][lane]
+            } else {
+                0xDEAD_BEEF
+            };
+            if exec >> lane & 1 == 0 {
+                assert_eq!(
+                    result[lane], expected_before,
+                    "{opcode}: inactive lane {lane} written"
+                );
+                continue;
+            }
+            let lane_sources = [0, 1, 2, 3].map(|i| sources[i][lane]);
+            let want = op.eval(&lane_sources, carry >> lane & 1 != 0);
+            assert_eq!(
+                (result[lane], bits.second >> lane & 1 != 0),
+                (want.value, want.second),
+                "{opcode}: lane {lane}, sources {lane_sources:#x?}"
+            );
+            if op.writes_carry() {
+                assert_eq!(
+                    bits.carry >> lane & 1 != 0,
+                    want.carry,
+                    "{opcode}: carry, lane {lane}"
+                );
+            }
+        }
     }
 }
 

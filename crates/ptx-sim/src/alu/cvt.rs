@@ -53,6 +53,16 @@ pub(crate) struct CvtOp {
 }
 
 impl CvtOp {
+    /// The source and destination types of an integer-to-integer conversion without `.sat`
+    /// (what [`int_to_int`] computes).
+    #[inline]
+    pub fn int_to_int(&self) -> Option<(IntTy, IntTy)> {
+        match (self.src, self.dst) {
+            (CvtTy::Int(s), CvtTy::Int(d)) if !self.sat => Some((s, d)),
+            _ => None,
+        }
+    }
+
     pub fn decode(
         d: &str,
         s: &str,
@@ -127,15 +137,8 @@ impl CvtOp {
     #[inline]
     pub fn eval(&self, a: u64) -> u64 {
         match (self.src, self.dst) {
-            (CvtTy::Int(s), CvtTy::Int(d)) => {
-                let v = s.value(a);
-                let bits = if self.sat {
-                    d.saturate(v)
-                } else {
-                    d.wrap(v as u64)
-                };
-                int_out(d, bits)
-            }
+            (CvtTy::Int(s), CvtTy::Int(d)) if !self.sat => int_to_int(s, d, a),
+            (CvtTy::Int(s), CvtTy::Int(d)) => int_out(d, d.saturate(s.value(a))),
             (CvtTy::Int(s), CvtTy::Float(f)) => {
                 let v = s.value(a);
                 let bits = round_exact(v < 0, v.unsigned_abs(), 0, self.frnd, f);
@@ -206,6 +209,13 @@ impl CvtOp {
 
 /// 8-bit signed results are sign-extended (8-bit values live in wider registers); every other
 /// integer result is zero-extended.
+/// An integer-to-integer `cvt` without `.sat`: the value of source type `s` wrapped to `d`.
+#[inline]
+pub(crate) fn int_to_int(s: IntTy, d: IntTy, a: u64) -> u64 {
+    int_out(d, d.wrap(s.value(a) as u64))
+}
+
+#[inline]
 fn int_out(d: IntTy, bits: u64) -> u64 {
     if d.bits == 8 && d.signed {
         d.sext(bits) as u64

@@ -16,6 +16,7 @@ pub(crate) enum Prec {
 }
 
 impl Prec {
+    #[inline]
     pub fn format(self) -> Format {
         match self {
             Prec::F16 | Prec::F16x2 => HALF,
@@ -24,6 +25,7 @@ impl Prec {
         }
     }
 
+    #[inline]
     pub fn bits(self) -> u8 {
         match self {
             Prec::F16 => 16,
@@ -149,6 +151,7 @@ fn ieee(rnd: FRound) -> Rnd {
 }
 
 /// `add/sub/mul/div`.
+#[inline]
 pub(crate) fn binary(
     op: FBin,
     prec: Prec,
@@ -181,6 +184,7 @@ fn ieee_binary<F: round::Fp>(op: FBin, x: F, y: F, rnd: Rnd) -> F {
 }
 
 /// `fma` / `mad` (fused).
+#[inline]
 pub(crate) fn fma(prec: Prec, rnd: Rnd, ftz: bool, sat: bool, a: u64, b: u64, c: u64) -> u64 {
     match prec {
         Prec::F32 => f32_out(
@@ -208,6 +212,7 @@ fn per_half(a: u64, b: u64, c: u64, f: impl Fn(u16, u16, u16) -> u16) -> u64 {
 
 /// `min/max`: a NaN operand yields the other operand; two NaNs (or any NaN with `.NaN`) yield
 /// the canonical NaN; -0 orders below +0.
+#[inline]
 pub(crate) fn min_max(max: bool, prec: Prec, ftz: bool, nan: bool, a: u64, b: u64) -> u64 {
     let one = |fmt: Format, x: u64, y: u64| -> u64 {
         let (x, y) = if ftz {
@@ -248,6 +253,7 @@ pub(crate) fn min_max(max: bool, prec: Prec, ftz: bool, nan: bool, a: u64, b: u6
 }
 
 /// Single-operand operations.
+#[inline]
 pub(crate) fn unary(op: FUn, prec: Prec, rnd: FRound, ftz: bool, a: u64) -> u64 {
     match (op, prec) {
         (FUn::Abs | FUn::Neg, _) => {
@@ -309,6 +315,7 @@ pub(crate) fn unary(op: FUn, prec: Prec, rnd: FRound, ftz: bool, a: u64) -> u64 
 }
 
 /// `setp`/`set` comparisons (every value converts to f64 exactly).
+#[inline]
 pub(crate) fn compare(op: FCmp, prec: Prec, ftz: bool, a: u64, b: u64) -> bool {
     let fmt = prec.format();
     let conv = |v: u64| {

@@ -48,16 +48,19 @@ pub(crate) const DOUBLE: Format = Format {
 };
 
 impl Format {
+    #[inline]
     pub fn sign_bit(self) -> u64 {
         1 << (self.exp_bits + self.man_bits)
     }
 
+    #[inline]
     pub fn infinity(self) -> u64 {
         ((1u64 << self.exp_bits) - 1) << self.man_bits
     }
 
     /// The canonical NaN NVIDIA GPUs produce: all exponent and mantissa bits set, sign clear
     /// (`0x7fffffff` for f32, `0x7fff` for f16).
+    #[inline]
     pub fn canonical_nan(self) -> u64 {
         self.sign_bit() - 1
     }
@@ -67,6 +70,7 @@ impl Format {
     }
 
     /// Sign, integer significand and exponent of a finite value's bits: value = ±mag·2^exp.
+    #[inline]
     pub fn decompose(self, bits: u64) -> (bool, u64, i32) {
         let neg = bits & self.sign_bit() != 0;
         let field = ((bits >> self.man_bits) & ((1 << self.exp_bits) - 1)) as i32;
@@ -80,20 +84,24 @@ impl Format {
         }
     }
 
+    #[inline]
     pub fn is_nan(self, bits: u64) -> bool {
         bits & !self.sign_bit() > self.infinity()
     }
 
+    #[inline]
     pub fn is_finite(self, bits: u64) -> bool {
         bits & self.infinity() != self.infinity()
     }
 
     /// Whether the (finite or not) value is a nonzero subnormal.
+    #[inline]
     pub fn is_subnormal(self, bits: u64) -> bool {
         bits & self.infinity() == 0 && bits & ((1u64 << self.man_bits) - 1) != 0
     }
 
     /// Flushes a subnormal to a zero of the same sign (`.ftz`).
+    #[inline]
     pub fn flush(self, bits: u64) -> u64 {
         if self.is_subnormal(bits) {
             bits & self.sign_bit()
@@ -103,6 +111,7 @@ impl Format {
     }
 
     /// Converts a value of this format to f64 (exact for f16, bf16, f32, f64).
+    #[inline]
     pub fn to_f64(self, bits: u64) -> f64 {
         if self == DOUBLE {
             return f64::from_bits(bits);
@@ -126,6 +135,7 @@ impl Format {
     }
 
     /// Rounds an f64 into this format (f64 NaN → canonical NaN).
+    #[inline]
     pub fn round_f64(self, x: f64, rnd: Rnd) -> u64 {
         if x.is_nan() {
             return self.canonical_nan();
@@ -312,18 +322,22 @@ macro_rules! fp_impl {
     ($t:ty) => {
         impl Fp for $t {
             const ZERO: Self = 0.0;
+            #[inline]
             fn wide(self) -> f64 {
                 self as f64
             }
+            #[inline]
             fn fused(self, b: Self, c: Self) -> Self {
                 self.mul_add(b, c)
             }
             fn root(self) -> Self {
                 self.sqrt()
             }
+            #[inline]
             fn finite(self) -> bool {
                 self.is_finite()
             }
+            #[inline]
             fn negative(self) -> bool {
                 self.is_sign_negative()
             }
@@ -379,6 +393,7 @@ fn is_pos_zero<F: Fp>(x: F) -> bool {
     x == F::ZERO && !x.negative()
 }
 
+#[inline]
 pub(crate) fn add<F: Fp>(a: F, b: F, rnd: Rnd) -> F {
     let r0 = a + b;
     if rnd == Rnd::Rn || !a.finite() || !b.finite() {
@@ -395,6 +410,7 @@ pub(crate) fn add<F: Fp>(a: F, b: F, rnd: Rnd) -> F {
     directed(r0, s, rnd)
 }
 
+#[inline]
 pub(crate) fn mul<F: Fp>(a: F, b: F, rnd: Rnd) -> F {
     let r0 = a * b;
     if rnd == Rnd::Rn || !a.finite() || !b.finite() {
@@ -408,6 +424,7 @@ pub(crate) fn mul<F: Fp>(a: F, b: F, rnd: Rnd) -> F {
     directed(r0, s, rnd)
 }
 
+#[inline]
 pub(crate) fn fma<F: Fp>(a: F, b: F, c: F, rnd: Rnd) -> F {
     let r0 = a.fused(b, c);
     if rnd == Rnd::Rn || !a.finite() || !b.finite() || !c.finite() {

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""The CPU target's interpreter speed: thread-instructions per second on one core, this tree's
+ptx-sim against a baseline build of it, in one run (no GPU).
+
+    cargo build --release --workspace
+    # a baseline: any other checkout's release build of cpu-runtime, e.g. main's
+    git worktree add /tmp/cf-base main && (cd /tmp/cf-base && cargo build --release -p cpu-runtime)
+    python3 benchmarks/cpu_speed.py --baseline /tmp/cf-base/target/release [--runs N] [NAME...]
+
+Each benchmark program (benchmarks/programs/NAME.cu, -DBENCH_SMALL) is built twice by this tree's
+cuda-flux-clang for the CPU target: against the baseline's libcpu_runtime (CUDA_FLUX_CPU_RUNTIME_LIB,
+the .so beside it) and against this tree's. The compiler, the instrumented PTX and the program
+are the same; only the interpreter differs. Both binaries then run alternately, --runs times each,
+at two repetition scales (BENCH_REPS_SCALE=S and 2S), with
+
+  CUDA_FLUX_CPU_THREADS=1        one worker thread: a per-core rate
+  CUDA_FLUX_KERNELS=<no match>   the original, uninstrumented kernels
+  CUDA_FLUX_CPU_STATS=FILE       the interpreter's exact counts and kernel times per kernel
+
+Per run: thread- and warp-instructions (summed over kernels; they must be equal on both sides and
+in every run), kernel time from the program's CUDA events (`kernel_ms`), and the process's CPU
+time (user + system, from wait4). Both rates are marginal: what the launches added by going from
+scale S to 2S cost, so that warm-up launches, input generation and the host-side check drop out:
+
+  events   (thread-instructions at 2S - at S) / (kernel_ms at 2S - at S): CUDA events, the
+           programs' own timing (wall clock: other load on the machine slows it)
+  cpu      (thread-instructions at 2S - at S) / (CPU seconds at 2S - at S): much less sensitive
+           to other processes on a shared machine
+
+each from the medians over the runs of its side and scale.
+
+Writes a Markdown table (--out, default stdout) and exits 1 if a program fails or its counts
+differ between the sides.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+NO_KERNEL = "cuda_flux_cpu_speed_no_kernel_has_this_name"
+DEFAULT_PROGRAMS = ["gemm", "stencil2d", "stencil3d", "reduction", "scan", "nbody", "histogram",
+                    "spmv"]
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def machine():
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return {"cpu": model, "cores": os.cpu_count(), "os": platform.platform(),
+            "commit": commit + (" (uncommitted changes)" if dirty else "")}
+
+
+def build(driver, source, binary, runtime_lib):
+    env = dict(os.environ)
+    env.pop("CUDA_FLUX_TARGET", None)
+    if runtime_lib:
+        env["CUDA_FLUX_CPU_RUNTIME_LIB"] = runtime_lib
+    else:
+        env.pop("CUDA_FLUX_CPU_RUNTIME_LIB", None)
+    cmd = [driver, "-O2", "--cuda-flux-target=cpu", "--cuda-gpu-arch=sm_90", "-DBENCH_SMALL",
+           source, "-o", binary]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
+        raise RuntimeError(f"build of {os.path.basename(source)} failed: {tail}")
+
+
+def run_once(binary, scale, work):
+    stats = os.path.join(work, "stats.json")
+    if os.path.exists(stats):
+        os.remove(stats)
+    env = dict(os.environ, CUDA_FLUX_CPU_THREADS="1", CUDA_FLUX_KERNELS=NO_KERNEL,
+               CUDA_FLUX_CPU_STATS=stats, BENCH_REPS_SCALE=str(scale),
+               CUDA_FLUX_OUTPUT=os.path.join(work, "discard.json"))
+    for var in ["CUDA_FLUX_MODE", "CUDA_FLUX_BANKS", "CUDA_FLUX_CPU_MEMCHECK"]:
+        env.pop(var, None)
+    out_path = os.path.join(work, "out.txt")
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen([binary], env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    with open(out_path) as f:
+        text = f.read()
+    code = os.waitstatus_to_exitcode(status)
+    kernel_ms = None
+    passed = False
+    for line in text.splitlines():
+        if line.startswith("kernel_ms:"):
+            kernel_ms = float(line.split(":", 1)[1])
+        if line.strip() == "result: PASS":
+            passed = True
+    if code != 0 or not passed or kernel_ms is None:
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise RuntimeError(f"{os.path.basename(binary)} (scale {scale}): exit {code}: {tail}")
+    with open(stats) as f:
+        doc = json.load(f)
+    kernels = doc["kernels"]
+    return {
+        "thread": sum(k["thread_instructions"] for k in kernels),
+        "warp": sum(k["warp_instructions"] for k in kernels),
+        "counts": {k["name"]: (k["thread_instructions"], k["warp_instructions"]) for k in kernels},
+        "kernel_ns": sum(k["kernel_ns"] for k in kernels),
+        "kernel_ms": kernel_ms,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def measure(name, binaries, runs, scale, work):
+    """binaries: {"old": path, "new": path}. Returns a row, or raises on a failure."""
+    samples = {side: {"low": [], "high": []} for side in binaries}
+    for _ in range(runs):
+        for level, s in (("low", scale), ("high", 2 * scale)):
+            for side, binary in binaries.items():
+                samples[side][level].append(run_once(binary, s, work))
+    return summarize(name, samples)
+
+
+def summarize(name, samples):
+    """The row of one program from its runs: samples[side]["low"|"high"] = [run_once results].
+    Raises RuntimeError when counts differ between runs or sides."""
+    for level in ("low", "high"):
+        reference = samples["old"][level][0]["counts"]
+        for side in samples:
+            for r in samples[side][level]:
+                if r["counts"] != reference:
+                    raise RuntimeError(f"{name}: {side} counts differ from the baseline's "
+                                       f"({r['counts']} vs {reference})")
+    high = samples["old"]["high"][0]
+    low = samples["old"]["low"][0]
+    added = high["thread"] - low["thread"]
+    row = {"name": name, "thread": high["thread"], "warp": high["warp"], "added": added}
+    for side in samples:
+        hi, lo = samples[side]["high"], samples[side]["low"]
+
+        def delta(key):
+            return statistics.median(r[key] for r in hi) - statistics.median(r[key] for r in lo)
+        events_s = delta("kernel_ms") / 1e3
+        cpu_s = delta("cpu_s")
+        row[f"{side}_events"] = added / events_s if events_s > 0 and added > 0 else None
+        row[f"{side}_cpu"] = added / cpu_s if cpu_s > 0 and added > 0 else None
+    return row
+
+
+def fmt_rate(v):
+    return f"{v / 1e6:,.0f}" if v else "n/a"
+
+
+def fmt_ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def render(doc):
+    m = doc["machine"]
+    lines = [
+        f"# CPU target: interpreter speed ({doc['date']})",
+        "",
+        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
+        f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`.",
+        f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
+        f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
+        f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "
+        f"original, uninstrumented kernels, one worker); medians of {doc['runs']} runs per side "
+        f"and scale.",
+        f"- Load average (1 min) at start {doc['load_start']}, at end {doc['load_end']}; "
+        f"{doc['elapsed_s']:.0f} s in all.",
+        "- Counts: `CUDA_FLUX_CPU_STATS`, all launches at scale 2S, per kernel identical on both "
+        "sides and in every run (checked, thread and warp level); *added*: the thread-"
+        "instructions the launches added from scale S to 2S.",
+        "- Rates, in million thread-instructions per second on one core, marginal (added "
+        "thread-instructions over the added time, so warm-up and host work drop out): *events* "
+        "times by the programs' CUDA events (`kernel_ms`, wall clock), *cpu* by the process's CPU "
+        "time (less sensitive to other load on a shared machine).",
+        "",
+        "| program | thread-instructions | warp-instructions | added | old events M/s "
+        "| new events M/s | new/old | old cpu M/s | new cpu M/s | new/old |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in doc["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['name']} | failed: {r['error']} | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['name']} | {r['thread']:,} | {r['warp']:,} | {r['added']:,} | "
+            f"{fmt_rate(r['old_events'])} | "
+            f"{fmt_rate(r['new_events'])} | {fmt_ratio(r['new_events'], r['old_events'])} | "
+            f"{fmt_rate(r['old_cpu'])} | {fmt_rate(r['new_cpu'])} | "
+            f"{fmt_ratio(r['new_cpu'], r['old_cpu'])} |")
+    ok = [r for r in doc["rows"] if "error" not in r]
+    if ok:
+        def gm(key):
+            return geomean([r[key] for r in ok])
+
+        def gmr(a, b):
+            return geomean([r[a] / r[b] for r in ok if r[a] and r[b]])
+        lines.append(
+            f"| **geometric mean** | | | | {fmt_rate(gm('old_events'))} | "
+            f"{fmt_rate(gm('new_events'))} | **{gmr('new_events', 'old_events'):.2f}** | "
+            f"{fmt_rate(gm('old_cpu'))} | {fmt_rate(gm('new_cpu'))} | "
+            f"**{gmr('new_cpu', 'old_cpu'):.2f}** |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True,
+                        help="directory with the baseline's libcpu_runtime.a and .so")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=8,
+                        help="BENCH_REPS_SCALE S of the lower scale (the higher is 2S)")
+    parser.add_argument("--out", help="Markdown file to write (default: stdout)")
+    parser.add_argument("--json", help="also write the rows as JSON")
+    parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS)
+    args = parser.parse_args(argv)
+    driver = os.path.join(ROOT, "target", "release", "cuda-flux-clang")
+    baseline_lib = os.path.join(os.path.abspath(args.baseline), "libcpu_runtime.a")
+    for path in (driver, baseline_lib, baseline_lib[:-2] + ".so"):
+        if not os.path.exists(path):
+            print(f"cpu_speed.py: {path} not found (see --help)", file=sys.stderr)
+            return 2
+    start = time.monotonic()
+    doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "baseline": args.baseline,
+           "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": []}
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="cf-cpu-speed-") as work:
+        for name in args.programs:
+            source = os.path.join(HERE, "programs", f"{name}.cu")
+            binaries = {"old": os.path.join(work, f"{name}.old"),
+                        "new": os.path.join(work, f"{name}.new")}
+            try:
+                if not os.path.exists(source):
+                    raise RuntimeError(f"no {source}")
+                build(driver, source, binaries["old"], baseline_lib)
+                build(driver, source, binaries["new"], None)
+                row = measure(name, binaries, args.runs, args.scale, work)
+            except (RuntimeError, OSError, ValueError, KeyError) as e:
+                row = {"name": name, "error": str(e)}
+                failed = True
+            doc["rows"].append(row)
+            print(f"{name}: done", file=sys.stderr)
+    doc["load_end"] = load_average()
+    doc["elapsed_s"] = time.monotonic() - start
+    text = render(doc)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
