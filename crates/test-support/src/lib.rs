@@ -86,10 +86,12 @@ pub fn corpus_sources() -> Vec<PathBuf> {
     sources
 }
 
-fn run(mut command: Command, what: &str) -> Result<(), String> {
+/// Runs a build or tool step named `what`; on failure, the command with its output (tools such
+/// as CMake report errors on stdout, compilers on stderr).
+pub fn run_step(what: &str, command: &mut Command) -> Result<(), String> {
     let output = command.output().map_err(|e| {
         format!(
-            "{what}: cannot run {:?} ({e}); run scripts/setup.sh",
+            "{what}: cannot run {:?} ({e}); scripts/setup.sh installs it",
             command.get_program()
         )
     })?;
@@ -97,7 +99,8 @@ fn run(mut command: Command, what: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{what} failed:\n{}",
+            "{what}: {command:?} failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         ))
     }
@@ -151,9 +154,9 @@ pub fn compile_with(
                 .arg(source);
         }
     }
-    run(
-        command,
+    run_step(
         &format!("{compiler:?} {arch} {}", source.display()),
+        &mut command,
     )
 }
 
@@ -175,9 +178,9 @@ pub fn compile_device_ir(source: &Path, arch: &str, out: &Path) -> Result<(), St
         .arg("-o")
         .arg(out)
         .arg(source);
-    run(
-        command,
+    run_step(
         &format!("clang-16 -emit-llvm {arch} {}", source.display()),
+        &mut command,
     )
 }
 
@@ -189,7 +192,10 @@ pub fn ptxas(ptx: &Path, arch: &str) -> Result<(), String> {
         .arg("-o")
         .arg("/dev/null")
         .arg(ptx);
-    run(command, &format!("ptxas -arch={arch} {}", ptx.display()))
+    run_step(
+        &format!("ptxas -arch={arch} {}", ptx.display()),
+        &mut command,
+    )
 }
 
 /// Runs `job` over `items` on all cores, collecting every error.

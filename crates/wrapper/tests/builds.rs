@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use test_support::run_step;
 use witnesses::{block_counts, check_witness};
 
 const DRIVERS: [(&str, &str); 2] = [
@@ -30,26 +31,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Runs a build step (the caller names the target); its output on failure.
-fn step(name: &str, command: &mut Command) -> Result<(), String> {
-    let output = command.output().map_err(|e| {
-        format!(
-            "{name}: cannot run {:?} ({e}); scripts/setup.sh installs it",
-            command.get_program()
-        )
-    })?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name}: {:?} failed:\n{}{}",
-            command,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
 }
 
 /// Runs `program` in `dir`, the profile going to a file of its own.
@@ -80,7 +61,7 @@ fn run(program: &Path, dir: &Path) -> Result<(Output, Option<Value>), String> {
 fn cmake_project(project: &str, driver: (&str, &str), options: &[&str]) -> Result<(), String> {
     let name = format!("{project} with cuda-flux-{} {options:?}", driver.0);
     let build = scratch(&format!("{project}-{}", driver.0));
-    step(
+    run_step(
         &name,
         Command::new("cmake")
             .arg("-S")
@@ -92,7 +73,7 @@ fn cmake_project(project: &str, driver: (&str, &str), options: &[&str]) -> Resul
             .args(options)
             .env("CUDA_FLUX_TARGET", "cpu"),
     )?;
-    step(
+    run_step(
         &name,
         Command::new("cmake")
             .arg("--build")
@@ -144,7 +125,7 @@ fn make_project(name: &str, variables: &[String], target_env: bool) -> Result<()
     } else {
         make.env_remove("CUDA_FLUX_TARGET");
     }
-    step(name, &mut make)?;
+    run_step(name, &mut make)?;
     for program in ["app", "app-gcc"] {
         let (output, profile) = run(&dir.join(program), &dir)?;
         check_witness(&format!("{name} ({program})"), &output, profile.as_ref())?;
@@ -176,7 +157,7 @@ fn makefile_through_a_cpu_target_prefix() {
     // Issue 13 (a): `--cuda-flux-prefix` written for the CPU target; the Makefile takes the
     // toolkit's nvcc and library directory from it.
     let prefix = scratch("prefix-cpu");
-    step(
+    run_step(
         "prefix",
         Command::new(env!("CARGO_BIN_EXE_cuda-flux-nvcc"))
             .arg(format!("--cuda-flux-prefix={}", prefix.display()))
@@ -247,7 +228,7 @@ fn cmake_separable_static_library_linked_by_a_cxx_executable() {
             ]),
         Command::new("cmake").arg("--build").arg(&build),
     ] {
-        step(name, command.env("CUDA_FLUX_TARGET", "cpu")).unwrap();
+        run_step(name, command.env("CUDA_FLUX_TARGET", "cpu")).unwrap();
     }
     let (output, _) = run(&build.join("app"), &build).unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -325,7 +306,7 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
     steps.push(("clang -fgpu-rdc, every block", every_block));
     for (name, mut command) in steps {
         cpu(&mut command);
-        step(name, &mut command).unwrap();
+        run_step(name, &mut command).unwrap();
     }
     let mut failures = Vec::new();
     for program in ["app-gxx", "app-nvcc", "app-clang"] {
@@ -385,7 +366,7 @@ fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module
     for (driver, path) in DRIVERS {
         let name = format!("cmake-separable with cuda-flux-{driver}, GPU target");
         let build = scratch(&format!("cmake-separable-{driver}-gpu"));
-        let configured = step(
+        let configured = run_step(
             &name,
             Command::new("cmake")
                 .arg("-S")
@@ -398,7 +379,7 @@ fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module
                 .env("CUDA_FLUX_TARGET", "gpu"),
         )
         .and_then(|()| {
-            step(
+            run_step(
                 &name,
                 Command::new("cmake")
                     .arg("--build")
