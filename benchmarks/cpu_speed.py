@@ -34,11 +34,9 @@ differ between the sides.
 """
 
 import argparse
-import glob
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,30 +49,9 @@ NO_KERNEL = "cuda_flux_cpu_speed_no_kernel_has_this_name"
 DEFAULT_PROGRAMS = ["gemm", "stencil2d", "stencil3d", "reduction", "scan", "nbody", "histogram",
                     "spmv"]
 
-
-def load_average():
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def machine():
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return {"cpu": model, "cores": os.cpu_count(), "os": platform.platform(),
-            "commit": commit + (" (uncommitted changes)" if dirty else "")}
+# The machine description and load figure every benchmark result here uses (cost.py's).
+sys.path.insert(0, HERE)
+from cost import load_average, machine  # noqa: E402
 
 
 def build(driver, source, binary, runtime_lib):
