@@ -55,33 +55,22 @@ impl System {
         let cfg = inputs.cfg;
         let n = cfg.blocks.len();
         let source = n + cfg.edges.len();
+        // threads(b) - Σ in-edges (- the outside, for block 0) and threads(b) - Σ out-edges.
+        let mut ins: Vec<Vec<(usize, i64)>> = (0..n).map(|b| vec![(b, 1)]).collect();
+        let mut outs: Vec<Vec<(usize, i64)>> = (0..n).map(|b| vec![(b, 1)]).collect();
+        for (i, edge) in cfg.edges.iter().enumerate() {
+            ins[edge.to].push((n + i, -1));
+            outs[edge.from].push((n + i, -1));
+        }
+        if n > 0 {
+            ins[0].push((source, -1));
+        }
         let mut equations: Vec<Vec<(usize, i64)>> = Vec::new();
-        for b in 0..n {
-            // In: threads(b) = Σ in-edges (+ the outside, for block 0).
-            let mut eq = vec![(b, 1)];
-            eq.extend(
-                cfg.edges
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| e.to == b)
-                    .map(|(i, _)| (n + i, -1)),
-            );
-            if b == 0 {
-                eq.push((source, -1));
-            }
-            equations.push(eq);
-            // Out: threads(b) = Σ out-edges, where no thread can stop in it.
-            let out: Vec<(usize, i64)> = cfg
-                .edges
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.from == b)
-                .map(|(i, _)| (n + i, -1))
-                .collect();
-            if !inputs.leaky[b] && !out.is_empty() {
-                let mut eq = vec![(b, 1)];
-                eq.extend(out);
-                equations.push(eq);
+        for (b, (in_eq, out_eq)) in ins.into_iter().zip(outs).enumerate() {
+            equations.push(in_eq);
+            // Out only where no thread can stop in the block, and it has out-edges.
+            if !inputs.leaky[b] && out_eq.len() > 1 {
+                equations.push(out_eq);
             }
         }
         for &(block, from) in inputs.copies {
