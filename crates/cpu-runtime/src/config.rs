@@ -1,12 +1,11 @@
-//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS` and `CUDA_FLUX_CPU_MEMCHECK`,
-//! each read once at first use.
+//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, `CUDA_FLUX_CPU_SMS` and
+//! `CUDA_FLUX_CPU_MEMCHECK`, each read once at first use.
 
 use std::ffi::OsStr;
 
 use thiserror::Error;
 
-/// The variable that sets how many host threads run a launch's CTAs (and the emulated
-/// device's multiprocessor count).
+/// The variable that sets how many host threads run a launch's CTAs.
 pub const THREADS_VAR: &str = "CUDA_FLUX_CPU_THREADS";
 
 /// The largest accepted `CUDA_FLUX_CPU_THREADS`.
@@ -18,9 +17,24 @@ pub const MAX_THREADS: usize = 1024;
 pub enum ConfigError {
     #[error("{THREADS_VAR} must be an integer from 1 to {MAX_THREADS}, not `{0}`")]
     BadThreads(String),
+    #[error("{SMS_VAR} must be an integer from 1 to {MAX_MULTIPROCESSORS}, not `{0}`")]
+    BadMultiprocessors(String),
     #[error("{MEMCHECK_VAR} must be 0 or 1, not `{0}`")]
     BadMemcheck(String),
 }
+
+/// The variable that sets the emulated device's multiprocessor count (`multiProcessorCount`).
+pub const SMS_VAR: &str = "CUDA_FLUX_CPU_SMS";
+
+/// The emulated device's multiprocessors when `CUDA_FLUX_CPU_SMS` is unset. Fixed rather than
+/// the host's core count, so that a program that sizes its grid by the device (or hard-codes a
+/// count of persistent CTAs, as Parboil bfs does with 14) runs the same grid, and counts the
+/// same, on every host and with any `CUDA_FLUX_CPU_THREADS`. 16 holds the persistent grids of
+/// older GPUs (14-16 multiprocessors) while keeping SM-sized grids small.
+pub const DEFAULT_MULTIPROCESSORS: usize = 16;
+
+/// The largest accepted `CUDA_FLUX_CPU_SMS`.
+pub const MAX_MULTIPROCESSORS: usize = 1024;
 
 /// The variable that turns on the strict memory mode: a kernel touching memory outside every
 /// allocation (a guard zone included) faults, as under compute-sanitizer's memcheck.
@@ -62,6 +76,24 @@ pub fn workers_from_env() -> Result<usize, ConfigError> {
     workers_from(std::env::var_os(THREADS_VAR).as_deref(), default)
 }
 
+/// The emulated multiprocessor count: `value` (the variable's value, if set) or
+/// [`DEFAULT_MULTIPROCESSORS`].
+pub fn multiprocessors_from(value: Option<&OsStr>) -> Result<usize, ConfigError> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_MULTIPROCESSORS);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_MULTIPROCESSORS).contains(&n) => Ok(n),
+        _ => Err(ConfigError::BadMultiprocessors(text.into_owned())),
+    }
+}
+
+/// The emulated multiprocessor count of this process (`CUDA_FLUX_CPU_SMS`).
+pub fn multiprocessors_from_env() -> Result<usize, ConfigError> {
+    multiprocessors_from(std::env::var_os(SMS_VAR).as_deref())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +110,22 @@ mod tests {
         assert_eq!(workers_from(Some(OsStr::new("1")), 8), Ok(1));
         assert_eq!(workers_from(Some(OsStr::new(" 16 ")), 8), Ok(16));
         assert_eq!(workers_from(Some(OsStr::new("1024")), 8), Ok(1024));
+    }
+
+    #[test]
+    fn multiprocessors_default_to_a_fixed_count_and_take_1_to_the_maximum() {
+        assert_eq!(multiprocessors_from(None), Ok(DEFAULT_MULTIPROCESSORS));
+        assert_eq!(multiprocessors_from(Some(OsStr::new("1"))), Ok(1));
+        assert_eq!(multiprocessors_from(Some(OsStr::new(" 80 "))), Ok(80));
+        assert_eq!(multiprocessors_from(Some(OsStr::new("1024"))), Ok(1024));
+        for bad in ["0", "-1", "", "many", "2.5", "1025"] {
+            let error = multiprocessors_from(Some(OsStr::new(bad))).unwrap_err();
+            assert_eq!(error, ConfigError::BadMultiprocessors(bad.to_owned()));
+            assert_eq!(
+                error.to_string(),
+                format!("CUDA_FLUX_CPU_SMS must be an integer from 1 to 1024, not `{bad}`")
+            );
+        }
     }
 
     #[test]

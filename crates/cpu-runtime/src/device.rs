@@ -41,8 +41,8 @@ pub const TEXTURE_PITCH_ALIGNMENT: usize = 32;
 pub struct DeviceShape {
     /// 70 for compute capability 7.0.
     pub arch: u32,
-    /// Host threads that run CTAs: the multiprocessor count.
-    pub workers: usize,
+    /// Multiprocessors (`CUDA_FLUX_CPU_SMS`, independent of the host threads that run CTAs).
+    pub multiprocessors: usize,
     /// Host RAM in bytes.
     pub total_memory: u64,
 }
@@ -74,7 +74,7 @@ pub fn properties(shape: DeviceShape) -> DeviceProp {
     // run at call time here, in stream order, which is a valid schedule of overlapped work.
     p.deviceOverlap = 1;
     p.asyncEngineCount = 1;
-    p.multiProcessorCount = i32::try_from(shape.workers).unwrap_or(i32::MAX);
+    p.multiProcessorCount = i32::try_from(shape.multiprocessors).unwrap_or(i32::MAX);
     p.kernelExecTimeoutEnabled = 0;
     // Device memory is host memory.
     p.integrated = 1;
@@ -224,7 +224,7 @@ mod tests {
     fn shape() -> DeviceShape {
         DeviceShape {
             arch: 86,
-            workers: 6,
+            multiprocessors: 6,
             total_memory: 1 << 34,
         }
     }

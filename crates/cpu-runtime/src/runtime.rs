@@ -50,6 +50,7 @@ struct Runtime {
     registry: Mutex<Registry>,
     work: RwLock<()>,
     workers: OnceLock<Result<usize, config::ConfigError>>,
+    multiprocessors: OnceLock<Result<usize, config::ConfigError>>,
     memcheck: OnceLock<Result<bool, config::ConfigError>>,
 }
 
@@ -57,6 +58,7 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
     registry: Mutex::new(Registry::default()),
     work: RwLock::new(()),
     workers: OnceLock::new(),
+    multiprocessors: OnceLock::new(),
     memcheck: OnceLock::new(),
 });
 
@@ -83,11 +85,21 @@ pub fn synchronize_device() {
     exclusive(|| ());
 }
 
-/// Host threads per launch (and multiprocessors): `CUDA_FLUX_CPU_THREADS` or the host's.
+/// Host threads per launch: `CUDA_FLUX_CPU_THREADS` or the host's.
 pub fn workers() -> Result<usize> {
     RUNTIME
         .workers
         .get_or_init(config::workers_from_env)
+        .clone()
+        .map_err(|e| Failure::Fault(e.to_string()))
+}
+
+/// The emulated device's multiprocessors: `CUDA_FLUX_CPU_SMS` or a fixed default, independent
+/// of the host threads (a thread runs several resident CTAs in turn).
+pub fn multiprocessors() -> Result<usize> {
+    RUNTIME
+        .multiprocessors
+        .get_or_init(config::multiprocessors_from_env)
         .clone()
         .map_err(|e| Failure::Fault(e.to_string()))
 }
@@ -106,7 +118,7 @@ pub fn memcheck() -> Result<bool> {
 pub fn device_shape() -> Result<DeviceShape> {
     Ok(DeviceShape {
         arch: registry().arch(),
-        workers: workers()?,
+        multiprocessors: multiprocessors()?,
         total_memory: memory::host_memory().1,
     })
 }
@@ -354,6 +366,7 @@ unsafe fn launch_with(
         )
     };
     let workers = workers()?;
+    let multiprocessors = multiprocessors()?;
     let program = program_of(&module)?;
     let info = program
         .kernel(&function.name)
@@ -361,13 +374,14 @@ unsafe fn launch_with(
     if shared > dynamic_shared_limit(&function, info.static_shared_bytes) {
         return Err(CudaError::InvalidValue.into());
     }
-    if cooperative {
-        let threads = block.x * block.y * block.z;
-        let per_sm = device::max_active_blocks(threads, info.static_shared_bytes + shared);
-        let blocks = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
-        if blocks > u64::from(per_sm) * workers as u64 {
-            return Err(CudaError::CooperativeLaunchTooLarge.into());
-        }
+    let resident_per_sm = device::max_active_blocks(
+        block.x * block.y * block.z,
+        info.static_shared_bytes + shared,
+    ) as usize;
+    let ctas = usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
+        .unwrap_or(usize::MAX);
+    if cooperative && ctas > resident_per_sm.saturating_mul(multiprocessors) {
+        return Err(CudaError::CooperativeLaunchTooLarge.into());
     }
     let params = info.param_sizes.len();
     if params > 0 && args.is_null() {
@@ -377,25 +391,18 @@ unsafe fn launch_with(
     let args: Vec<*const u8> = (0..params)
         .map(|i| unsafe { *args.add(i) } as *const u8)
         .collect();
-    // A cooperative launch may synchronise its CTAs with each other (grid.sync(), or an
-    // inter-block barrier of its own), which only ends if all of them run at once, as they do
-    // on a GPU: one host thread per CTA (at most 32 per emulated multiprocessor, checked
-    // above), instead of `workers` threads taking CTAs one after the other.
-    // Other launches keep as many CTAs resident as the emulated device holds
+    // CTAs run on `workers` host threads, each running its resident CTAs in turn, and as many
+    // are kept resident as the emulated device holds
     // (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` × `multiProcessorCount`): ptx-sim makes
     // more of them resident when the running ones wait, so CTAs that wait for each other
     // without a cooperative launch (a persistent kernel's own barrier) work where a GPU of
-    // this shape runs them.
-    let resident_per_sm = device::max_active_blocks(
-        block.x * block.y * block.z,
-        info.static_shared_bytes + shared,
-    ) as usize;
-    let (workers, resident_ctas) = if cooperative {
-        let ctas = usize::try_from(u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z))
-            .unwrap_or(usize::MAX);
-        (ctas, ctas)
+    // this shape runs them, whatever the number of host threads. A cooperative launch (no
+    // larger than that, checked above) may synchronise all its CTAs (grid.sync()): all of
+    // them may be resident.
+    let resident_ctas = if cooperative {
+        ctas
     } else {
-        (workers, resident_per_sm.max(1).saturating_mul(workers))
+        resident_per_sm.max(1).saturating_mul(multiprocessors)
     };
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],

@@ -3,10 +3,13 @@
 //! barriers.
 //!
 //! **Residency.** A worker starts with one CTA. When its CTAs have run `ACTIVATE_ROUNDS`
-//! rounds (every runnable warp of each runs one slice) without one finishing, it makes another
-//! CTA resident, up to `LaunchConfig::resident_ctas` over all workers — as a GPU keeps as many
-//! CTAs resident as its multiprocessors hold. So CTAs that wait for other CTAs of the grid (a
-//! persistent kernel's inter-block barrier) make progress, and short CTAs run one at a time.
+//! rounds (every runnable warp of each runs one slice) without one finishing, it makes as many
+//! more CTAs resident as it runs (doubling them), up to `LaunchConfig::resident_ctas` over all
+//! workers — as a GPU keeps as many CTAs resident as its multiprocessors hold, however few
+//! workers there are. So CTAs that wait for other CTAs of the grid (a persistent kernel's
+//! inter-block barrier) make progress, a grid of n such CTAs being resident after about
+//! log2(n) waits (not n, whose rounds over ever more CTAs would add up quadratically), and
+//! short CTAs run one at a time.
 //!
 //! **No progress.** A warp *changes memory* when a store or atomic writes a value different
 //! from the one there (`red` reductions, which counter code uses, excepted), and when it
@@ -39,7 +42,7 @@ pub(crate) const SLICE_ACCESSES: u64 = 8;
 /// registers).
 pub(crate) const SLICE_INSTRUCTIONS: u64 = 1 << 14;
 
-/// Rounds without a CTA finishing after which a worker makes another CTA resident.
+/// Rounds without a CTA finishing after which a worker makes more CTAs resident.
 const ACTIVATE_ROUNDS: u64 = 256;
 
 /// Rounds without any change of memory in the grid after which a worker that cannot add a
@@ -240,9 +243,18 @@ fn worker_loop(
         if busy_rounds < ACTIVATE_ROUNDS {
             continue;
         }
-        // Long-running CTAs: give them company, as a GPU would have.
-        if let Some(index) = reserve_cta(grid) {
+        // Long-running CTAs: give them company, as a GPU would have: as many again as run
+        // here, while resident places and CTAs are left.
+        let running = slots.len();
+        let mut added = 0;
+        while added < running {
+            let Some(index) = reserve_cta(grid) else {
+                break;
+            };
             slots.push(start_cta(launch, index, spare.pop())?);
+            added += 1;
+        }
+        if added > 0 {
             busy_rounds = 0;
             continue;
         }

@@ -43,9 +43,9 @@ pub struct LaunchConfig {
     /// Host threads that run CTAs in parallel (at least 1).
     pub workers: usize,
     /// CTAs that may be resident at once, over all workers (at least `workers`): what the
-    /// emulated device holds. A worker runs one CTA at a time and makes another one resident
-    /// whenever its CTAs run long without one finishing, so that CTAs waiting for other CTAs
-    /// of the grid make progress, as on a GPU.
+    /// emulated device holds. A worker runs one CTA at a time and makes as many more resident
+    /// as it runs whenever its CTAs run long without one finishing, so that CTAs waiting for
+    /// other CTAs of the grid make progress, as on a GPU, with any number of workers.
     pub resident_ctas: usize,
 }
 
