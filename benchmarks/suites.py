@@ -6,6 +6,8 @@
         [--threads N] [--bin target/release] [--work-dir DIR] [--out FILE.md] [--title TEXT]
     benchmarks/suites.py compare A B [--rel R] [--abs A] [--skip-lines N] [--lines REGEX]
         [--binary f32|f64|i32|u32]
+    benchmarks/suites.py avi OUT --width W --height H --frames N [--seed S] [--disks N]
+        [--radius R] [--noise A]
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -21,6 +23,12 @@ same data as JSON next to it. python3 (3.11, for tomllib) standard library only.
 `compare` is the numeric comparison recipes use as their check: every number in A against the
 number at the same place in B, equal within `--abs` or `--rel` (relative to the larger
 magnitude); exit status 0 when all match, 1 with the first mismatch on stdout, 2 on bad input.
+
+`avi` writes an input for apps that read video (Rodinia heartwall and leukocyte read AVI files
+through avilib, and the suite ships none): an uncompressed AVI (RIFF 'AVI ', one video stream,
+8-bit frames in '00db' chunks, no index: readers scan the 'movi' list) of textured frames, with
+dark disks ("cells") if asked, whose content drifts a pixel or two per frame, deterministic for
+a seed.
 """
 
 import argparse
@@ -30,6 +38,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -211,6 +220,99 @@ def compare_main(argv):
             return 2
         texts.append("".join(line for line in lines if keep is None or keep.search(line)))
     return report_comparison(args, numbers_of(texts[0]), numbers_of(texts[1]))
+
+
+def avi_frames(width, height, frames, seed, disks=0, radius=10, noise=32):
+    """The frames of `avi`: 8-bit rows, top row first. A smooth pattern (a few sinusoids, with
+    bright rings a tracker can follow) plus fixed noise below `noise`, and `disks` dark disks
+    of `radius` pixels (cells, for a detector to find) at places fixed by the seed, all drifting
+    (t, t / 2) pixels at frame t."""
+    noise = bytes(((seed * 7919 + i * 2654435761) >> 13) % max(1, noise)
+                  for i in range(width * height))
+    place = random.Random(seed)
+    centres = [(place.uniform(radius, width - radius), place.uniform(radius, height - radius))
+               for _ in range(disks)]
+    result = []
+    for t in range(frames):
+        dx, dy = t, t / 2
+        inside = set()
+        for cx, cy in centres:
+            cx, cy = cx + dx, cy + dy
+            for y in range(max(0, int(cy - radius)), min(height, int(cy + radius) + 2)):
+                for x in range(max(0, int(cx - radius)), min(width, int(cx + radius) + 2)):
+                    if (x - cx) ** 2 + (y - cy) ** 2 <= radius * radius:
+                        inside.add(y * width + x)
+        rows = bytearray()
+        for y in range(height):
+            v = (y - dy) / height
+            for x in range(width):
+                u = (x - dx) / width
+                ring = math.sin(40 * math.hypot(u - 0.55, v - 0.6)) * 50
+                value = 110 + ring + 30 * math.sin(23 * u + seed) * math.cos(17 * v)
+                if y * width + x in inside:
+                    value = 20
+                rows.append(max(0, min(255, int(value) + noise[y * width + x])))
+        result.append(bytes(rows))
+    return result
+
+
+def avi_bytes(width, height, frames):
+    """An uncompressed AVI of 8-bit `frames` (bytes of width x height each)."""
+    def chunk(tag, data):
+        return tag + len(data).to_bytes(4, "little") + data + b"\0" * (len(data) % 2)
+
+    def words(*values):
+        return b"".join(v.to_bytes(4, "little") for v in values)
+
+    frame_bytes = width * height
+    # AVIMAINHEADER: usec/frame, max bytes/s, padding, flags, frames, initial, streams,
+    # buffer size, width, height, reserved.
+    avih = words(40000, 25 * frame_bytes, 0, 0, len(frames), 0, 1, frame_bytes, width, height,
+                 0, 0, 0, 0)
+    # AVISTREAMHEADER: type, handler, flags, priority+language, initial frames, scale, rate,
+    # start, length, buffer size, quality, sample size, frame rectangle.
+    strh = b"vids" + b"\0\0\0\0" + words(0, 0, 0, 1, 25, 0, len(frames), frame_bytes,
+                                           0xFFFFFFFF, 0, 0, 0)
+    # BITMAPINFOHEADER: size, width, height, planes and bits (1, 8), compression (BI_RGB),
+    # image size, resolution, colours used and important.
+    strf = words(40, width, height) + (1).to_bytes(2, "little") + (8).to_bytes(2, "little") \
+        + words(0, frame_bytes, 0, 0, 256, 0)
+    strl = b"LIST" + (4 + len(chunk(b"strh", strh)) + len(chunk(b"strf", strf))).to_bytes(
+        4, "little") + b"strl" + chunk(b"strh", strh) + chunk(b"strf", strf)
+    hdrl = b"hdrl" + chunk(b"avih", avih) + strl
+    movi = b"movi" + b"".join(chunk(b"00db", frame) for frame in frames)
+    body = b"AVI " + chunk(b"LIST", hdrl) + chunk(b"LIST", movi)
+    return chunk(b"RIFF", body)
+
+
+def avi_main(argv):
+    parser = argparse.ArgumentParser(prog="suites.py avi")
+    parser.add_argument("out")
+    parser.add_argument("--width", type=int, required=True)
+    parser.add_argument("--height", type=int, required=True)
+    parser.add_argument("--frames", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--disks", type=int, default=0, help="dark disks (cells) to draw")
+    parser.add_argument("--radius", type=int, default=10, help="their radius in pixels")
+    parser.add_argument("--noise", type=int, default=32, help="noise amplitude (0 to 255)")
+    args = parser.parse_args(argv)
+    if not (1 <= args.width <= 4096 and 1 <= args.height <= 4096 and 1 <= args.frames <= 1000
+            and 0 <= args.disks <= 1000 and 1 <= args.radius <= 1000 and 0 <= args.noise <= 255):
+        print("avi: --width and --height must be 1 to 4096, --frames 1 to 1000, --disks 0 to "
+              "1000, --radius 1 to 1000, --noise 0 to 255")
+        return 2
+    data = avi_bytes(args.width, args.height,
+                     avi_frames(args.width, args.height, args.frames, args.seed, args.disks,
+                                args.radius, args.noise))
+    partial = args.out + ".partial"
+    try:
+        with open(partial, "wb") as handle:
+            handle.write(data)
+        os.replace(partial, args.out)
+    except OSError as error:
+        print(f"avi: cannot write {args.out}: {error.strerror}")
+        return 2
+    return 0
 
 
 def report_comparison(args, got, want):
@@ -618,6 +720,8 @@ def main(argv):
     signal.signal(signal.SIGTERM, interrupted)
     if argv and argv[0] == "compare":
         return compare_main(argv[1:])
+    if argv and argv[0] == "avi":
+        return avi_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", action="append", default=[], metavar="NAME=PATH",
                         help="a local checkout of a suite named in the recipes (repeatable)")
