@@ -431,7 +431,7 @@ def run_app(app, defaults, context):
         return row
     work = os.path.join(context["work"], "apps", app["suite"], app["name"])
     os.makedirs(work, exist_ok=True)
-    timeout = app.get("timeout", defaults.get("timeout", context["timeout"]))
+    timeout = app.get("timeout", context["step_timeout"])
     base = environment(os.environ, {
         "PATH": f"{context['prefix']}/bin:{context['bin']}:{os.environ.get('PATH', '')}",
         "CUDA_FLUX_TARGET": "cpu", "CF_PREFIX": context["prefix"], "CF_SUITE": suite_root,
@@ -681,8 +681,8 @@ def write_report(rows, context, out_path):
     os.replace(tmp, out_path)
     json_path = os.path.splitext(out_path)[0] + ".json"
     with open(json_path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump({"context": {k: v for k, v in context.items() if k != "log"}, "summary": totals,
-                   "apps": rows}, handle, indent=1)
+        kept = {k: v for k, v in context.items() if k not in ("log", "step_timeout")}
+        json.dump({"context": kept, "summary": totals, "apps": rows}, handle, indent=1)
     os.replace(json_path + ".tmp", json_path)
 
 
@@ -701,7 +701,7 @@ def updated_context(previous, apps, chosen, context):
                     "load": context["load_start"],
                     "apps": sorted(f"{suite}/{name}" for suite, name in now)})
     first["updates"] = updates
-    for key in ("log", "prefix", "suites", "work"):
+    for key in ("log", "prefix", "suites", "work", "step_timeout"):
         first[key] = context[key]
     return kept, first
 
@@ -729,7 +729,9 @@ def main(argv):
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME",
                         help="apps to run: NAME or SUITE/NAME")
     parser.add_argument("--skip", nargs="+", default=[], metavar="NAME")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per step (default: the recipes' [defaults], else 120); "
+                             "a recipe's own limit still wins")
     parser.add_argument("--threads", type=int, default=1,
                         help="CUDA_FLUX_CPU_THREADS and OMP_NUM_THREADS (default 1)")
     parser.add_argument("--bin", default=os.path.join(ROOT, "target", "release"),
@@ -808,12 +810,16 @@ def main(argv):
         if not (args.reuse and os.path.isdir(copies[name])):
             log(f"suites: copying {suites[name]} to {copies[name]}")
             copy_suite(suites[name], copies[name])
+    step_timeout = args.timeout if args.timeout is not None else defaults.get("timeout", 120.0)
     context = {
         "title": args.title, "date": datetime.date.today().isoformat(),
         "machine": machine_description(), "commit": git_commit(ROOT) or "unknown",
         "bin": os.path.abspath(args.bin), "prefix": prefix, "suites": copies,
         "suite_args": {name: suites[name] for name in copies}, "work": work,
-        "threads": str(args.threads), "timeout": args.timeout,
+        "threads": str(args.threads),
+        # Seconds per step of this run; "timeout", what the table says, stays the first run's
+        # when it is updated.
+        "step_timeout": step_timeout, "timeout": step_timeout,
         "recipes": os.path.abspath(args.recipes), "load_start": os.getloadavg()[0],
         "load_end": os.getloadavg()[0], "log": log,
     }

@@ -4,7 +4,8 @@
     python3 benchmarks/tests/test_suites.py      (after cargo build --workspace)
 
 1. The committed recipes (suites.toml) load; malformed recipe files are refused with the reason.
-2. `suites.py compare` on hand-made files: tolerances, count mismatches, --lines, --binary.
+2. `suites.py compare` on hand-made files: tolerances, count mismatches, --lines, --binary;
+   `suites.py avi` read back by a RIFF walker of the test's own.
 3. The harness end to end on tests/mini-suite, a stand-in suite with one real CUDA app built
    through the CPU-target prefix (a g++ link with -lcudart, as Rodinia's Makefiles do) and a C
    version of it: the rows must say what happened (built, ran, checked, compared, timed out,
@@ -129,6 +130,74 @@ def interpreter_thread_instructions(program, cwd):
     return {k["name"]: k["thread_instructions"] for k in kernels}
 
 
+def riff_chunks(data, start, end):
+    """(tag, payload start, payload length) of the RIFF chunks in data[start:end]."""
+    chunks, at = [], start
+    while at < end:
+        if at + 8 > end:
+            raise ValueError(f"a chunk header runs past its list at {at}")
+        tag, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        if at + 8 + size > end:
+            raise ValueError(f"chunk {tag!r} at {at} runs past its list")
+        chunks.append((tag, at + 8, size))
+        at += 8 + size + size % 2
+    return chunks
+
+
+def test_avi():
+    """`suites.py avi`: walked as RIFF by the reader below (what avilib needs: an 'AVI ' RIFF, a
+    'hdrl' list with the video stream's 'strh' and 'strf', a 'movi' list of '00db' frames),
+    its header fields and frames must be those asked for, the disks dark, consecutive frames
+    different (the drift); bad arguments are refused with one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "v.avi")
+        width, height, frames = 33, 20, 3
+        run = subprocess.run([sys.executable, os.path.join(BENCH, "suites.py"), "avi", path,
+                              "--width", str(width), "--height", str(height), "--frames",
+                              str(frames), "--disks", "2", "--radius", "4", "--noise", "8"],
+                             capture_output=True, text=True)
+        expect(run.returncode == 0, f"avi: exit status {run.returncode} ({run.stdout})")
+        data = open(path, "rb").read()
+        expect(data[:4] == b"RIFF" and data[8:12] == b"AVI "
+               and int.from_bytes(data[4:8], "little") == len(data) - 8,
+               "avi: a RIFF 'AVI ' file whose size field covers the rest")
+        try:
+            top = riff_chunks(data, 12, len(data))
+            lists = {data[s:s + 4]: (s + 4, s + n) for tag, s, n in top if tag == b"LIST"}
+            hdrl = riff_chunks(data, *lists[b"hdrl"])
+            strl = [(s, n) for tag, s, n in hdrl if tag == b"LIST" and data[s:s + 4] == b"strl"]
+            stream = {tag: data[s:s + n] for tag, s, n in riff_chunks(data, strl[0][0] + 4,
+                                                                       sum(strl[0]))}
+            movi = riff_chunks(data, *lists[b"movi"])
+        except (KeyError, IndexError, ValueError) as error:
+            expect(False, f"avi: not the RIFF structure a reader walks ({error!r})")
+            return
+        word = lambda b, at: int.from_bytes(b[at:at + 4], "little")  # noqa: E731
+        strh, strf = stream.get(b"strh", b""), stream.get(b"strf", b"")
+        expect(strh[:4] == b"vids" and word(strh, 32) == frames and word(strh, 20) > 0,
+               "avi: 'strh' is a video stream with the frame count at offset 32")
+        expect(len(strf) == 40 and (word(strf, 4), word(strf, 8)) == (width, height)
+               and int.from_bytes(strf[14:16], "little") == 8,
+               "avi: 'strf' has the width, height and 8 bits per pixel")
+        expect([tag for tag, _, _ in movi] == [b"00db"] * frames
+               and all(n == width * height for _, _, n in movi),
+               "avi: one '00db' chunk of width x height bytes per frame")
+        got = [data[s:s + n] for _, s, n in movi]
+        want = suites.avi_frames(width, height, frames, 1, 2, 4, 8)
+        expect(got == want, "avi: the frames written are avi_frames'")
+        expect(got[0] != got[1], "avi: the content drifts between frames")
+        expect(min(got[0]) < 20 + 8 and max(got[0]) > 60,
+               "avi: dark disks on a brighter pattern")
+        for bad in (["--width", "0", "--height", "2", "--frames", "1"],
+                    ["--width", "2", "--height", "2", "--frames", "1", "--noise", "300"]):
+            run = subprocess.run([sys.executable, os.path.join(BENCH, "suites.py"), "avi",
+                                  os.path.join(tmp, "bad.avi"), *bad],
+                                 capture_output=True, text=True)
+            expect(run.returncode == 2 and run.stdout.count("\n") == 1
+                   and not os.path.exists(os.path.join(tmp, "bad.avi")),
+                   f"avi {bad}: refused with one line, nothing written ({run.stdout})")
+
+
 def test_end_to_end():
     bin_dir = os.environ.get("CUDA_FLUX_BIN", os.path.join(ROOT, "target", "debug"))
     if not os.access(os.path.join(bin_dir, "cuda-flux-nvcc"), os.X_OK):
@@ -172,30 +241,38 @@ def test_end_to_end():
         slow = rows["slow"]
         expect(slow["ran"] is False and slow["error"] == "run: timeout after 1 s",
                f"slow: timed out ({slow})")
+        patient = rows["patient"]
+        expect(patient["ran"] is True,
+               f"patient: ran within the [defaults] limit ({patient})")
         skipped = rows["skipped"]
         expect(skipped["built"] is None and skipped["error"] == "not run: no input shipped",
                f"skipped: reason given ({skipped})")
         with open(out) as handle:
             table = handle.read()
         expect("| mini | add | yes | yes | yes | 1 | 3 |" in table, "the Markdown row of add")
-        expect("5 apps in the recipes, 4 attempted, 3 built, 2 ran to completion, 1 correct"
+        expect("6 apps in the recipes, 5 attempted, 4 built, 3 ran to completion, 1 correct"
                in table, f"the summary line: {table[:1500]}")
-        # --update: re-running one app replaces its row and keeps the others, in recipe order.
+        # --update: re-running apps replaces their rows and keeps the others, in recipe order;
+        # --timeout overrides [defaults] but not a recipe's own limit.
         result = subprocess.run(
             [sys.executable, os.path.join(BENCH, "suites.py"),
              "--suite", f"mini={os.path.join(HERE, 'mini-suite')}",
              "--recipes", os.path.join(HERE, "mini-suite", "recipes.toml"), "--bin", bin_dir,
-             "--work-dir", os.path.join(work, "w2"), "--out", out, "--update", "--only", "slow"],
+             "--work-dir", os.path.join(work, "w2"), "--out", out, "--update", "--timeout", "1.5",
+             "--only", "slow", "patient"],
             capture_output=True, text=True)
         expect(result.returncode == 0, f"--update exit status 0: {result.stderr[-2000:]}")
         with open(os.path.splitext(out)[0] + ".json") as handle:
             again = json.load(handle)["apps"]
-        expect([r["app"] for r in again] == ["add", "mismatch", "broken", "slow", "skipped"]
+        expect([r["app"] for r in again]
+               == ["add", "mismatch", "broken", "slow", "patient", "skipped"]
                and again[0] == add and again[3]["error"] == "run: timeout after 1 s",
                f"--update keeps the other rows in recipe order ({[r['app'] for r in again]})")
+        expect(again[4]["ran"] is False and again[4]["error"] == "run: timeout after 1.5 s",
+               f"--timeout 1.5 applies to an app without a limit of its own ({again[4]})")
         with open(out) as handle:
             updated = handle.read()
-        expect("Re-run with `--update`" in updated and "): mini/slow." in updated
+        expect("Re-run with `--update`" in updated and "): mini/patient, mini/slow." in updated
                and "| mini | add | yes | yes | yes | 1 | 3 |" in updated,
                f"the updated table names the re-run app and keeps the others: {updated[:1500]}")
 
@@ -203,6 +280,7 @@ def test_end_to_end():
 def main():
     test_recipes()
     test_compare()
+    test_avi()
     test_end_to_end()
     if FAILURES:
         print(f"test_suites: {len(FAILURES)} failure(s)")
