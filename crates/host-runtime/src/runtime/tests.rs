@@ -305,6 +305,7 @@ fn snapshot(arch: u32) -> Snapshot {
         copied_counts: Vec::new(),
         thread_flows: Vec::new(),
         warp_differences: Vec::new(),
+        packed_counts: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -1379,4 +1380,55 @@ fn a_per_thread_launch_queues_the_runtimes_work_on_the_per_thread_stream() {
             ("record", STREAM_PER_THREAD)
         ]
     );
+}
+
+#[test]
+fn packed_counters_split_the_banks_of_a_grid_too_large_for_them() {
+    let config = |mode: &str| {
+        let env = [("CUDA_FLUX_MODE", mode), ("CUDA_FLUX_BANKS", "32")];
+        let get = |name: &str| {
+            env.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| std::ffi::OsString::from(v))
+        };
+        Config::parse(get, 1, None).0
+    };
+    let all = config("all");
+    let dim = |x, y, z| Dim3 { x, y, z };
+    let plain = BankLayout {
+        count: 32,
+        param: 31,
+    };
+    // One thread short of 2^32: one bank per streaming multiprocessor, as without packing.
+    let (block, just_below) = (dim(1024, 1, 1), dim((1 << 22) - 1, 1, 1));
+    assert_eq!(BankLayout::of(&all, just_below, block, true), Ok(plain));
+    // 2^32 threads: ranges of 2^21 CTAs (2^31 threads), two of them, 32 banks each.
+    let at_limit = dim(1 << 22, 1, 1);
+    let ranged = BankLayout::of(&all, at_limit, block, true).unwrap();
+    assert_eq!(ranged.count, 64);
+    assert_eq!(ranged.param, device_runtime::ranged_banks_param(31, 21));
+    assert_eq!(
+        ranged.param >> device_runtime::MODE_SHIFT,
+        device_runtime::MODE_RANGES
+    );
+    // Without packed counters, or where the mode counts one CTA, no ranges are needed.
+    assert_eq!(BankLayout::of(&all, at_limit, block, false), Ok(plain));
+    let cta = BankLayout::of(&config("cta"), at_limit, block, true).unwrap();
+    assert_eq!(cta.count, 32);
+    // Odd shapes: a range never holds 2^32 threads, and covers every CTA.
+    for (grid, block) in [
+        (dim(5_000_000, 7, 3), dim(33, 2, 1)),
+        (dim(u32::MAX >> 1, 3, 1), dim(1, 1, 1)),
+    ] {
+        let layout = BankLayout::of(&all, grid, block, true).unwrap();
+        let shift = (layout.param >> device_runtime::RANGE_SHIFT_BIT) & 63;
+        let cta_threads = u64::from(block.x * block.y * block.z);
+        assert!((1u64 << shift) * cta_threads < device_runtime::PACKED_THREADS_LIMIT);
+        let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+        assert!((layout.count as u64 / 32) << shift >= ctas);
+    }
+    // A grid that would need more banks than allowed is not counted, and says why.
+    let huge = dim(u32::MAX >> 1, 65535, 65535);
+    let refused = BankLayout::of(&all, huge, block, true).unwrap_err();
+    assert!(refused.contains("counter banks"), "{refused}");
 }
