@@ -29,6 +29,9 @@ struct Fake {
     clone_launch_fails: bool,
     capturing: bool,
     events_never_ready: bool,
+    /// Blocks whose counts the clone adds packed (threads + warps x 2^32 to the first
+    /// counter), as device-runtime's `packed_update` does.
+    packed: Vec<usize>,
     state: Mutex<FakeState>,
 }
 
@@ -199,7 +202,7 @@ impl Cuda for Fake {
         &self,
         kind: LaunchKind,
         func: usize,
-        _grid: Dim3,
+        grid: Dim3,
         _block: Dim3,
         args: *mut *mut c_void,
         _shared_bytes: usize,
@@ -227,14 +230,38 @@ impl Cuda for Fake {
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
             let blocks = PER_BLOCK.len();
-            // The low 24 bits are the bank mask (count - 1); the top byte is the mode.
-            let banks = (banks & 0xFF_FFFF) as usize + 1;
+            // The low 24 bits are the bank mask (count - 1) and the top byte the mode; ranged
+            // banks (device-runtime's MODE_RANGES) are ranges of CTA ids times SM banks, and
+            // the second half of each count goes to the last range's last bank.
+            let banks = if banks >> device_runtime::MODE_SHIFT == device_runtime::MODE_RANGES {
+                let mask = banks & ((1 << device_runtime::RANGE_SHIFT_BIT) - 1);
+                let shift = (banks >> device_runtime::RANGE_SHIFT_BIT) & 63;
+                let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+                (ctas.div_ceil(1 << shift) * u64::from(mask + 1)) as usize
+            } else {
+                (banks & 0xFF_FFFF) as usize + 1
+            };
+            assert!(
+                memory.len() >= banks * blocks * 2,
+                "the buffer holds every bank"
+            );
+            let packed = |t: u64, w: u64| t + (w << 32);
             for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
-                let second = (b + 1) % banks;
-                memory[b * 2] += t / 2;
-                memory[b * 2 + 1] += w / 2;
-                memory[(second * blocks + b) * 2] += t - t / 2;
-                memory[(second * blocks + b) * 2 + 1] += w - w / 2;
+                let second = if banks > 2 {
+                    banks - 1
+                } else {
+                    (b + 1) % banks
+                };
+                let halves = [(0, t / 2, w / 2), (second, t - t / 2, w - w / 2)];
+                for (bank, t, w) in halves {
+                    let at = (bank * blocks + b) * 2;
+                    if self.packed.contains(&b) {
+                        memory[at] += packed(t, w);
+                    } else {
+                        memory[at] += t;
+                        memory[at + 1] += w;
+                    }
+                }
             }
         } else {
             let all = unsafe { std::slice::from_raw_parts(args, params) };
@@ -1431,4 +1458,41 @@ fn packed_counters_split_the_banks_of_a_grid_too_large_for_them() {
     let huge = dim(u32::MAX >> 1, 65535, 65535);
     let refused = BankLayout::of(&all, huge, block, true).unwrap_err();
     assert!(refused.contains("counter banks"), "{refused}");
+}
+
+#[test]
+fn packed_counts_are_split_with_plain_and_with_ranged_banks() {
+    // Block 1 packed; a launch of 256 threads (plain banks) and one of 2^32 threads (ranged
+    // banks: two ranges of 2^21 CTAs, 32 banks each). Both record the counts the clone wrote.
+    let s = setup(
+        Fake {
+            packed: vec![1],
+            ..Fake::gpu(70)
+        },
+        &[("CUDA_FLUX_BANKS", "32")],
+    );
+    let mut packed = snapshot(70);
+    packed.packed_counts = vec![1];
+    s.runtime.register(ORIGINAL, CLONE, &json(&packed));
+    let small = launch_on(&s.runtime, ORIGINAL, dim(4, 1, 1), dim(64, 1, 1), 0).0;
+    let huge = launch_on(&s.runtime, ORIGINAL, dim(1 << 22, 1, 1), dim(1024, 1, 1), 0).0;
+    assert_eq!((small, huge), (SUCCESS, SUCCESS));
+    s.runtime.exit();
+    assert!(messages(&s).is_empty(), "{:?}", messages(&s));
+    let params: Vec<u32> = s
+        .runtime
+        .cuda
+        .st()
+        .clone_extras
+        .iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(params, [31, device_runtime::ranged_banks_param(31, 21)]);
+    let (report, _) = read_report(&s.output);
+    for launch in &report.kernels[0].launches {
+        assert!(launch.instrumented, "{:?}", launch.reason);
+        let counts = launch.block_counts.as_ref().expect("counts");
+        assert_eq!(counts.threads, [64, 512, 60]);
+        assert_eq!(counts.warps, [2, 16, 2]);
+    }
 }
