@@ -396,14 +396,9 @@ unsafe fn launch_with(
     // (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` × `multiProcessorCount`): ptx-sim makes
     // more of them resident when the running ones wait, so CTAs that wait for each other
     // without a cooperative launch (a persistent kernel's own barrier) work where a GPU of
-    // this shape runs them, whatever the number of host threads. A cooperative launch (no
-    // larger than that, checked above) may synchronise all its CTAs (grid.sync()): all of
-    // them may be resident.
-    let resident_ctas = if cooperative {
-        ctas
-    } else {
-        resident_per_sm.max(1).saturating_mul(multiprocessors)
-    };
+    // this shape runs them, whatever the number of host threads. A cooperative launch is no
+    // larger than that (checked above), so all its CTAs may be resident: grid.sync() works.
+    let resident_ctas = resident_per_sm.max(1).saturating_mul(multiprocessors);
     let config = LaunchConfig {
         grid: [grid.x, grid.y, grid.z],
         block: [block.x, block.y, block.z],
