@@ -116,6 +116,9 @@ pub fn memcheck() -> Result<bool> {
 
 /// The emulated device's shape now.
 pub fn device_shape() -> Result<DeviceShape> {
+    // The shape does not depend on the host threads, but a bad CUDA_FLUX_CPU_THREADS is
+    // reported at the first device query all the same, not only at the first launch.
+    workers()?;
     Ok(DeviceShape {
         arch: registry().arch(),
         multiprocessors: multiprocessors()?,

@@ -181,7 +181,7 @@ static void device_queries() {
     EXPECT(prop.sharedMemPerBlock == 48 * 1024);
     EXPECT(prop.sharedMemPerBlockOptin == 227 * 1024);
     EXPECT(prop.regsPerBlock == 65536);
-    EXPECT(prop.multiProcessorCount == 3);
+    EXPECT(prop.multiProcessorCount == 5);
     EXPECT(prop.totalGlobalMem > 0);
     EXPECT(prop.unifiedAddressing == 1 && prop.canMapHostMemory == 1 && prop.managedMemory == 1);
     EXPECT(prop.reservedSharedMemPerBlock == 0);
@@ -189,7 +189,7 @@ static void device_queries() {
 
     int value = -1;
     OK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0));
-    EXPECT(value == 3);
+    EXPECT(value == 5);
     OK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 0));
     EXPECT(value == 7);
     OK(cudaDeviceGetAttribute(&value, cudaDevAttrMaxBlockDimZ, 0));
@@ -484,6 +484,12 @@ int main(int argc, char** argv) {
         std::printf("unreachable %d\n", (int)e);
         return 0;
     }
+    if (argc > 1 && std::strcmp(argv[1], "sms") == 0) {
+        int value = -1;
+        OK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0));
+        std::printf("multiprocessors %d\n", value);
+        return 0;
+    }
     device_queries();
     memory();
     streams_and_events();
@@ -498,7 +504,12 @@ int main(int argc, char** argv) {
 fn api_calls_behave_like_cudart() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path(), "api", &format!("{PRELUDE}{API_PROGRAM}"), true);
-    let output = run(&exe, &[], &[("CUDA_FLUX_CPU_THREADS", "3")]);
+    // The multiprocessors are CUDA_FLUX_CPU_SMS's, not the host threads'.
+    let output = run(
+        &exe,
+        &[],
+        &[("CUDA_FLUX_CPU_THREADS", "3"), ("CUDA_FLUX_CPU_SMS", "5")],
+    );
     let stdout = expect_success(&output);
     assert!(stdout.contains("failures 0"), "{stdout}");
     // The one note: the mipmapped-array texture the program asked for.
@@ -508,7 +519,25 @@ fn api_calls_behave_like_cudart() {
          the CPU target\n"
     );
 
-    // A bad CUDA_FLUX_CPU_THREADS stops the program with one line, status 1.
+    // Without CUDA_FLUX_CPU_SMS: 16, with any number of host threads.
+    for threads in ["1", "7"] {
+        let output = run(&exe, &["sms"], &[("CUDA_FLUX_CPU_THREADS", threads)]);
+        assert_eq!(expect_success(&output), "multiprocessors 16\n");
+    }
+
+    // A bad CUDA_FLUX_CPU_SMS or CUDA_FLUX_CPU_THREADS stops the program with one line,
+    // status 1.
+    for bad in ["0", "1025"] {
+        let output = run(&exe, &["sms"], &[("CUDA_FLUX_CPU_SMS", bad)]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(output.stdout.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!(
+                "cuda-flux cpu: CUDA_FLUX_CPU_SMS must be an integer from 1 to 1024, not `{bad}`\n"
+            )
+        );
+    }
     for bad in ["0", "lots"] {
         let output = run(&exe, &["props"], &[("CUDA_FLUX_CPU_THREADS", bad)]);
         assert_eq!(output.status.code(), Some(1));

@@ -54,7 +54,10 @@ pub fn build(dir: &Path, name: &str, source: &str, link: bool) -> PathBuf {
 /// Runs `exe` with `args` and environment `env`.
 pub fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(exe);
-    command.args(args).env_remove("CUDA_FLUX_CPU_THREADS");
+    command
+        .args(args)
+        .env_remove("CUDA_FLUX_CPU_THREADS")
+        .env_remove("CUDA_FLUX_CPU_SMS");
     for (key, value) in env {
         command.env(key, value);
     }
