@@ -227,7 +227,7 @@ def avi_frames(width, height, frames, seed, disks=0, radius=10, noise=32):
     bright rings a tracker can follow) plus fixed noise below `noise`, and `disks` dark disks
     of `radius` pixels (cells, for a detector to find) at places fixed by the seed, all drifting
     (t, t / 2) pixels at frame t."""
-    noise = bytes(((seed * 7919 + i * 2654435761) >> 13) % max(1, noise)
+    grain = bytes(((seed * 7919 + i * 2654435761) >> 13) % max(1, noise)
                   for i in range(width * height))
     place = random.Random(seed)
     centres = [(place.uniform(radius, width - radius), place.uniform(radius, height - radius))
@@ -251,7 +251,7 @@ def avi_frames(width, height, frames, seed, disks=0, radius=10, noise=32):
                 value = 110 + ring + 30 * math.sin(23 * u + seed) * math.cos(17 * v)
                 if y * width + x in inside:
                     value = 20
-                rows.append(max(0, min(255, int(value) + noise[y * width + x])))
+                rows.append(max(0, min(255, int(value) + grain[y * width + x])))
         result.append(bytes(rows))
     return result
 
@@ -311,6 +311,10 @@ def avi_main(argv):
         os.replace(partial, args.out)
     except OSError as error:
         print(f"avi: cannot write {args.out}: {error.strerror}")
+        try:
+            os.remove(partial)
+        except OSError:
+            pass
         return 2
     return 0
 
