@@ -513,7 +513,8 @@ impl Driver {
         let dir = self.work.path();
         // Device and host compilations must agree on the names clang gives a unit's static
         // kernels and variables (`__intern__<hash>`), which follow its `-cuid`.
-        let cuid = format!("-cuid={}", unit_id(source, object));
+        let unit = unit_id(source, object);
+        let cuid = format!("-cuid={unit}");
         let mut archs = Vec::new();
         for arch in &self.args.archs {
             let ptx = dir.join(format!("{stem}.{arch}.ptx"));
@@ -534,7 +535,7 @@ impl Driver {
                 });
             }
         }
-        let relocatable = self.relocatable_fat_binary(&stem)?;
+        let relocatable = self.relocatable_fat_binary(&stem, source, &unit, &archs)?;
         let host_ir = dir.join(format!("{stem}.host.bc"));
         let mut command = self.host_compile(&relocatable);
         // clang's driver hands `-cuid` to device compilations only: the host one gets it
@@ -612,16 +613,25 @@ impl Driver {
     /// What a separately compiled unit's host code embeds as its relocatable device code: the
     /// fat binary clang would embed (relocatable SASS and PTX of every architecture, from the
     /// unit's uninstrumented PTX), so that a device link by nvlink (CMake's for clang) can read
-    /// the object; cuda-flux's own device link uses the unit's record instead. Without ptxas
-    /// and fatbinary (CPU target), an empty stand-in.
-    fn relocatable_fat_binary(&self, stem: &str) -> Result<PathBuf> {
+    /// the object; cuda-flux's own device link uses the unit's record instead. Each cubin
+    /// carries the unit's record for its architecture as a device variable (named after
+    /// `unit`, the unit's `-cuid`), which reaches the cubin nvlink links: the driver's compile
+    /// of CMake's `crt/link.stub` reads it there (`compile_link_stub`). Without ptxas and
+    /// fatbinary (CPU target), an empty stand-in.
+    fn relocatable_fat_binary(
+        &self,
+        stem: &str,
+        source: &Path,
+        unit: &str,
+        archs: &[ptx_sim::image::ArchPtx],
+    ) -> Result<PathBuf> {
         let dir = self.work.path();
         let fatbin = dir.join(format!("{stem}.relocatable.fatbin"));
         let mut command = Command::new(&self.tools.fatbinary);
         command.args(["-64", "--create"]).arg(&fatbin);
         if self.dry_run {
             for arch in &self.args.archs {
-                let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+                let ptx = dir.join(format!("{stem}.{arch}.relocatable.ptx"));
                 let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
                 self.show(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"));
             }
@@ -629,16 +639,28 @@ impl Driver {
             return Ok(fatbin);
         }
         let mut assembled = true;
-        for arch in &self.args.archs {
+        for (arch, arch_ptx) in self.args.archs.iter().zip(archs) {
             let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let relocatable_ptx = dir.join(format!("{stem}.{arch}.relocatable.ptx"));
+            let record = rdc::UnitRecord {
+                module_id: String::new(),
+                source: source.to_string_lossy().into_owned(),
+                archs: vec![arch_ptx.clone()],
+            };
+            let text = format!("{}{}", arch_ptx.ptx, rdc::unit_record_ptx(unit, &record));
+            std::fs::write(&relocatable_ptx, text)
+                .with_context(|| format!("cannot write {}", relocatable_ptx.display()))?;
             let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
-            let mut ptxas = self.ptxas(arch, &ptx, &cubin);
+            let mut ptxas = self.ptxas(arch, &relocatable_ptx, &cubin);
             ptxas.arg("--compile-only");
             // Its messages are for the GPU target's second run below.
             let ok = ptxas.output().is_ok_and(|o| o.status.success());
             if !ok && self.target == Target::Gpu {
                 // As clang -fgpu-rdc would: its error is the user's.
-                self.run(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
+                self.run(
+                    self.ptxas(arch, &relocatable_ptx, &cubin)
+                        .arg("--compile-only"),
+                )?;
             }
             assembled &= ok;
             let number = arch.trim_start_matches("sm_");
@@ -669,10 +691,27 @@ impl Driver {
                 .any(|f| f.starts_with("-DREGISTERLINKBINARYFILE="))
     }
 
-    /// CUDA's `crt/link.stub`, compiled as clang compiles it, with its registration functions
-    /// made weak (`objcopy`) and the note of [`rdc::link_stub_note_source`] merged in: a
-    /// cuda-flux device link overrides it, a foreign final link keeps nvlink's device code.
+    /// CUDA's `crt/link.stub`, compiled for a device link nvlink made (CMake's separable
+    /// compilation with clang): when every unit nvlink linked carries its record in nvlink's
+    /// cubin (`relocatable_fat_binary`), the object is cuda-flux's device link of those units
+    /// instead ([`Driver::link_units`]), whatever makes the final link. Otherwise (a unit of
+    /// another compiler among them), link.stub compiled as clang compiles it, with its
+    /// registration functions made weak (`objcopy`) and the note of
+    /// [`rdc::link_stub_note_source`] merged in: a cuda-flux device link at the final link
+    /// overrides it, a foreign final link keeps nvlink's device code and says so at run time.
     fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        if !self.dry_run {
+            match self.nvlink_units() {
+                Ok((units, module_ids)) => {
+                    let units: Vec<&rdc::UnitRecord> = units.iter().collect();
+                    return self.link_units(&units, &module_ids, object);
+                }
+                Err(why) => warn(format!(
+                    "the device link nvlink made cannot be instrumented: {why}; its device code \
+                     runs uninstrumented, unless a cuda-flux final link makes the device link"
+                )),
+            }
+        }
         let dir = self.work.path();
         let stem = format!("{index}-link-stub");
         let compiled = dir.join(format!("{stem}.o"));
@@ -719,6 +758,35 @@ impl Driver {
         self.merge_carried(&[weakened, note], object)
     }
 
+    /// The units of the device link nvlink made for the `crt/link.stub` being compiled: the
+    /// module ids of its register file (`-DREGISTERLINKBINARYFILE`), the records in the cubin
+    /// it wrote for each architecture beside that file (CMake's `<dir>/sm_XX.cubin`).
+    fn nvlink_units(&self) -> Result<(Vec<rdc::UnitRecord>, Vec<String>)> {
+        let register_file = self
+            .args
+            .flags
+            .iter()
+            .find_map(|f| f.strip_prefix("-DREGISTERLINKBINARYFILE="))
+            .map(|value| PathBuf::from(value.trim_matches('"')))
+            .context("no -DREGISTERLINKBINARYFILE")?;
+        let text = std::fs::read_to_string(&register_file)
+            .with_context(|| format!("cannot read {}", register_file.display()))?;
+        let module_ids = rdc::register_file_module_ids(&text).with_context(|| {
+            format!("{} is not an nvlink register file", register_file.display())
+        })?;
+        let dir = register_file.parent().unwrap_or(Path::new("."));
+        let mut cubins = Vec::new();
+        for arch in &self.args.archs {
+            let cubin = dir.join(format!("{arch}.cubin"));
+            let bytes = std::fs::read(&cubin)
+                .with_context(|| format!("cannot read nvlink's cubin {}", cubin.display()))?;
+            let records = rdc::cubin_unit_records(&bytes, &cubin.display().to_string())?;
+            cubins.push((arch.clone(), records));
+        }
+        let units = rdc::nvlink_device_link(&module_ids, cubins)?;
+        Ok((units, module_ids))
+    }
+
     /// The device link of the final link: when `objects` (and the static archives among the
     /// link's inputs) hold separately compiled units that no device-link object among them
     /// links, links them into a device-link object and returns it.
@@ -731,7 +799,9 @@ impl Driver {
             return Ok(None);
         }
         let output = self.work.path().join("cuda_flux_device_link.o");
-        self.link_units(&found, &output)?;
+        let units = found.unlinked();
+        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
+        self.link_units(&units, &module_ids, &output)?;
         Ok(Some(output))
     }
 
@@ -756,7 +826,9 @@ impl Driver {
                 .arg(output);
             return self.run(&mut command);
         }
-        self.link_units(&found, output)
+        let units = found.unlinked();
+        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
+        self.link_units(&units, &module_ids, output)
     }
 
     /// The separately compiled units among `objects` and the archives the link names.
@@ -773,10 +845,15 @@ impl Driver {
         Ok(found)
     }
 
-    /// Links the PTX of `found`'s unlinked units per architecture, instruments it once, and
-    /// writes the device-link object (`rdc::link_object_source`) to `output`.
-    fn link_units(&self, found: &rdc::Found, output: &Path) -> Result<()> {
-        let units = found.unlinked();
+    /// Links the PTX of `units` per architecture, instruments it once, and writes the
+    /// device-link object (`rdc::link_object_source`) that registers it under the units'
+    /// `module_ids` to `output`.
+    fn link_units(
+        &self,
+        units: &[&rdc::UnitRecord],
+        module_ids: &[String],
+        output: &Path,
+    ) -> Result<()> {
         let dir = self.work.path();
         let names: Vec<String> = units.iter().map(|u| u.source.clone()).collect();
         self.verbose(format!(
@@ -785,8 +862,11 @@ impl Driver {
             names.join(", ")
         ));
         // The architectures every unit was compiled for.
-        let mut archs: Vec<u32> = units[0].archs.iter().map(|a| a.arch).collect();
-        for unit in &units[1..] {
+        let Some((first, rest)) = units.split_first() else {
+            bail!("no separately compiled units to link");
+        };
+        let mut archs: Vec<u32> = first.archs.iter().map(|a| a.arch).collect();
+        for unit in rest {
             archs.retain(|arch| unit.archs.iter().any(|a| a.arch == *arch));
         }
         if archs.is_empty() {
@@ -838,9 +918,8 @@ impl Driver {
             },
             &builds,
         )?;
-        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
         let linked_list = dir.join("cuda_flux_device_link.linked");
-        std::fs::write(&linked_list, rdc::encode_linked(&module_ids))
+        std::fs::write(&linked_list, rdc::encode_linked(module_ids))
             .with_context(|| format!("cannot write {}", linked_list.display()))?;
         let kernels: Vec<rdc::LinkedKernel> = registrations
             .into_iter()
@@ -857,7 +936,7 @@ impl Driver {
                 &image,
                 self.target == Target::Gpu,
                 &linked_list,
-                &module_ids,
+                module_ids,
                 &kernels,
             ),
         )
