@@ -503,3 +503,175 @@ fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+#[test]
+fn units_compiled_by_the_real_nvcc_join_the_device_link_through_their_ptx() {
+    // `nvcc -dc` (11.8, default architecture) keeps compute_52 PTX, compressed, in its
+    // relocatable fat binary. The driver reads it (checked against cuobjdump's), and a device
+    // function of such a unit, called by a cuda-flux unit's kernel, is counted exactly, by
+    // cuda-flux-nvcc's final link and by `-dlink` with a g++ final link. A unit without PTX is
+    // refused in one line naming it; a unit of the real nvcc with a kernel is linked and its
+    // kernel said to run uncounted.
+    let project = corpus().join("builds/cmake-separable");
+    let include = format!("-I{}", corpus().display());
+    let nvcc = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
+    let dir = scratch("separable-real-nvcc");
+    let step = |name: &str, command: &mut Command| -> Output {
+        let output = command
+            .current_dir(&dir)
+            .env("CUDA_FLUX_TARGET", "cpu")
+            .output()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            output.status.success(),
+            "{name}: {}",
+            witnesses::text(&output)
+        );
+        output
+    };
+    step(
+        "nvcc -dc scale.cu",
+        Command::new("nvcc")
+            .args(["-O2", "-dc", &include])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale.o"]),
+    );
+    step(
+        "objcopy",
+        Command::new("objcopy").args([
+            "-O",
+            "binary",
+            "--only-section=__nv_relfatbin",
+            "scale.o",
+            "scale.fatbin",
+        ]),
+    );
+    let entries =
+        wrapper::driver::fatbin::ptx_entries(&std::fs::read(dir.join("scale.fatbin")).unwrap())
+            .unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].arch, 52);
+    let cuobjdump = step(
+        "cuobjdump -ptx",
+        Command::new("cuobjdump").args(["-ptx", "scale.o"]),
+    );
+    let listing = String::from_utf8_lossy(&cuobjdump.stdout);
+    let ptx = entries[0].ptx.trim();
+    assert!(
+        ptx.starts_with(".version") && ptx.contains("_Z5scalei"),
+        "{ptx}"
+    );
+    assert!(listing.contains(ptx), "cuobjdump's PTX differs:\n{listing}");
+
+    let keep = dir.join("keep");
+    step(
+        "cuda-flux-nvcc -dc main.cu",
+        Command::new(nvcc)
+            .args(["-O2", "-arch=sm_70", "-dc", &include])
+            .arg(project.join("main.cu"))
+            .args(["-o", "main.o"]),
+    );
+    step(
+        "cuda-flux-nvcc link",
+        Command::new(nvcc)
+            .args(["-arch=sm_70", "main.o", "scale.o", "-o", "app-nvcc"])
+            .env("CUDA_FLUX_KEEP", &keep),
+    );
+    step(
+        "cuda-flux-nvcc -dlink",
+        Command::new(nvcc).args([
+            "-arch=sm_70",
+            "-dlink",
+            "main.o",
+            "scale.o",
+            "-o",
+            "dlink.o",
+        ]),
+    );
+    step(
+        "g++ link",
+        Command::new("g++")
+            .args(["main.o", "scale.o", "dlink.o", "-o", "app-gxx"])
+            .args(["-L/usr/lib/x86_64-linux-gnu", "-lcudart"]),
+    );
+    let mut failures = Vec::new();
+    for program in ["app-nvcc", "app-gxx"] {
+        let result = run(&dir.join(program), &dir)
+            .and_then(|(output, profile)| check_witness(program, &output, profile.as_ref()));
+        if let Err(error) = result {
+            failures.push(error);
+        }
+    }
+    for ptx in [
+        "cuda_flux_device_link.sm_70.ptx",
+        "cuda_flux_device_link.sm_70.instrumented.ptx",
+    ] {
+        if let Err(error) = test_support::ptxas(&keep.join(ptx), "sm_70") {
+            failures.push(error);
+        }
+    }
+
+    // Without PTX (SASS only): refused, naming the object.
+    step(
+        "nvcc -dc, SASS only",
+        Command::new("nvcc")
+            .args([
+                "-O2",
+                "-dc",
+                "-gencode",
+                "arch=compute_70,code=sm_70",
+                &include,
+            ])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale-sass.o"]),
+    );
+    let refused = Command::new(nvcc)
+        .args(["-arch=sm_70", "main.o", "scale-sass.o", "-o", "app-refused"])
+        .current_dir(&dir)
+        .env("CUDA_FLUX_TARGET", "cpu")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    if refused.status.success()
+        || stderr.lines().count() != 1
+        || !stderr.contains("scale-sass.o: separately compiled by another compiler, with no PTX")
+    {
+        failures.push(format!("a unit without PTX: {stderr}"));
+    }
+
+    // The kernel's unit by the real nvcc: linked, runs, its kernel said to run uncounted.
+    step(
+        "nvcc -dc main.cu",
+        Command::new("nvcc")
+            .args(["-O2", "-dc", &include])
+            .arg(project.join("main.cu"))
+            .args(["-o", "main-nvcc.o"]),
+    );
+    step(
+        "cuda-flux-nvcc -dc scale.cu",
+        Command::new(nvcc)
+            .args(["-O2", "-arch=sm_70", "-dc", &include])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale-cf.o"]),
+    );
+    let linked = step(
+        "cuda-flux-nvcc link, foreign kernel",
+        Command::new(nvcc).args([
+            "-arch=sm_70",
+            "main-nvcc.o",
+            "scale-cf.o",
+            "-o",
+            "app-foreign",
+        ]),
+    );
+    let warning = String::from_utf8_lossy(&linked.stderr);
+    if warning.matches("run uncounted: apply(int, int*)").count() != 1 {
+        failures.push(format!("a kernel of the real nvcc: {warning}"));
+    }
+    match run(&dir.join("app-foreign"), &dir) {
+        Ok((output, _)) if witnesses::text(&output).contains("result: PASS") => {}
+        Ok((output, _)) => failures.push(format!("app-foreign: {}", witnesses::text(&output))),
+        Err(error) => failures.push(error),
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

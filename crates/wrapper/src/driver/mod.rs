@@ -13,6 +13,7 @@
 pub mod args;
 pub mod carry;
 pub mod chevrons;
+pub mod fatbin;
 pub mod nvcc;
 pub mod probe;
 pub mod ptx_link;
@@ -702,10 +703,7 @@ impl Driver {
     fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
         if !self.dry_run {
             match self.nvlink_units() {
-                Ok((units, module_ids)) => {
-                    let units: Vec<&rdc::UnitRecord> = units.iter().collect();
-                    return self.link_units(&units, &module_ids, object);
-                }
+                Ok((units, module_ids)) => return self.link_units(&units, &module_ids, object),
                 Err(why) => warn(format!(
                     "the device link nvlink made cannot be instrumented: {why}; its device code \
                      runs uninstrumented, unless a cuda-flux final link makes the device link"
@@ -795,14 +793,63 @@ impl Driver {
             return Ok(None);
         }
         let found = self.separable_units(objects)?;
-        if found.unlinked().is_empty() {
+        let (units, module_ids) = self.units_to_link(&found)?;
+        if units.is_empty() {
             return Ok(None);
         }
         let output = self.work.path().join("cuda_flux_device_link.o");
-        let units = found.unlinked();
-        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
         self.link_units(&units, &module_ids, &output)?;
         Ok(Some(output))
+    }
+
+    /// The units `found` holds that no device-link object among the inputs links yet, with
+    /// their module ids: cuda-flux's, then other compilers' (their PTX for the architectures
+    /// the former share, or, without any, the ones this build names), each of whose kernels
+    /// is said once to run uncounted (their launches do not reach cuda-flux).
+    fn units_to_link(&self, found: &rdc::Found) -> Result<(Vec<rdc::UnitRecord>, Vec<String>)> {
+        let mut units: Vec<rdc::UnitRecord> = found.unlinked().into_iter().cloned().collect();
+        let foreign = found.unlinked_foreign();
+        if !foreign.is_empty() {
+            let archs: Vec<u32> = match units.split_first() {
+                Some((first, rest)) => first
+                    .archs
+                    .iter()
+                    .map(|a| a.arch)
+                    .filter(|arch| rest.iter().all(|u| u.archs.iter().any(|a| a.arch == *arch)))
+                    .collect(),
+                None => self
+                    .args
+                    .archs
+                    .iter()
+                    .map(|arch| arch_number(arch))
+                    .collect::<Result<_>>()?,
+            };
+            for unit in foreign {
+                let record = match unit.record_for(&archs) {
+                    Ok(record) => record,
+                    // As before cuda-flux read other compilers' units: if the link needs it,
+                    // ptxas names the functions it lacks.
+                    Err(why) if unit.in_archive => {
+                        self.verbose(format!("left out of the device link: {why}"));
+                        continue;
+                    }
+                    Err(why) => return Err(why.into()),
+                };
+                let kernels: Vec<String> = record.kernels().iter().map(|k| demangle(k)).collect();
+                if !kernels.is_empty() {
+                    warn(format!(
+                        "{}: compiled by another compiler; its device code joins cuda-flux's \
+                         device link, but its own kernels' launches do not reach cuda-flux and \
+                         run uncounted: {}",
+                        unit.object,
+                        kernels.join(", ")
+                    ));
+                }
+                units.push(record);
+            }
+        }
+        let module_ids = units.iter().map(|u| u.module_id.clone()).collect();
+        Ok((units, module_ids))
     }
 
     /// nvcc's `-dlink`: the device-link object of `objects` written to `output`.
@@ -812,7 +859,8 @@ impl Driver {
             return Ok(());
         }
         let found = self.separable_units(objects)?;
-        if found.unlinked().is_empty() {
+        let (units, module_ids) = self.units_to_link(&found)?;
+        if units.is_empty() {
             // nvcc writes an object without device code then; so does this (nothing to
             // register), and the link works as with nvcc.
             let source = self.work.path().join("cuda_flux_empty_dlink.c");
@@ -826,8 +874,6 @@ impl Driver {
                 .arg(output);
             return self.run(&mut command);
         }
-        let units = found.unlinked();
-        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
         self.link_units(&units, &module_ids, output)
     }
 
@@ -850,7 +896,7 @@ impl Driver {
     /// `module_ids` to `output`.
     fn link_units(
         &self,
-        units: &[&rdc::UnitRecord],
+        units: &[rdc::UnitRecord],
         module_ids: &[String],
         output: &Path,
     ) -> Result<()> {

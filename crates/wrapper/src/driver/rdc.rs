@@ -25,6 +25,12 @@
 //!   clone and snapshots with the host runtime as the host pass does for a whole-program unit.
 //!   It lists the module ids it covers in [`LINKED_SECTION`], so that a later final link of
 //!   the same objects does not link them again.
+//! * **nvlink's device link** (CMake with clang): each unit's relocatable cubin also carries
+//!   its record ([`unit_record_ptx`]); the driver's compile of `crt/link.stub` reads them from
+//!   nvlink's cubin ([`nvlink_device_link`]) and makes that object the device link above.
+//! * **Other compilers' units** (`nvcc -dc`): no record, but their relocatable fat binary's
+//!   PTX ([`ForeignUnit`], `fatbin.rs`) joins the device link; their kernels' launches do not
+//!   reach cuda-flux.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -32,6 +38,8 @@ use std::path::Path;
 
 use ptx_sim::image::ArchPtx;
 use thiserror::Error;
+
+use super::fatbin;
 
 /// The section of a unit's object that holds its [`UnitRecord`].
 pub const UNIT_SECTION: &str = ".cuda_flux_rdc";
@@ -163,10 +171,109 @@ pub fn encode_linked(module_ids: &[String]) -> Vec<u8> {
     frame(LINKED_MAGIC, &payload)
 }
 
+/// The section in which clang and nvcc put a separately compiled unit's relocatable fat
+/// binary.
+pub const RELOCATABLE_FATBIN_SECTION: &str = "__nv_relfatbin";
+
+/// A separately compiled unit another compiler built (`nvcc -dc`, `clang++ -fgpu-rdc`): no
+/// record, but the PTX its relocatable fat binary holds (nvcc 11.8 keeps `compute_52` PTX by
+/// default), which joins cuda-flux's device link in its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignUnit {
+    /// The suffix of the registration function its host code calls.
+    pub module_id: String,
+    /// The object (or archive member) it came from, for messages.
+    pub object: String,
+    /// A member of a static archive (`libcudadevrt.a` given by its path, say), which a link
+    /// may not need: one without usable PTX is left out rather than refused.
+    pub in_archive: bool,
+    pub ptx: Vec<fatbin::PtxEntry>,
+}
+
+/// A foreign unit without PTX that a device link for `arch` could use.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("{object}: separately compiled by another compiler, with no PTX for sm_{arch} or an earlier architecture in its fat binary, so it cannot join cuda-flux's device link (compile it with cuda-flux, or keep PTX in it: nvcc -gencode arch=compute_{arch},code=[sm_{arch},compute_{arch}])")]
+pub struct NoForeignPtx {
+    pub object: String,
+    pub arch: u32,
+}
+
+impl ForeignUnit {
+    /// The unit as a record for a device link for `archs`: for each, the PTX of the highest
+    /// virtual architecture not above it (PTX runs on later architectures), its `.target`
+    /// made that architecture's, as the other units' is.
+    pub fn record_for(&self, archs: &[u32]) -> Result<UnitRecord, NoForeignPtx> {
+        let mut out = Vec::new();
+        for &arch in archs {
+            let entry = self
+                .ptx
+                .iter()
+                .filter(|e| e.arch <= arch)
+                .max_by_key(|e| e.arch)
+                .ok_or_else(|| NoForeignPtx {
+                    object: self.object.clone(),
+                    arch,
+                })?;
+            out.push(ArchPtx {
+                arch,
+                ptx: retarget(&entry.ptx, arch),
+            });
+        }
+        Ok(UnitRecord {
+            module_id: self.module_id.clone(),
+            source: self.object.clone(),
+            archs: out,
+        })
+    }
+}
+
+impl UnitRecord {
+    /// The kernels (`.entry`) its PTX of the first architecture defines.
+    pub fn kernels(&self) -> Vec<String> {
+        let Some(first) = self.archs.first() else {
+            return Vec::new();
+        };
+        first
+            .ptx
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                words.find(|w| *w == ".entry")?;
+                let name = words.next()?;
+                Some(name.split('(').next().unwrap_or(name).to_string())
+            })
+            .collect()
+    }
+}
+
+/// `ptx` with its `.target sm_XX` directive naming `sm_<arch>` (anything after the
+/// architecture, `, debug`, kept).
+fn retarget(ptx: &str, arch: u32) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    let mut done = false;
+    for line in ptx.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        match trimmed.strip_prefix(".target") {
+            Some(rest) if !done && rest.starts_with(char::is_whitespace) => {
+                let rest = rest.trim_start();
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let _ = write!(out, ".target sm_{arch}{}", &rest[end..]);
+                done = true;
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// What the objects and archives of a link hold for separable compilation.
 #[derive(Debug, Default)]
 pub struct Found {
     pub units: Vec<UnitRecord>,
+    /// Units of other compilers.
+    pub foreign: Vec<ForeignUnit>,
     /// Module ids a device-link object among them already links.
     pub linked: BTreeSet<String>,
 }
@@ -181,9 +288,19 @@ impl Found {
             .filter(|u| !self.linked.contains(&u.module_id) && seen.insert(u.module_id.clone()))
             .collect()
     }
+
+    /// The same for the units of other compilers.
+    pub fn unlinked_foreign(&self) -> Vec<&ForeignUnit> {
+        let mut seen = BTreeSet::new();
+        self.foreign
+            .iter()
+            .filter(|u| !self.linked.contains(&u.module_id) && seen.insert(u.module_id.clone()))
+            .collect()
+    }
 }
 
-fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError> {
+/// Reads one object; `in_archive` when it is a member of a static archive.
+fn read_elf(bytes: &[u8], what: &str, in_archive: bool, found: &mut Found) -> Result<(), RdcError> {
     use object::{Object as _, ObjectSection as _};
     let file = match object::File::parse(bytes) {
         Ok(file) => file,
@@ -197,8 +314,18 @@ fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError>
         // compilation in it.
         Err(_) => return Ok(()),
     };
+    let object_error = |message: String| RdcError::Object {
+        path: what.to_string(),
+        message,
+    };
+    let mut relocatable_fatbin = None;
+    let mut has_record = false;
     for section in file.sections() {
         let name = section.name().unwrap_or("");
+        if name == RELOCATABLE_FATBIN_SECTION {
+            relocatable_fatbin = Some(section.data().map_err(|e| object_error(e.to_string()))?);
+        }
+        has_record |= name == UNIT_SECTION;
         if name != UNIT_SECTION && name != LINKED_SECTION {
             continue;
         }
@@ -216,6 +343,40 @@ fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError>
                     found.linked.insert(id);
                 }
             }
+        }
+    }
+    use object::ObjectSymbol as _;
+    // A device link made by another tool (`nvcc -dlink`) defines the registration functions
+    // of the units it links (the weak ones of link.stub compiled by the driver yield).
+    for symbol in file.symbols() {
+        if symbol.is_definition() && symbol.is_global() && !symbol.is_weak() {
+            if let Some(id) = symbol
+                .name()
+                .ok()
+                .and_then(|n| n.strip_prefix(REGISTER_LINKED_BINARY))
+            {
+                found.linked.insert(id.to_string());
+            }
+        }
+    }
+    // A unit of another compiler: its registration function names its module id.
+    if let (false, Some(bytes)) = (has_record, relocatable_fatbin) {
+        let module_id = file.symbols().find_map(|symbol| {
+            symbol
+                .name()
+                .ok()?
+                .strip_prefix(REGISTER_LINKED_BINARY)
+                .map(str::to_string)
+        });
+        if let Some(module_id) = module_id {
+            let ptx = fatbin::ptx_entries(bytes)
+                .map_err(|e| object_error(format!("{RELOCATABLE_FATBIN_SECTION}: {e}")))?;
+            found.foreign.push(ForeignUnit {
+                module_id,
+                object: what.to_string(),
+                in_archive,
+                ptx,
+            });
         }
     }
     Ok(())
@@ -248,11 +409,11 @@ pub fn read_inputs(path: &Path, found: &mut Found) -> Result<(), RdcError> {
             // Members start at even offsets; the ELF reader needs its header aligned, as a
             // fresh allocation is.
             let aligned: Vec<u8> = data.to_vec();
-            read_elf(aligned.as_slice(), &name, found)?;
+            read_elf(aligned.as_slice(), &name, true, found)?;
         }
         return Ok(());
     }
-    read_elf(&bytes, &what, found)
+    read_elf(&bytes, &what, false, found)
 }
 
 /// The prefix of the device variable that carries a unit's [`UnitRecord`] (that architecture's
@@ -764,6 +925,37 @@ mod tests {
                 arch: "sm_70".to_string(),
                 linked: 3,
                 found: 2
+            })
+        );
+    }
+
+    #[test]
+    fn foreign_units_take_the_closest_earlier_ptx_retargeted() {
+        let entry = |arch: u32| {
+            fatbin::PtxEntry {
+            arch,
+            ptx: format!(".version 7.8\n.target sm_{arch}, debug\n.address_size 64\n.visible .entry k{arch}(\n)\n{{ ret; }}\n"),
+        }
+        };
+        let unit = ForeignUnit {
+            module_id: "99b_scale_cu".to_string(),
+            object: "scale.o".to_string(),
+            in_archive: false,
+            ptx: vec![entry(52), entry(75), entry(61)],
+        };
+        let record = unit.record_for(&[70, 80]).unwrap();
+        assert_eq!(record.module_id, "99b_scale_cu");
+        assert_eq!(record.archs[0].arch, 70);
+        assert!(record.archs[0].ptx.contains(".target sm_70, debug\n"));
+        assert!(record.archs[0].ptx.contains("k61("));
+        assert!(record.archs[1].ptx.contains(".target sm_80, debug\n"));
+        assert!(record.archs[1].ptx.contains("k75("));
+        assert_eq!(record.kernels(), ["k61"]);
+        assert_eq!(
+            unit.record_for(&[50]),
+            Err(NoForeignPtx {
+                object: "scale.o".to_string(),
+                arch: 50
             })
         );
     }
