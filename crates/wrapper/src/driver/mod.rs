@@ -702,11 +702,20 @@ impl Driver {
     /// overrides it, a foreign final link keeps nvlink's device code and says so at run time.
     fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
         if !self.dry_run {
-            match self.nvlink_units() {
-                Ok((units, module_ids)) => return self.link_units(&units, &module_ids, object),
+            let linked = self.nvlink_units().and_then(|(units, module_ids)| {
+                if units.is_empty() {
+                    // Nothing registers through it.
+                    self.empty_object(object)
+                } else {
+                    self.link_units(&units, &module_ids, object)
+                }
+            });
+            match linked {
+                Ok(()) => return Ok(()),
                 Err(why) => warn(format!(
-                    "the device link nvlink made cannot be instrumented: {why}; its device code \
-                     runs uninstrumented, unless a cuda-flux final link makes the device link"
+                    "the device link nvlink made cannot be instrumented: {}; its device code \
+                     runs uninstrumented, unless a cuda-flux final link makes the device link",
+                    crate::error_line(&why)
                 )),
             }
         }
@@ -863,18 +872,23 @@ impl Driver {
         if units.is_empty() {
             // nvcc writes an object without device code then; so does this (nothing to
             // register), and the link works as with nvcc.
-            let source = self.work.path().join("cuda_flux_empty_dlink.c");
-            std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
-                .with_context(|| format!("cannot write {}", source.display()))?;
-            let mut command = Command::new(&self.tools.clang);
-            command
-                .args(["-x", "c", "-fPIC", "-c"])
-                .arg(&source)
-                .arg("-o")
-                .arg(output);
-            return self.run(&mut command);
+            return self.empty_object(output);
         }
         self.link_units(&units, &module_ids, output)
+    }
+
+    /// A device-link object of no units: an empty object.
+    fn empty_object(&self, output: &Path) -> Result<()> {
+        let source = self.work.path().join("cuda_flux_empty_dlink.c");
+        std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
+            .with_context(|| format!("cannot write {}", source.display()))?;
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-fPIC", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(output);
+        self.run(&mut command)
     }
 
     /// The separately compiled units among `objects` and the archives the link names.
