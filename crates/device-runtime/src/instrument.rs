@@ -19,8 +19,8 @@ use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, region_flush, shrinking_flush, warp_update, CountForm,
-    CounterRegisters,
+    function_prologue, guarded, packed_update, region_flush, shrinking_flush, warp_update,
+    CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -59,6 +59,10 @@ pub struct KernelInstrumentation {
     /// branch is warp-uniform (the block's threads follow from a flow), filled in by the runtime
     /// after the copies (and the copies once more after them), in order.
     pub warp_differences: Vec<(usize, usize, usize)>,
+    /// Blocks whose update is packed ([`crate::packed_update`]): the thread counter holds the
+    /// thread count in its low 32 bits and the warp count in its high 32 bits (the warp
+    /// counter stays zero); the runtime splits them per bank, before anything reads them.
+    pub packed_counts: Vec<usize>,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -109,6 +113,7 @@ pub fn instrument_module_with(
                     copied_counts: Vec::new(),
                     thread_flows: Vec::new(),
                     warp_differences: Vec::new(),
+                    packed_counts: Vec::new(),
                 });
             }
         }
@@ -311,14 +316,32 @@ fn instrument_kernel_in(
     };
     add_differences(&plan, offsets[0] as usize);
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
-    let counted_here = place_counters(kernel_fn, &regs, offsets[0], &plan)?;
+    // Only the kernel's own blocks outside cycles run at most once per thread (a device
+    // function's may run once per call): those take packed updates.
+    let mut packed_counts = Vec::new();
+    let counted_here = place_counters(
+        kernel_fn,
+        &regs,
+        offsets[0],
+        &plan,
+        true,
+        &mut packed_counts,
+    )?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
     // Nothing to count on the device (every block counted from the launch or copied) and no
     // counted function to pass a base to: the clone needs no prologue at all.
     if counted_here || !functions.is_empty() {
         let label = unused_label(kernel_fn, "$__cf_counted");
-        let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks, &label);
+        let ranged_label = unused_label(kernel_fn, "$__cf_ranged");
+        let prologue = entry_prologue(
+            &regs,
+            &counters_name,
+            &banks_name,
+            total_blocks,
+            &label,
+            &ranged_label,
+        );
         insert_prologue(kernel_fn, prologue)?;
     }
 
@@ -337,7 +360,7 @@ fn instrument_kernel_in(
         );
         add_differences(&plan, offset as usize);
         let regs = declare_registers(function, plan.counter_registers() as u32)?;
-        place_counters(function, &regs, offset, &plan)?;
+        place_counters(function, &regs, offset, &plan, false, &mut packed_counts)?;
         redirect_calls(function, &regs, &clones)?;
         unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
@@ -364,6 +387,7 @@ fn instrument_kernel_in(
         copied_counts,
         thread_flows,
         warp_differences,
+        packed_counts,
     })
 }
 
@@ -377,6 +401,8 @@ fn place_counters(
     regs: &CounterRegisters,
     offset: u64,
     plan: &Plan,
+    packable: bool,
+    packed: &mut Vec<usize>,
 ) -> Result<bool, RewriteError> {
     let cfg = placement::Cfg::of(function);
     let statements = function.statements();
@@ -392,6 +418,9 @@ fn place_counters(
             None
         } else if plan.threads_derived(b) {
             Some(warp_update(regs, offset + b as u64))
+        } else if packable && !placement::in_cycle(&cfg, b) {
+            packed.push(offset as usize + b);
+            Some(packed_update(regs, offset + b as u64))
         } else {
             Some(block_update(regs, offset + b as u64))
         };

@@ -1547,6 +1547,11 @@ fn region_of(
     })
 }
 
+/// Whether block `b` lies on a cycle of the control-flow graph (a thread may run it twice).
+pub(crate) fn in_cycle(cfg: &Cfg, b: usize) -> bool {
+    reaches(cfg, &cfg.succs[b], b)
+}
+
 /// Whether a path of the control-flow graph leads from one of `from` (included) to `target`.
 fn reaches(cfg: &Cfg, from: &[usize], target: usize) -> bool {
     let mut seen = vec![false; cfg.succs.len()];

@@ -349,21 +349,32 @@ fn counter_offset(i: &Instruction) -> Option<u64> {
     }
 }
 
-/// The counter pair of the update at the top of `block`, if it has one, and whether that
-/// update counts threads too (else warps only): the last update in the counter code
-/// (instructions not from the original) that follows its label.
+/// What an update at the top of a block adds to its counter pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// Threads to the first counter, 1 to the second.
+    Pair,
+    /// 1 to the second counter only (the thread count follows by flow).
+    Warps,
+    /// Both counts packed into the first counter.
+    Packed,
+}
+
+/// The counter pair of the update at the top of `block`, if it has one, and what it adds: the
+/// last update in the counter code (instructions not from the original) that follows its label.
 fn top_update_offset(
     function: &ptx_lexer::Function,
     block: &ptx_lexer::BasicBlock,
-) -> Option<(u64, bool)> {
+) -> Option<(u64, Update)> {
     let offsets: Vec<u64> = function.statements()[block.insertion_point()..]
         .iter()
         .take_while(|s| !s.is_from_source() && s.as_label().is_none())
         .filter_map(|s| s.as_instruction().and_then(counter_offset))
         .collect();
     match offsets[..] {
-        [.., threads, warps] if warps == threads + 8 => Some((threads, true)),
-        [.., warps] if warps % 16 == 8 => Some((warps - 8, false)),
+        [.., threads, warps] if warps == threads + 8 => Some((threads, Update::Pair)),
+        [.., warps] if warps % 16 == 8 => Some((warps - 8, Update::Warps)),
+        [.., packed] => Some((packed, Update::Packed)),
         _ => None,
     }
 }
@@ -442,9 +453,11 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                             && !flushed.contains(&pair)
                             && !flushed.contains(&(pair + 8))
                     } else if threads_derived {
-                        offset == Some((pair, false)) && !flushed.contains(&pair)
+                        offset == Some((pair, Update::Warps)) && !flushed.contains(&pair)
+                    } else if result.packed_counts.contains(&(start + i)) {
+                        offset == Some((pair, Update::Packed)) && !flushed.contains(&(pair + 8))
                     } else {
-                        offset == Some((pair, true))
+                        offset == Some((pair, Update::Pair))
                             || (flushed.contains(&pair) && flushed.contains(&(pair + 8)))
                     };
                     if !counted {

@@ -1474,6 +1474,7 @@ impl Driver {
                             .iter()
                             .map(|&(b, branch, sibling)| [b, branch, sibling])
                             .collect(),
+                        packed_counts: k.packed_counts.clone(),
                     };
                     Ok(snapshot.to_json()?)
                 })
