@@ -610,6 +610,30 @@ fn units_compiled_by_the_real_nvcc_join_the_device_link_through_their_ptx() {
             failures.push(error);
         }
     }
+    // The GPU target: the linked module's counting clone is in the program.
+    let gpu = Command::new(nvcc)
+        .args(["-O2", "-arch=sm_70", "-dc", &include])
+        .arg(project.join("main.cu"))
+        .args(["-o", "main-gpu.o"])
+        .current_dir(&dir)
+        .env("CUDA_FLUX_TARGET", "gpu")
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(nvcc)
+            .args(["-arch=sm_70", "main-gpu.o", "scale.o", "-o", "app-gpu"])
+            .current_dir(&dir)
+            .env("CUDA_FLUX_TARGET", "gpu")
+            .status()
+            .is_ok_and(|s| s.success());
+    let sass = Command::new("cuobjdump")
+        .args(["-sass", "app-gpu"])
+        .current_dir(&dir)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if !gpu || !sass.contains("Function : _Z5applyiPi__cf") {
+        failures.push(format!("GPU target: built {gpu}, SASS:\n{sass}"));
+    }
 
     // Without PTX (SASS only): refused, naming the object.
     step(
