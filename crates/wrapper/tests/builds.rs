@@ -207,14 +207,15 @@ fn cmake_separable_static_library_linked_by_a_cxx_executable() {
     // cuda-flux-nvcc: the device link is cuda-flux's (`-dlink`). cuda-flux-clang: CMake runs
     // nvlink and has the driver compile crt/link.stub; the driver reads the units' records
     // from nvlink's cubin and makes that object cuda-flux's device link, so the run is
-    // profiled although no cuda-flux link follows.
+    // profiled although no cuda-flux link follows. Two architectures: nvlink writes a cubin
+    // for each, and the units' records of both are merged.
     let failures: Vec<String> = DRIVERS
         .iter()
         .filter_map(|&driver| {
             cmake_project(
                 "cmake-separable-static",
                 driver,
-                &["-DCMAKE_CUDA_ARCHITECTURES=70"],
+                &["-DCMAKE_CUDA_ARCHITECTURES=70;80"],
             )
             .err()
         })
