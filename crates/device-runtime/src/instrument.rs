@@ -19,8 +19,8 @@ use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, packed_update, region_flush, shrinking_flush, warp_update,
-    CountForm, CounterRegisters,
+    function_prologue, guarded, packed_update, region_flush, shrinking_flush, shrinking_flush_fast,
+    warp_update, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -405,6 +405,7 @@ fn place_counters(
     packed: &mut Vec<usize>,
 ) -> Result<bool, RewriteError> {
     let cfg = placement::Cfg::of(function);
+    let depths = placement::scope_depths(function);
     let statements = function.statements();
     // (statement index, order among inserts at that index, code)
     let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
@@ -516,11 +517,28 @@ fn place_counters(
             } else {
                 Vec::new()
             };
-            inserts.push((
-                cfg.blocks[meeting].insertion_point(),
-                1,
-                shrinking_flush(regs, &forms, &reset),
-            ));
+            // The fast path returns from its out-of-line block to a label after it, which must
+            // be in the body's own scope.
+            let at = cfg.blocks[meeting].insertion_point();
+            let top_level = depths.get(at) == Some(&0)
+                && cfg.blocks[meeting]
+                    .label_statement
+                    .is_none_or(|s| depths[s] == 0);
+            let fast = if plan.appendable && top_level {
+                let slow = fresh_label(function, "$__cf_slow", &mut exit_labels);
+                let resume = fresh_label(function, "$__cf_resume", &mut exit_labels);
+                shrinking_flush_fast(regs, &forms, &reset, &slow, &resume)
+            } else {
+                None
+            };
+            let flush = match fast {
+                Some((at_meeting, mut out_of_line)) => {
+                    new_blocks.append(&mut out_of_line);
+                    at_meeting
+                }
+                None => shrinking_flush(regs, &forms, &reset),
+            };
+            inserts.push((at, 1, flush));
             continue;
         }
         for (j, edge) in region.exits.iter().enumerate() {
@@ -559,13 +577,7 @@ fn place_counters(
                             from: edge.from,
                             to: edge.exit_to.unwrap_or(0),
                         })?;
-                    let label = loop {
-                        let candidate = format!("$__cf_exit{exit_labels}");
-                        exit_labels += 1;
-                        if !function.has_label(&candidate) {
-                            break candidate;
-                        }
-                    };
+                    let label = fresh_label(function, "$__cf_exit", &mut exit_labels);
                     new_blocks.push(Statement::label(label.clone()));
                     new_blocks.append(&mut flush);
                     new_blocks.push(Statement::instruction(Instruction::simple(
@@ -596,6 +608,17 @@ fn place_counters(
         function.insert_statements(at, code)?;
     }
     Ok(any)
+}
+
+/// `base` with the next number from `next` that the function does not use as a label yet.
+fn fresh_label(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
+    loop {
+        let candidate = format!("{base}{next}");
+        *next += 1;
+        if !function.has_label(&candidate) {
+            return candidate;
+        }
+    }
 }
 
 /// `base`, or `base` with a number, whichever the function does not use yet.

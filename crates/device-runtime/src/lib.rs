@@ -567,6 +567,88 @@ pub fn shrinking_flush(
     code
 }
 
+/// Loop counters below this, weighed by at most [`SMALL_WEIGHT`] in all, give counts below
+/// 2^27: the fast path of a shrinking flush ([`shrinking_flush_fast`]).
+const SMALL_COUNTER: u64 = 1 << 20;
+/// See [`SMALL_COUNTER`].
+const SMALL_WEIGHT: i64 = 1 << 7;
+
+/// [`shrinking_flush`] with a fast path for the common case, where every lane's loop counters
+/// are below 2^20 and no count weighs them by more than 128 in all: every count is then below
+/// 2^27, so its sum over the lanes fits one 32-bit reduction and its maximum is that of the
+/// low halves (about half the instructions, no per-lane adds). Otherwise a uniform branch goes
+/// to `slow`, where the full flush runs out of line and returns to `resume`. Returns the code
+/// for the meeting point and the out-of-line block (for the end of the body, after its final
+/// unconditional transfer), or `None` where no count qualifies (use [`shrinking_flush`]).
+pub fn shrinking_flush_fast(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+    slow: &str,
+    resume: &str,
+) -> Option<(Vec<Statement>, Vec<Statement>)> {
+    let forms = distinct_forms(blocks);
+    let weights_small = forms
+        .iter()
+        .all(|(form, _)| form.terms.iter().map(|(_, k)| k.abs()).sum::<i64>() <= SMALL_WEIGHT);
+    let mut counters: Vec<usize> = forms
+        .iter()
+        .flat_map(|(form, _)| form.terms.iter().map(|&(c, _)| c))
+        .collect();
+    counters.sort_unstable();
+    counters.dedup();
+    if forms.is_empty() || counters.is_empty() || !weights_small {
+        return None;
+    }
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let mut code = elect_leader_only(regs);
+    let mask = r(3);
+    // p4: every lane's counters are small.
+    for (i, &counter) in counters.iter().enumerate() {
+        code.push(if i == 0 {
+            ins(
+                "setp.lt.u64",
+                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER)],
+            )
+        } else {
+            ins(
+                "setp.lt.and.u64",
+                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER), p(4)],
+            )
+        });
+    }
+    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), mask.clone()]));
+    code.push(Statement::instruction(Instruction::new(
+        Some(Guard {
+            negated: true,
+            predicate: format!("{}4", regs.pred).into(),
+        }),
+        ptx_lexer::Opcode::new("bra.uni"),
+        vec![Operand::sym(slow)],
+    )));
+    for (form, list) in &forms {
+        let value = evaluate(regs, form, &mut code);
+        code.extend([
+            ins("cvt.u32.u64", vec![r(8), value]),
+            ins("redux.sync.max.u32", vec![r(9), r(8), mask.clone()]),
+            ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
+            ins("cvt.u64.u32", vec![rd(4), r(8)]),
+            ins("cvt.u64.u32", vec![rd(5), r(9)]),
+        ]);
+        for &block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(counter_add(regs, 0, threads, rd(4)));
+            code.push(counter_add(regs, 0, threads + 8, rd(5)));
+        }
+    }
+    code.push(Statement::label(resume));
+    code.extend(zeroed(regs, reset.iter().copied()));
+    let mut out_of_line = vec![Statement::label(slow)];
+    out_of_line.extend(shrinking_flush(regs, blocks, &[]));
+    out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+    Some((code, out_of_line))
+}
+
 /// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
 /// that entered (no branch in the loop splits it), so every lane holds the same counts; each
 /// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
@@ -635,6 +717,41 @@ mod tests {
         assert_eq!(text[1], "and.b32 %r1, %r3, %r5;");
         assert_eq!(text[2], "setp.eq.u32 %p0, %r1, 0;");
         assert_eq!(text.len(), 7);
+    }
+
+    #[test]
+    fn the_shrinking_flush_fast_path_only_takes_counts_it_can_bound() {
+        let form = |terms: Vec<(usize, i64)>| CountForm { constant: 0, terms };
+        let fast = |blocks: &[(u64, CountForm)]| {
+            shrinking_flush_fast(&regs(), blocks, &[1], "$slow", "$resume")
+        };
+        // c0 + c1 and 128 x c0 are bounded (2^20 x 128 = 2^27); 129 x c0 is not, and nothing
+        // to flush needs no fast path.
+        let (inline, out_of_line) = fast(&[(2, form(vec![(0, 1), (1, 1)]))]).unwrap();
+        assert!(fast(&[(2, form(vec![(0, 128)]))]).is_some());
+        assert!(fast(&[(2, form(vec![(0, 129)]))]).is_none());
+        assert!(fast(&[(2, form(vec![]))]).is_none());
+        let text = |code: &[Statement]| -> Vec<String> {
+            code.iter()
+                .map(|s| match s.kind() {
+                    StatementKind::Instruction(i) => i.to_string(),
+                    StatementKind::Label(l) => format!("{l}:"),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect()
+        };
+        let (inline, out_of_line) = (text(&inline), text(&out_of_line));
+        // Both counters tested, the branch to the slow path, then the resume point and the
+        // resets; the slow path returns there.
+        assert!(inline.contains(&"setp.lt.u64 %p4, %c0, 1048576;".to_string()));
+        assert!(inline.contains(&"setp.lt.and.u64 %p4, %c1, 1048576, %p4;".to_string()));
+        assert!(inline.contains(&"@!%p4 bra.uni $slow;".to_string()));
+        assert_eq!(inline[inline.len() - 2..], ["$resume:", "mov.u64 %c1, 0;"]);
+        assert_eq!(out_of_line[0], "$slow:");
+        assert_eq!(out_of_line.last().unwrap(), "bra.uni $resume;");
+        // Block 2's pair: threads (the sum) and warps (the maximum), by the leader only.
+        assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+32], %rd4;".to_string()));
+        assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+40], %rd5;".to_string()));
     }
 
     #[test]
