@@ -460,7 +460,7 @@ impl<'a> Exec<'a, '_> {
                 let mut addresses = [0u64; 32];
                 self.addresses(addr, exec, &mut addresses);
                 let mut hosts = [0u64; 32];
-                if !self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                if !self.hosts_checked(*space, &addresses, total, exec, &mut hosts) {
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
                         let address = addresses[lane];
@@ -501,7 +501,7 @@ impl<'a> Exec<'a, '_> {
                 let mut addresses = [0u64; 32];
                 self.addresses(addr, exec, &mut addresses);
                 let mut hosts = [0u64; 32];
-                if self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                if self.hosts_checked(*space, &addresses, total, exec, &mut hosts) {
                     // Every lane passed the checks: the stores, in the same order as below.
                     let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
                     let mut wrote = self.warp.wrote;
@@ -920,6 +920,28 @@ impl<'a> Exec<'a, '_> {
         ok
     }
 
+    /// [`Exec::hosts_in_range`], trying again with the warp's recent host range that holds the
+    /// first lane's address (a kernel alternating between arrays) when the current one fails.
+    #[inline(always)]
+    fn hosts_checked(
+        &mut self,
+        space: Space,
+        addresses: &[u64; 32],
+        len: u64,
+        exec: u32,
+        hosts: &mut [u64; 32],
+    ) -> bool {
+        if self.hosts_in_range(space, addresses, len, exec, hosts) {
+            return true;
+        }
+        if space != Space::Host || exec == 0 {
+            return false;
+        }
+        let first = addresses[exec.trailing_zeros() as usize];
+        self.warp.promote_recent(first, len)
+            && self.hosts_in_range(space, addresses, len, exec, hosts)
+    }
+
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
     #[inline(always)]
     fn resolve(
@@ -973,6 +995,9 @@ impl<'a> Exec<'a, '_> {
         let Some(end) = address.checked_add(len) else {
             return false;
         };
+        if self.warp.promote_recent(address, len) {
+            return true;
+        }
         let cta = self.cta;
         let launch = cta.launch;
         let windows = [
@@ -983,12 +1008,12 @@ impl<'a> Exec<'a, '_> {
         ];
         for (base, size) in windows {
             if address >= base && end <= base + size {
-                self.warp.accessible = (base, base + size);
+                self.warp.set_accessible((base, base + size), false);
                 return true;
             }
         }
         if let Some(range) = launch.program.heap_range(address, len) {
-            self.warp.accessible = range;
+            self.warp.set_accessible(range, true);
             return true;
         }
         // Cache a whole aligned block where the environment allows it, so that neighbouring
@@ -996,12 +1021,12 @@ impl<'a> Exec<'a, '_> {
         for block in [1u64 << 16, 1 << 12] {
             let lo = address & !(block - 1);
             if end <= lo + block && launch.env.global_accessible(lo, block) {
-                self.warp.accessible = (lo, lo + block);
+                self.warp.set_accessible((lo, lo + block), false);
                 return true;
             }
         }
         if launch.env.global_accessible(address, len) {
-            self.warp.accessible = (address, end);
+            self.warp.set_accessible((address, end), false);
             return true;
         }
         false

@@ -18,6 +18,9 @@ pub(crate) struct Entry {
     pub reissue: bool,
 }
 
+/// How many earlier accessible host ranges a warp keeps besides the current one.
+pub(crate) const RECENT_RANGES: usize = 4;
+
 /// One activation of a function.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
@@ -86,6 +89,14 @@ pub(crate) struct Warp {
     pub global_atomics: u64,
     /// The last host range found accessible: `[lo, hi)`.
     pub accessible: (u64, u64),
+    /// Whether `accessible` is a block of the device heap (which a kernel may free: such a
+    /// range is not kept in `recent` once another replaces it).
+    pub accessible_heap: bool,
+    /// Host ranges found accessible before `accessible` (not heap blocks), so that a kernel
+    /// alternating between a few arrays does not query the environment on every switch.
+    pub recent: [(u64, u64); RECENT_RANGES],
+    /// The entry of `recent` the next evicted range replaces.
+    pub recent_next: usize,
     /// Set when a store or atomic of the warp wrote a value different from the one in
     /// memory (cleared by the scheduler before each slice: how it tells a warp that waits
     /// from one that works).
@@ -110,6 +121,9 @@ impl Warp {
             thread_instructions: 0,
             global_atomics: 0,
             accessible: (0, 0),
+            accessible_heap: false,
+            recent: [(0, 0); RECENT_RANGES],
+            recent_next: 0,
             wrote: false,
             scratch: Box::new(Scratch {
                 columns: [[0; 32]; 4],
@@ -163,5 +177,38 @@ impl Warp {
         self.thread_instructions = 0;
         self.global_atomics = 0;
         self.accessible = (0, 0);
+        self.accessible_heap = false;
+        self.recent = [(0, 0); RECENT_RANGES];
+        self.recent_next = 0;
+    }
+
+    /// Makes `range` the current accessible host range, keeping the one it replaces in
+    /// `recent` unless that is a heap block.
+    pub fn set_accessible(&mut self, range: (u64, u64), heap: bool) {
+        let old = std::mem::replace(&mut self.accessible, range);
+        if !self.accessible_heap && old.1 > old.0 {
+            self.recent[self.recent_next] = old;
+            self.recent_next = (self.recent_next + 1) % RECENT_RANGES;
+        }
+        self.accessible_heap = heap;
+    }
+
+    /// Makes the entry of `recent` that holds `[address, address + len)` the current range
+    /// (the current one takes its place unless it is a heap block). `false` when none holds it.
+    #[inline]
+    pub fn promote_recent(&mut self, address: u64, len: u64) -> bool {
+        let Some(end) = address.checked_add(len) else {
+            return false;
+        };
+        for i in 0..RECENT_RANGES {
+            let (lo, hi) = self.recent[i];
+            if address >= lo && end <= hi {
+                let old = std::mem::replace(&mut self.accessible, (lo, hi));
+                self.recent[i] = if self.accessible_heap { (0, 0) } else { old };
+                self.accessible_heap = false;
+                return true;
+            }
+        }
+        false
     }
 }

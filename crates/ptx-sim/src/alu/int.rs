@@ -215,16 +215,20 @@ pub(crate) fn bfe(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
     } else {
         (a >> (pos + len - 1).min(msb)) & 1
     };
-    let mut d = 0u64;
-    for i in 0..=msb {
-        let bit = if i < len && pos + i <= msb {
-            (a >> (pos + i)) & 1
-        } else {
-            sbit
-        };
-        d |= bit << i;
-    }
-    d
+    // Result bit i is bit pos + i of `a` for the `taken` bits with i < len and pos + i <= msb,
+    // the sign bit above them (the pseudocode's loop over i, in closed form).
+    let taken = if pos > msb { 0 } else { len.min(msb + 1 - pos) };
+    let field = if taken == 0 {
+        0
+    } else {
+        (a >> pos) & low_mask(taken as u8)
+    };
+    let fill = if sbit == 0 {
+        0
+    } else {
+        low_mask(ty.bits) & !low_mask(taken as u8)
+    };
+    field | fill
 }
 
 /// `bfi f, a, b, c, d`: inserts the low `d` bits of `a` into `b` at position `c`.
@@ -233,14 +237,15 @@ pub(crate) fn bfi(bits: u8, a: u64, b: u64, c: u64, d: u64) -> u64 {
     let msb = bits as u64 - 1;
     let pos = c & 0xff;
     let len = d & 0xff;
-    let mut f = zext(b, bits);
-    let mut i = 0;
-    while i < len && pos + i <= msb {
-        let bit = (a >> i) & 1;
-        f = (f & !(1 << (pos + i))) | (bit << (pos + i));
-        i += 1;
+    // The low `taken` bits of `a` replace bits pos.. of `b` while i < len and pos + i <= msb
+    // (the pseudocode's loop over i, in closed form).
+    let taken = if pos > msb { 0 } else { len.min(msb + 1 - pos) };
+    let f = zext(b, bits);
+    if taken == 0 {
+        return f;
     }
-    f
+    let field = low_mask(taken as u8) << pos;
+    (f & !field) | ((a << pos) & field)
 }
 
 /// `fns`: the position of the `offset`-th set bit of `mask` counting from `base` (PTX ISA
@@ -446,5 +451,94 @@ pub(crate) fn compare(op: ICmp, ty: IntTy, a: u64, b: u64) -> bool {
         ICmp::Le => x <= y,
         ICmp::Gt => x > y,
         ICmp::Ge => x >= y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bfe` as the PTX ISA pseudocode states it, bit by bit.
+    fn bfe_pseudocode(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
+        let msb = ty.bits as u64 - 1;
+        let (pos, len) = (b & 0xff, c & 0xff);
+        let a = ty.wrap(a);
+        let sbit = if !ty.signed || len == 0 {
+            0
+        } else {
+            (a >> (pos + len - 1).min(msb)) & 1
+        };
+        let mut d = 0u64;
+        for i in 0..=msb {
+            let bit = if i < len && pos + i <= msb {
+                (a >> (pos + i)) & 1
+            } else {
+                sbit
+            };
+            d |= bit << i;
+        }
+        d
+    }
+
+    /// `bfi` as the PTX ISA pseudocode states it, bit by bit.
+    fn bfi_pseudocode(bits: u8, a: u64, b: u64, c: u64, d: u64) -> u64 {
+        let msb = bits as u64 - 1;
+        let (pos, len) = (c & 0xff, d & 0xff);
+        let mut f = zext(b, bits);
+        let mut i = 0;
+        while i < len && pos + i <= msb {
+            let bit = (a >> i) & 1;
+            f = (f & !(1 << (pos + i))) | (bit << (pos + i));
+            i += 1;
+        }
+        f
+    }
+
+    #[test]
+    fn bit_fields_match_the_pseudocode() {
+        // Positions and lengths (the operands' low 8 bits, with higher bits that must be
+        // ignored) across and beyond both widths, on values with the top bit set and clear.
+        let fields: Vec<u64> = (0..72).chain([127, 128, 200, 255]).collect();
+        let values = [
+            0u64,
+            u64::MAX,
+            0x8000_0000,
+            0x7fff_ffff,
+            0x8000_0000_0000_0000,
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0xdead_beef,
+        ];
+        for bits in [32u8, 64] {
+            for signed in [false, true] {
+                let ty = IntTy { bits, signed };
+                for &a in &values {
+                    for &pos in &fields {
+                        for &len in &fields {
+                            let (b, c) = (pos | 0x1200, len | 0x3400);
+                            assert_eq!(
+                                bfe(ty, a, b, c),
+                                bfe_pseudocode(ty, a, b, c),
+                                "bfe {ty:?} {a:#x} {pos} {len}"
+                            );
+                        }
+                    }
+                }
+            }
+            for &a in &values {
+                for &base in &values[..4] {
+                    for &pos in &fields {
+                        for &len in &fields {
+                            let (c, d) = (pos | 0x1200, len | 0x3400);
+                            assert_eq!(
+                                bfi(bits, a, base, c, d),
+                                bfi_pseudocode(bits, a, base, c, d),
+                                "bfi {bits} {a:#x} {base:#x} {pos} {len}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }
