@@ -179,7 +179,29 @@ impl<'a> Exec<'a, '_> {
         &mut self.warp.frames[last]
     }
 
-    fn run(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
+    fn run(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
+        #[cfg(target_arch = "x86_64")]
+        if alu::x86_v3() {
+            // SAFETY: the CPU has the features `run_v3` is compiled for.
+            return unsafe { self.run_v3(budget, visible) };
+        }
+        self.run_loop(budget, visible)
+    }
+
+    /// [`Exec::run_loop`] compiled for CPUs with AVX2 (x86-64-v3), where the interpreter's
+    /// 32-lane loops (addresses, range and alignment checks, guards, moves) vectorize with
+    /// 64-bit lanes. Integer code only changes; float operations are not contracted (as in
+    /// [`alu::AluOp::eval_warp`]), so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_v3(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
+        self.run_loop(budget, visible)
+    }
+
+    /// The interpreter loop: runs the warp until its slice ends, it waits at a barrier or it
+    /// finishes.
+    #[inline(always)]
+    fn run_loop(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -471,6 +493,7 @@ impl<'a> Exec<'a, '_> {
                         hosts[lane] = host;
                     }
                 }
+                let layout = LaneLayout::of(&hosts, exec, total, *space == Space::Shared);
                 let regs = &mut self.warp.regs[self.reg_base..];
                 for (i, &d) in dsts[..*count as usize].iter().enumerate() {
                     if d == NO_REG {
@@ -481,10 +504,10 @@ impl<'a> Exec<'a, '_> {
                     // SAFETY: every lane's whole vector was checked above.
                     unsafe {
                         match ty.bytes {
-                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed),
-                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed),
-                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed),
-                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed),
+                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed, layout),
+                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed, layout),
+                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed, layout),
+                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed, layout),
                         }
                     }
                 }
@@ -603,9 +626,42 @@ impl<'a> Exec<'a, '_> {
             } => {
                 let bytes = ty.bytes();
                 let cta = self.cta;
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
+                let mut hosts = [0u64; 32];
+                if self.hosts_checked(*space, &addresses, bytes, exec, &mut hosts) {
+                    // Every lane passed the checks: the atomics, lane by lane as below.
+                    let (bv, cv) = (self.operand(b, exec), self.operand(c, exec));
+                    let mut olds = [0u64; 32];
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let host = hosts[lane];
+                        if *space == Space::Host
+                            && host.wrapping_sub(cta.shared_base) >= cta.shared_len
+                            && host.wrapping_sub(cta.local_base) >= cta.local_len
+                        {
+                            self.warp.global_atomics += 1;
+                        }
+                        // SAFETY: checked accessible and aligned (`hosts_checked`).
+                        let old = unsafe { memory::atomic(host, *op, *ty, bv[lane], cv[lane]) };
+                        if !self.warp.wrote && *dst != NO_REG {
+                            // SAFETY: as above.
+                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                        }
+                        olds[lane] = match ty {
+                            AtomType::S32 => old as u32 as i32 as i64 as u64,
+                            _ => old,
+                        };
+                    }
+                    if *dst != NO_REG {
+                        let regs = &mut self.warp.regs[self.reg_base..];
+                        write_lanes(register_row_mut(regs, *dst), &olds, exec);
+                    }
+                    return Ok(());
+                }
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
-                    let address = self.address(addr, lane);
+                    let address = addresses[lane];
                     let host = self.resolve(*space, address, bytes, lane, pc)?;
                     if host & (bytes - 1) != 0 {
                         return Err(self.misaligned(pc, address, bytes, lane));
@@ -1686,11 +1742,49 @@ fn write_lanes(row: &mut [u64; 32], values: &[u64; 32], exec: u32) {
     }
 }
 
+/// How the lanes of a warp access memory, for the loads' fast paths.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LaneLayout {
+    /// Any other pattern, or not all 32 lanes.
+    Scattered,
+    /// All 32 lanes at the same address (a broadcast: one load).
+    Same,
+    /// All 32 lanes, lane `l` at the first lane's address plus `l` strides, in memory only
+    /// this thread accesses (the CTA's shared window: a CTA runs on one worker), so that the
+    /// loads need not be atomic and vectorize.
+    PrivateRun,
+}
+
+impl LaneLayout {
+    #[inline(always)]
+    fn of(hosts: &[u64; 32], exec: u32, stride: u64, private: bool) -> LaneLayout {
+        if exec != u32::MAX {
+            return LaneLayout::Scattered;
+        }
+        let first = hosts[0];
+        let (mut same, mut run) = (true, true);
+        let mut expected = first;
+        for &h in hosts {
+            same &= h == first;
+            run &= h == expected;
+            expected = expected.wrapping_add(stride);
+        }
+        if same {
+            LaneLayout::Same
+        } else if run && private {
+            LaneLayout::PrivateRun
+        } else {
+            LaneLayout::Scattered
+        }
+    }
+}
+
 /// Loads `BYTES` at `hosts[lane] + offset` into `row[lane]` for the lanes of `exec`,
-/// sign-extended when `signed`.
+/// sign-extended when `signed`; `layout` is the lanes' [`LaneLayout`] (with the stride between
+/// lanes a multiple of `BYTES`).
 ///
 /// # Safety
-/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory.
+/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory, aligned to `BYTES`.
 #[inline(always)]
 unsafe fn load_lanes<const BYTES: u8>(
     row: &mut [u64; 32],
@@ -1698,25 +1792,41 @@ unsafe fn load_lanes<const BYTES: u8>(
     offset: u64,
     exec: u32,
     signed: bool,
+    layout: LaneLayout,
 ) {
     let shift = 64 - 8 * u32::from(BYTES);
-    let load = |lane: usize| {
-        // SAFETY: valid per the caller.
-        let v = unsafe { memory::load(hosts[lane] + offset, BYTES) };
+    let extend = |v: u64| {
         if signed && shift > 0 {
             (((v << shift) as i64) >> shift) as u64
         } else {
             v
         }
     };
-    if exec == u32::MAX {
-        for (lane, slot) in row.iter_mut().enumerate() {
-            *slot = load(lane);
+    // SAFETY (all loads): valid and aligned per the caller.
+    let load = |lane: usize| extend(unsafe { memory::load_aligned::<BYTES>(hosts[lane] + offset) });
+    match layout {
+        LaneLayout::Same => *row = [load(0); 32],
+        LaneLayout::PrivateRun => {
+            let first = hosts[0] + offset;
+            let stride = hosts[1].wrapping_sub(hosts[0]) as usize;
+            for (lane, slot) in row.iter_mut().enumerate() {
+                // SAFETY: valid and aligned per the caller; no other thread accesses the
+                // memory (`LaneLayout::PrivateRun`).
+                *slot = extend(unsafe {
+                    memory::load_private::<BYTES>(first as usize + lane * stride)
+                });
+            }
         }
-    } else {
-        let mut m = exec;
-        while let Some(lane) = next_lane(&mut m) {
-            row[lane] = load(lane);
+        LaneLayout::Scattered if exec == u32::MAX => {
+            for (lane, slot) in row.iter_mut().enumerate() {
+                *slot = load(lane);
+            }
+        }
+        LaneLayout::Scattered => {
+            let mut m = exec;
+            while let Some(lane) = next_lane(&mut m) {
+                row[lane] = load(lane);
+            }
         }
     }
 }

@@ -116,6 +116,43 @@ pub(crate) unsafe fn load(address: u64, bytes: u8) -> u64 {
     }
 }
 
+/// Loads `BYTES` (1, 2, 4 or 8) from host address `address`, zero-extended, where the address
+/// is known to be aligned.
+///
+/// # Safety
+/// `[address, address + BYTES)` must be valid host memory, and `address` a multiple of `BYTES`.
+#[inline(always)]
+pub(crate) unsafe fn load_aligned<const BYTES: u8>(address: u64) -> u64 {
+    let p = address as *mut u8;
+    // SAFETY: valid and aligned per the caller.
+    unsafe {
+        match BYTES {
+            1 => u64::from(AtomicU8::from_ptr(p).load(Ordering::Relaxed)),
+            2 => u64::from(AtomicU16::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            4 => u64::from(AtomicU32::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            _ => AtomicU64::from_ptr(p.cast()).load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// [`load_aligned`] as a plain (non-atomic) read, for memory no other thread accesses
+/// meanwhile (a CTA's shared window), so that loops of such loads vectorize.
+///
+/// # Safety
+/// As [`load_aligned`], and no other thread writes the memory during the call.
+#[inline(always)]
+pub(crate) unsafe fn load_private<const BYTES: u8>(address: usize) -> u64 {
+    // SAFETY: valid, aligned and unshared per the caller.
+    unsafe {
+        match BYTES {
+            1 => u64::from(std::ptr::read(address as *const u8)),
+            2 => u64::from(std::ptr::read(address as *const u16)),
+            4 => u64::from(std::ptr::read(address as *const u32)),
+            _ => std::ptr::read(address as *const u64),
+        }
+    }
+}
+
 #[cold]
 unsafe fn load_bytes(address: u64, bytes: u8) -> u64 {
     let mut value = 0u64;

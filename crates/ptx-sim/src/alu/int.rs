@@ -175,12 +175,20 @@ pub(crate) fn rem(ty: IntTy, a: u64, b: u64) -> u64 {
 
 #[inline]
 pub(crate) fn min_max(ty: IntTy, max: bool, relu: bool, a: u64, b: u64) -> u64 {
-    let (x, y) = (ty.value(a), ty.value(b));
-    let mut r = if max { x.max(y) } else { x.min(y) };
-    if relu {
-        r = r.max(0);
-    }
-    ty.wrap(r as u64)
+    // In 64 bits rather than `IntTy::value`'s 128: the same result for widths up to 64.
+    let r = if ty.signed {
+        let (x, y) = (ty.sext(a), ty.sext(b));
+        let r = if max { x.max(y) } else { x.min(y) };
+        (if relu { r.max(0) } else { r }) as u64
+    } else {
+        let (x, y) = (ty.wrap(a), ty.wrap(b));
+        if max {
+            x.max(y)
+        } else {
+            x.min(y)
+        }
+    };
+    ty.wrap(r)
 }
 
 /// `bfind`: the position of the most significant non-sign bit (0xffffffff when none);
@@ -443,7 +451,16 @@ impl ICmp {
 
 #[inline]
 pub(crate) fn compare(op: ICmp, ty: IntTy, a: u64, b: u64) -> bool {
-    let (x, y) = (ty.value(a), ty.value(b));
+    // In 64 bits rather than `IntTy::value`'s 128: the same order for widths up to 64.
+    if ty.signed {
+        ordered(op, ty.sext(a), ty.sext(b))
+    } else {
+        ordered(op, ty.wrap(a), ty.wrap(b))
+    }
+}
+
+#[inline(always)]
+fn ordered<T: Ord>(op: ICmp, x: T, y: T) -> bool {
     match op {
         ICmp::Eq => x == y,
         ICmp::Ne => x != y,
