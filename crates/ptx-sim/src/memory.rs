@@ -135,6 +135,25 @@ pub(crate) unsafe fn load_aligned<const BYTES: u8>(address: u64) -> u64 {
     }
 }
 
+/// Stores the low `BYTES` (1, 2, 4 or 8) of `value` at host address `address`, known to be
+/// aligned.
+///
+/// # Safety
+/// `[address, address + BYTES)` must be valid host memory, and `address` a multiple of `BYTES`.
+#[inline(always)]
+pub(crate) unsafe fn store_aligned<const BYTES: u8>(address: u64, value: u64) {
+    let p = address as *mut u8;
+    // SAFETY: valid and aligned per the caller.
+    unsafe {
+        match BYTES {
+            1 => AtomicU8::from_ptr(p).store(value as u8, Ordering::Relaxed),
+            2 => AtomicU16::from_ptr(p.cast()).store(value as u16, Ordering::Relaxed),
+            4 => AtomicU32::from_ptr(p.cast()).store(value as u32, Ordering::Relaxed),
+            _ => AtomicU64::from_ptr(p.cast()).store(value, Ordering::Relaxed),
+        }
+    }
+}
+
 /// [`load_aligned`] as a plain (non-atomic) read, for memory no other thread accesses
 /// meanwhile (a CTA's shared window), so that loops of such loads vectorize.
 ///

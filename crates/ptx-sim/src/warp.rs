@@ -142,25 +142,42 @@ impl Warp {
             (1u32 << count) - 1
         };
         self.exited = 0;
+        // The first lane's %tid by division, the others by counting on (no divisions per
+        // lane: a warp start is frequent in grids of short CTAs).
+        let (nx, ny) = (block[0].max(1), block[1].max(1));
+        let (mut x, mut y, mut z) = (first % nx, (first / nx) % ny, first / nx.saturating_mul(ny));
         for lane in 0..32u32 {
-            let linear = first + lane;
-            self.linear[lane as usize] = linear;
-            let x = linear % block[0];
-            let y = (linear / block[0]) % block[1];
-            let z = linear / (block[0] * block[1]);
+            self.linear[lane as usize] = first + lane;
             self.tid[lane as usize] = [x, y, z];
+            x += 1;
+            if x == nx {
+                x = 0;
+                y += 1;
+                if y == ny {
+                    y = 0;
+                    z += 1;
+                }
+            }
         }
         self.regs.clear();
         self.regs.resize(registers as usize * 32, 0);
-        self.frames.clear();
+        // The kernel's frame, reusing the stack of the last start's first frame.
+        self.frames.truncate(1);
+        let mut stack = self
+            .frames
+            .pop()
+            .map(|frame| frame.stack)
+            .unwrap_or_default();
+        stack.clear();
+        stack.push(Entry {
+            pc: 0,
+            rpc: crate::decode::EXIT_PC,
+            mask: self.lanes,
+            reissue: false,
+        });
         self.frames.push(Frame {
             function: 0,
-            stack: vec![Entry {
-                pc: 0,
-                rpc: crate::decode::EXIT_PC,
-                mask: self.lanes,
-                reissue: false,
-            }],
+            stack,
             reg_base: 0,
             local_base: 0,
             call_pc: u32::MAX,
