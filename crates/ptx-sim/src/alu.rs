@@ -1280,6 +1280,18 @@ impl AluOp {
                 ty: IntTy { bits: 64, signed: false },
                 relu: false,
             } => value(int::min_max(IntTy { bits: 64, signed: false }, true, false, a, b)),
+            Op::Shr(IntTy { bits: 32, signed: false }) => {
+                value(int::shr(IntTy { bits: 32, signed: false }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 32, signed: true }) => {
+                value(int::shr(IntTy { bits: 32, signed: true }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 64, signed: false }) => {
+                value(int::shr(IntTy { bits: 64, signed: false }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 64, signed: true }) => {
+                value(int::shr(IntTy { bits: 64, signed: true }, a, b as u32))
+            },
             Op::Add { ty, sat } => with_carry(int::add(ty, sat, a, b, cin)),
             Op::Sub { ty, sat } => with_carry(int::sub(ty, sat, a, b, cin)),
             Op::Mul { ty, half } => value(int::mul(ty, half, a, b)),

@@ -984,11 +984,13 @@ impl<'a> Exec<'a, '_> {
                 Space::Local => return None,
             };
             let last = hi.checked_sub(len)?;
+            // Non-short-circuit `&`, here and in the loops below: no branches, so that the loop
+            // vectorizes without masked stores (slow on some CPUs).
             let check = |address: u64| {
                 let host = base.wrapping_add(address);
                 (
                     host,
-                    address >= lo && address <= last && host & (len - 1) == 0,
+                    (address >= lo) & (address <= last) & (host & (len - 1) == 0),
                 )
             };
             let ok = match addr.base {
@@ -1000,7 +1002,7 @@ impl<'a> Exec<'a, '_> {
                     for (lane, (&v, host)) in row.iter().zip(hosts.iter_mut()).enumerate() {
                         let (h, good) = check(v.wrapping_add(offset));
                         *host = h;
-                        ok &= good || (exec >> lane) & 1 == 0;
+                        ok &= good | ((exec >> lane) & 1 == 0);
                         same &= h == first;
                         run &= h == expected;
                         expected = expected.wrapping_add(len);

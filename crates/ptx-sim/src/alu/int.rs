@@ -91,8 +91,17 @@ pub(crate) fn add(ty: IntTy, sat: bool, a: u64, b: u64, cin: bool) -> (u64, bool
     if sat {
         return (ty.saturate(ty.value(a) + ty.value(b)), false);
     }
-    let sum = ty.wrap(a) as u128 + ty.wrap(b) as u128 + cin as u128;
-    (ty.wrap(sum as u64), sum >> ty.bits != 0)
+    // In 64-bit arithmetic (no 128-bit sum, so that lane loops vectorize): below 64 bits the
+    // sum cannot overflow and the carry is the bit above the width.
+    let (x, y) = (ty.wrap(a), ty.wrap(b));
+    if ty.bits < 64 {
+        let sum = x + y + u64::from(cin);
+        (ty.wrap(sum), sum >> ty.bits != 0)
+    } else {
+        let (partial, c1) = x.overflowing_add(y);
+        let (sum, c2) = partial.overflowing_add(u64::from(cin));
+        (sum, c1 || c2)
+    }
 }
 
 /// `a - (b + bin)`: the difference's bits and the borrow out (PTX's carry flag for `sub.cc`).
@@ -101,17 +110,35 @@ pub(crate) fn sub(ty: IntTy, sat: bool, a: u64, b: u64, bin: bool) -> (u64, bool
     if sat {
         return (ty.saturate(ty.value(a) - ty.value(b)), false);
     }
-    let subtrahend = ty.wrap(b) as u128 + bin as u128;
-    let minuend = ty.wrap(a) as u128;
-    (
-        ty.wrap(minuend.wrapping_sub(subtrahend) as u64),
-        minuend < subtrahend,
-    )
+    // In 64-bit arithmetic, as `add`.
+    let (x, y) = (ty.wrap(a), ty.wrap(b));
+    if ty.bits < 64 {
+        let subtrahend = y + u64::from(bin);
+        (ty.wrap(x.wrapping_sub(subtrahend)), x < subtrahend)
+    } else {
+        let (partial, b1) = x.overflowing_sub(y);
+        let (difference, b2) = partial.overflowing_sub(u64::from(bin));
+        (difference, b1 || b2)
+    }
 }
 
 /// `mul.lo/.hi/.wide`.
 #[inline]
 pub(crate) fn mul(ty: IntTy, half: Half, a: u64, b: u64) -> u64 {
+    // The exact product of two ≤32-bit values fits in 64 bits (signed: i64); the low 64 bits
+    // of the 128-bit product below are the same, and the halves taken from them too.
+    if ty.bits <= 32 {
+        let product = if ty.signed {
+            ty.sext(a).wrapping_mul(ty.sext(b)) as u64
+        } else {
+            ty.wrap(a).wrapping_mul(ty.wrap(b))
+        };
+        return match half {
+            Half::Lo => ty.wrap(product),
+            Half::Hi => ty.wrap(product >> ty.bits),
+            Half::Wide => zext(product, ty.bits * 2),
+        };
+    }
     // The exact product of two ≤64-bit values fits in 128 bits (signed: i128).
     let product = if ty.signed {
         (ty.sext(a) as i128).wrapping_mul(ty.sext(b) as i128) as u128
@@ -509,6 +536,79 @@ mod tests {
             i += 1;
         }
         f
+    }
+
+    /// `add`, `sub` and `mul` in 128-bit arithmetic, as the PTX ISA defines them.
+    fn add_wide(ty: IntTy, a: u64, b: u64, cin: bool) -> (u64, bool) {
+        let sum = ty.wrap(a) as u128 + ty.wrap(b) as u128 + cin as u128;
+        (ty.wrap(sum as u64), sum >> ty.bits != 0)
+    }
+
+    fn sub_wide(ty: IntTy, a: u64, b: u64, bin: bool) -> (u64, bool) {
+        let subtrahend = ty.wrap(b) as u128 + bin as u128;
+        let minuend = ty.wrap(a) as u128;
+        (
+            ty.wrap(minuend.wrapping_sub(subtrahend) as u64),
+            minuend < subtrahend,
+        )
+    }
+
+    fn mul_wide(ty: IntTy, half: Half, a: u64, b: u64) -> u64 {
+        let product = if ty.signed {
+            (ty.sext(a) as i128).wrapping_mul(ty.sext(b) as i128) as u128
+        } else {
+            (ty.wrap(a) as u128) * (ty.wrap(b) as u128)
+        };
+        match half {
+            Half::Lo => ty.wrap(product as u64),
+            Half::Hi => ty.wrap((product >> ty.bits) as u64),
+            Half::Wide => zext(product as u64, ty.bits * 2),
+        }
+    }
+
+    #[test]
+    fn add_sub_mul_match_128_bit_arithmetic() {
+        // Edge values of every width (0, 1, the signed extremes, all ones) with garbage above
+        // the width, and a pseudo-random spread.
+        let mut values = vec![0u64, 1, 2, u64::MAX, u64::MAX - 1];
+        for bits in [8u32, 16, 32, 64] {
+            let top = 1u64 << (bits - 1);
+            values.extend([top, top - 1, top + 1, top.wrapping_mul(2).wrapping_sub(1)]);
+            values.extend([
+                top | 0xabcd_0000_0000_0000,
+                (top - 1) | 0x1234_0000_0000_0000,
+            ]);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..40 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x);
+        }
+        for bits in [8u8, 16, 32, 64] {
+            for signed in [false, true] {
+                let ty = IntTy { bits, signed };
+                for &a in &values {
+                    for &b in &values {
+                        for carry in [false, true] {
+                            assert_eq!(add(ty, false, a, b, carry), add_wide(ty, a, b, carry));
+                            assert_eq!(sub(ty, false, a, b, carry), sub_wide(ty, a, b, carry));
+                        }
+                        for half in [Half::Lo, Half::Hi, Half::Wide] {
+                            if half == Half::Wide && bits == 64 {
+                                continue;
+                            }
+                            assert_eq!(
+                                mul(ty, half, a, b),
+                                mul_wide(ty, half, a, b),
+                                "mul {ty:?} {half:?} {a:#x} {b:#x}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
