@@ -648,14 +648,21 @@ impl<'a> Exec<'a, '_> {
                     let mut m = exec;
                     while let Some(lane) = next_lane(&mut m) {
                         let host = hosts[lane];
-                        if *space == Space::Host
-                            && host.wrapping_sub(cta.shared_base) >= cta.shared_len
-                            && host.wrapping_sub(cta.local_base) >= cta.local_len
-                        {
+                        // The CTA's shared and local windows are this worker's alone.
+                        let private = host.wrapping_sub(cta.shared_base) < cta.shared_len
+                            || host.wrapping_sub(cta.local_base) < cta.local_len;
+                        if *space == Space::Host && !private {
                             self.warp.global_atomics += 1;
                         }
-                        // SAFETY: checked accessible and aligned (`lane_hosts`).
-                        let old = unsafe { memory::atomic(host, *op, *ty, bv[lane], cv[lane]) };
+                        // SAFETY: checked accessible and aligned (`lane_hosts`); private
+                        // memory is accessed by no other thread.
+                        let old = unsafe {
+                            if private {
+                                memory::atomic_private(host, *op, *ty, bv[lane], cv[lane])
+                            } else {
+                                memory::atomic(host, *op, *ty, bv[lane], cv[lane])
+                            }
+                        };
                         if !self.warp.wrote && *dst != NO_REG {
                             // SAFETY: as above.
                             self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
