@@ -19,8 +19,8 @@ use crate::placement::{self, EdgeSite, Placement, Plan};
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, region_flush, shrinking_flush, warp_update, CountForm,
-    CounterRegisters,
+    function_prologue, guarded, packed_update, region_flush, shrinking_flush, shrinking_flush_fast,
+    warp_update, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -59,6 +59,10 @@ pub struct KernelInstrumentation {
     /// branch is warp-uniform (the block's threads follow from a flow), filled in by the runtime
     /// after the copies (and the copies once more after them), in order.
     pub warp_differences: Vec<(usize, usize, usize)>,
+    /// Blocks whose update is packed ([`crate::packed_update`]): the thread counter holds the
+    /// thread count in its low 32 bits and the warp count in its high 32 bits (the warp
+    /// counter stays zero); the runtime splits them per bank, before anything reads them.
+    pub packed_counts: Vec<usize>,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -109,6 +113,7 @@ pub fn instrument_module_with(
                     copied_counts: Vec::new(),
                     thread_flows: Vec::new(),
                     warp_differences: Vec::new(),
+                    packed_counts: Vec::new(),
                 });
             }
         }
@@ -311,14 +316,32 @@ fn instrument_kernel_in(
     };
     add_differences(&plan, offsets[0] as usize);
     let regs = declare_registers(kernel_fn, plan.counter_registers() as u32)?;
-    let counted_here = place_counters(kernel_fn, &regs, offsets[0], &plan)?;
+    // Only the kernel's own blocks outside cycles run at most once per thread (a device
+    // function's may run once per call): those take packed updates.
+    let mut packed_counts = Vec::new();
+    let counted_here = place_counters(
+        kernel_fn,
+        &regs,
+        offsets[0],
+        &plan,
+        true,
+        &mut packed_counts,
+    )?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
     // Nothing to count on the device (every block counted from the launch or copied) and no
     // counted function to pass a base to: the clone needs no prologue at all.
     if counted_here || !functions.is_empty() {
         let label = unused_label(kernel_fn, "$__cf_counted");
-        let prologue = entry_prologue(&regs, &counters_name, &banks_name, total_blocks, &label);
+        let ranged_label = unused_label(kernel_fn, "$__cf_ranged");
+        let prologue = entry_prologue(
+            &regs,
+            &counters_name,
+            &banks_name,
+            total_blocks,
+            &label,
+            &ranged_label,
+        );
         insert_prologue(kernel_fn, prologue)?;
     }
 
@@ -337,7 +360,7 @@ fn instrument_kernel_in(
         );
         add_differences(&plan, offset as usize);
         let regs = declare_registers(function, plan.counter_registers() as u32)?;
-        place_counters(function, &regs, offset, &plan)?;
+        place_counters(function, &regs, offset, &plan, false, &mut packed_counts)?;
         redirect_calls(function, &regs, &clones)?;
         unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
@@ -364,6 +387,7 @@ fn instrument_kernel_in(
         copied_counts,
         thread_flows,
         warp_differences,
+        packed_counts,
     })
 }
 
@@ -377,8 +401,11 @@ fn place_counters(
     regs: &CounterRegisters,
     offset: u64,
     plan: &Plan,
+    packable: bool,
+    packed: &mut Vec<usize>,
 ) -> Result<bool, RewriteError> {
     let cfg = placement::Cfg::of(function);
+    let depths = placement::scope_depths(function);
     let statements = function.statements();
     // (statement index, order among inserts at that index, code)
     let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
@@ -392,6 +419,9 @@ fn place_counters(
             None
         } else if plan.threads_derived(b) {
             Some(warp_update(regs, offset + b as u64))
+        } else if packable && !placement::in_cycle(&cfg, b) {
+            packed.push(offset as usize + b);
+            Some(packed_update(regs, offset + b as u64))
         } else {
             Some(block_update(regs, offset + b as u64))
         };
@@ -487,11 +517,28 @@ fn place_counters(
             } else {
                 Vec::new()
             };
-            inserts.push((
-                cfg.blocks[meeting].insertion_point(),
-                1,
-                shrinking_flush(regs, &forms, &reset),
-            ));
+            // The fast path returns from its out-of-line block to a label after it, which must
+            // be in the body's own scope.
+            let at = cfg.blocks[meeting].insertion_point();
+            let top_level = depths.get(at) == Some(&0)
+                && cfg.blocks[meeting]
+                    .label_statement
+                    .is_none_or(|s| depths[s] == 0);
+            let fast = if plan.appendable && top_level {
+                let slow = fresh_label(function, "$__cf_slow", &mut exit_labels);
+                let resume = fresh_label(function, "$__cf_resume", &mut exit_labels);
+                shrinking_flush_fast(regs, &forms, &reset, &slow, &resume)
+            } else {
+                None
+            };
+            let flush = match fast {
+                Some((at_meeting, mut out_of_line)) => {
+                    new_blocks.append(&mut out_of_line);
+                    at_meeting
+                }
+                None => shrinking_flush(regs, &forms, &reset),
+            };
+            inserts.push((at, 1, flush));
             continue;
         }
         for (j, edge) in region.exits.iter().enumerate() {
@@ -530,13 +577,7 @@ fn place_counters(
                             from: edge.from,
                             to: edge.exit_to.unwrap_or(0),
                         })?;
-                    let label = loop {
-                        let candidate = format!("$__cf_exit{exit_labels}");
-                        exit_labels += 1;
-                        if !function.has_label(&candidate) {
-                            break candidate;
-                        }
-                    };
+                    let label = fresh_label(function, "$__cf_exit", &mut exit_labels);
                     new_blocks.push(Statement::label(label.clone()));
                     new_blocks.append(&mut flush);
                     new_blocks.push(Statement::instruction(Instruction::simple(
@@ -567,6 +608,17 @@ fn place_counters(
         function.insert_statements(at, code)?;
     }
     Ok(any)
+}
+
+/// `base` with the next number from `next` that the function does not use as a label yet.
+fn fresh_label(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
+    loop {
+        let candidate = format!("{base}{next}");
+        *next += 1;
+        if !function.has_label(&candidate) {
+            return candidate;
+        }
+    }
 }
 
 /// `base`, or `base` with a number, whichever the function does not use yet.

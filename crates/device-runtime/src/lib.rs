@@ -33,6 +33,14 @@ use ptx_lexer::{Function, Guard, Instruction, Operand, Param, RewriteError, Stat
 /// Bytes of one block's counters in one bank: a `u64` thread count and a `u64` warp count.
 pub const COUNTER_PAIR_BYTES: u64 = 16;
 
+/// What a warp adds to a packed counter ([`packed_update`]) for itself: its thread count goes to
+/// the low 32 bits, its 1 to the high 32 bits.
+pub const PACKED_WARP: u64 = 1 << 32;
+/// A packed counter holds exact counts while fewer threads than this run its block in one bank:
+/// every thread runs a packed block at most once and every warp adds at least one thread, so
+/// both halves stay below 2^32 and the low half never carries into the high one.
+pub const PACKED_THREADS_LIMIT: u64 = 1 << 32;
+
 /// Mode codes in the top byte of the `banks` parameter.
 pub const MODE_ALL: u32 = 0;
 /// Where the mode sits in the `banks` parameter: its top byte; the bank mask (at most 4095)
@@ -42,6 +50,21 @@ pub const MODE_SHIFT: u32 = 24;
 pub const BANK_MASK_BITS: u32 = (1 << MODE_SHIFT) - 1;
 pub const MODE_CTA: u32 = 1;
 pub const MODE_WARP: u32 = 2;
+/// Every thread counts, with the banks split by ranges of linear CTA ids (packed counters of a
+/// launch of [`PACKED_THREADS_LIMIT`] threads or more): bank = (CTA id >> shift) × (mask + 1)
+/// + (%smid & mask), the mask in the low [`RANGE_SHIFT_BIT`] bits, the shift in the 6 above.
+pub const MODE_RANGES: u32 = 3;
+/// Where a ranged `banks` parameter keeps its shift.
+pub const RANGE_SHIFT_BIT: u32 = 12;
+/// The most banks a ranged launch may use (the runtime refuses to count a larger grid).
+pub const MAX_RANGED_BANKS: u64 = 1 << 16;
+
+/// The `banks` parameter of [`MODE_RANGES`]: `mask` (banks per range - 1, below
+/// 2^[`RANGE_SHIFT_BIT`]) and `shift` (log2 of the CTAs per range, below 64).
+pub fn ranged_banks_param(mask: u32, shift: u32) -> u32 {
+    debug_assert!(mask < 1 << RANGE_SHIFT_BIT && shift < 64);
+    (MODE_RANGES << MODE_SHIFT) | (shift << RANGE_SHIFT_BIT) | mask
+}
 
 const B32_REGISTERS: u32 = 10;
 const B64_REGISTERS: u32 = 6;
@@ -137,13 +160,14 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
 /// a kernel with `blocks` counted blocks, and zeroes the loop counters. Runs once, at the top
 /// of the kernel. Threads the mode does not count get a null base and an all-ones mask; the
 /// mode's test is skipped by a uniform branch to `label` when every thread is counted, the
-/// common case (9 instructions then).
+/// common case (9 instructions then). [`MODE_RANGES`] recomputes the base at `ranged_label`.
 pub fn entry_prologue(
     regs: &CounterRegisters,
     counters_param: &str,
     banks_param: &str,
     blocks: u64,
     label: &str,
+    ranged_label: &str,
 ) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let addr = |name: &str| Operand::Address(vec![Operand::sym(name)]);
@@ -172,28 +196,33 @@ pub fn entry_prologue(
             vec![p(1), r(1), Operand::int(BANK_MASK_BITS)],
         ),
         guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
-        // r0 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)
+        // rd1 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z), in 64 bits
+        // (the product in parentheses is below 2^32).
         ins("mov.u32", vec![r(0), special("%ctaid.z")]),
         ins("mov.u32", vec![r(2), special("%nctaid.y")]),
         ins("mov.u32", vec![r(3), special("%ctaid.y")]),
         ins("mad.lo.u32", vec![r(0), r(0), r(2), r(3)]),
         ins("mov.u32", vec![r(2), special("%nctaid.x")]),
         ins("mov.u32", vec![r(3), special("%ctaid.x")]),
-        ins("mad.lo.u32", vec![r(0), r(0), r(2), r(3)]),
-        // r1 = mode; r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
-        ins("shr.u32", vec![r(1), r(1), Operand::int(MODE_SHIFT)]),
+        ins("cvt.u64.u32", vec![rd(1), r(3)]),
+        ins("mad.wide.u32", vec![rd(1), r(0), r(2), rd(1)]),
+        // r4 = mode
+        ins("shr.u32", vec![r(4), r(1), Operand::int(MODE_SHIFT)]),
+        ins("setp.eq.u32", vec![p(1), r(4), Operand::int(MODE_RANGES)]),
+        guarded(regs, 1, "bra.uni", vec![Operand::sym(ranged_label)]),
+        // r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
         ins("mov.u32", vec![r(2), special("%tid.z")]),
         ins("mov.u32", vec![r(3), special("%ntid.y")]),
-        ins("mov.u32", vec![r(4), special("%tid.y")]),
-        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
+        ins("mov.u32", vec![r(0), special("%tid.y")]),
+        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(0)]),
         ins("mov.u32", vec![r(3), special("%ntid.x")]),
-        ins("mov.u32", vec![r(4), special("%tid.x")]),
-        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(4)]),
+        ins("mov.u32", vec![r(0), special("%tid.x")]),
+        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(0)]),
         // counted = CTA 0 && (mode == cta || first warp)
         ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
-        ins("setp.eq.u32", vec![p(1), r(1), Operand::int(MODE_CTA)]),
+        ins("setp.eq.u32", vec![p(1), r(4), Operand::int(MODE_CTA)]),
         ins("or.pred", vec![p(2), p(2), p(1)]),
-        ins("setp.eq.u32", vec![p(1), r(0), Operand::int(0)]),
+        ins("setp.eq.u64", vec![p(1), rd(1), Operand::int(0)]),
         ins("and.pred", vec![p(2), p(2), p(1)]),
         ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
         ins(
@@ -203,6 +232,36 @@ pub fn entry_prologue(
                 r(LOWER_LANES),
                 Operand::int("0xFFFFFFFF"),
                 p(2),
+            ],
+        ),
+        ins("bra.uni", vec![Operand::sym(label)]),
+        // Ranged banks: bank = (CTA id >> shift) * (mask + 1) + (%smid & mask).
+        Statement::label(ranged_label),
+        ins(
+            "bfe.u32",
+            vec![r(3), r(1), Operand::int(RANGE_SHIFT_BIT), Operand::int(6)],
+        ),
+        ins("shr.b64", vec![rd(1), rd(1), r(3)]),
+        ins(
+            "and.b32",
+            vec![r(2), r(1), Operand::int((1u32 << RANGE_SHIFT_BIT) - 1)],
+        ),
+        ins("add.u32", vec![r(3), r(2), Operand::int(1)]),
+        ins("cvt.u64.u32", vec![rd(2), r(3)]),
+        ins("mul.lo.u64", vec![rd(1), rd(1), rd(2)]),
+        ins("mov.u32", vec![r(3), special("%smid")]),
+        ins("and.b32", vec![r(3), r(3), r(2)]),
+        ins("cvt.u64.u32", vec![rd(2), r(3)]),
+        ins("add.s64", vec![rd(1), rd(1), rd(2)]),
+        ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
+        ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
+        ins(
+            "mad.lo.u64",
+            vec![
+                rd(0),
+                rd(1),
+                Operand::int(blocks * COUNTER_PAIR_BYTES),
+                rd(0),
             ],
         ),
         Statement::label(label),
@@ -330,6 +389,30 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     let mut code = elect_leader(regs);
     code.push(ins("cvt.u64.u32", vec![regs.r64(2), regs.r32(2)]));
     code.extend(leader_adds(regs, block, regs.r64(2), Operand::int(1)));
+    code
+}
+
+/// The update at the top of counted block `block` where a thread runs it at most once (a kernel
+/// block in no cycle): the first active lane adds `active threads + PACKED_WARP` to the block's
+/// thread counter, one reduction for both counts; the runtime splits the halves
+/// ([`PACKED_THREADS_LIMIT`] says when they are exact).
+pub fn packed_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
+    let mut code = elect_leader(regs);
+    code.push(ins(
+        "mad.wide.u32",
+        vec![
+            regs.r64(2),
+            regs.r32(2),
+            Operand::int(1),
+            Operand::int(PACKED_WARP),
+        ],
+    ));
+    code.push(counter_add(
+        regs,
+        0,
+        block * COUNTER_PAIR_BYTES,
+        regs.r64(2),
+    ));
     code
 }
 
@@ -484,6 +567,88 @@ pub fn shrinking_flush(
     code
 }
 
+/// Loop counters below this, weighed by at most [`SMALL_WEIGHT`] in all, give counts below
+/// 2^27: the fast path of a shrinking flush ([`shrinking_flush_fast`]).
+const SMALL_COUNTER: u64 = 1 << 20;
+/// See [`SMALL_COUNTER`].
+const SMALL_WEIGHT: i64 = 1 << 7;
+
+/// [`shrinking_flush`] with a fast path for the common case, where every lane's loop counters
+/// are below 2^20 and no count weighs them by more than 128 in all: every count is then below
+/// 2^27, so its sum over the lanes fits one 32-bit reduction and its maximum is that of the
+/// low halves (about half the instructions, no per-lane adds). Otherwise a uniform branch goes
+/// to `slow`, where the full flush runs out of line and returns to `resume`. Returns the code
+/// for the meeting point and the out-of-line block (for the end of the body, after its final
+/// unconditional transfer), or `None` where no count qualifies (use [`shrinking_flush`]).
+pub fn shrinking_flush_fast(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    reset: &[usize],
+    slow: &str,
+    resume: &str,
+) -> Option<(Vec<Statement>, Vec<Statement>)> {
+    let forms = distinct_forms(blocks);
+    let weights_small = forms
+        .iter()
+        .all(|(form, _)| form.terms.iter().map(|(_, k)| k.abs()).sum::<i64>() <= SMALL_WEIGHT);
+    let mut counters: Vec<usize> = forms
+        .iter()
+        .flat_map(|(form, _)| form.terms.iter().map(|&(c, _)| c))
+        .collect();
+    counters.sort_unstable();
+    counters.dedup();
+    if forms.is_empty() || counters.is_empty() || !weights_small {
+        return None;
+    }
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let mut code = elect_leader_only(regs);
+    let mask = r(3);
+    // p4: every lane's counters are small.
+    for (i, &counter) in counters.iter().enumerate() {
+        code.push(if i == 0 {
+            ins(
+                "setp.lt.u64",
+                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER)],
+            )
+        } else {
+            ins(
+                "setp.lt.and.u64",
+                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER), p(4)],
+            )
+        });
+    }
+    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), mask.clone()]));
+    code.push(Statement::instruction(Instruction::new(
+        Some(Guard {
+            negated: true,
+            predicate: format!("{}4", regs.pred).into(),
+        }),
+        ptx_lexer::Opcode::new("bra.uni"),
+        vec![Operand::sym(slow)],
+    )));
+    for (form, list) in &forms {
+        let value = evaluate(regs, form, &mut code);
+        code.extend([
+            ins("cvt.u32.u64", vec![r(8), value]),
+            ins("redux.sync.max.u32", vec![r(9), r(8), mask.clone()]),
+            ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
+            ins("cvt.u64.u32", vec![rd(4), r(8)]),
+            ins("cvt.u64.u32", vec![rd(5), r(9)]),
+        ]);
+        for &block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(counter_add(regs, 0, threads, rd(4)));
+            code.push(counter_add(regs, 0, threads + 8, rd(5)));
+        }
+    }
+    code.push(Statement::label(resume));
+    code.extend(zeroed(regs, reset.iter().copied()));
+    let mut out_of_line = vec![Statement::label(slow)];
+    out_of_line.extend(shrinking_flush(regs, blocks, &[]));
+    out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+    Some((code, out_of_line))
+}
+
 /// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
 /// that entered (no branch in the loop splits it), so every lane holds the same counts; each
 /// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
@@ -552,6 +717,41 @@ mod tests {
         assert_eq!(text[1], "and.b32 %r1, %r3, %r5;");
         assert_eq!(text[2], "setp.eq.u32 %p0, %r1, 0;");
         assert_eq!(text.len(), 7);
+    }
+
+    #[test]
+    fn the_shrinking_flush_fast_path_only_takes_counts_it_can_bound() {
+        let form = |terms: Vec<(usize, i64)>| CountForm { constant: 0, terms };
+        let fast = |blocks: &[(u64, CountForm)]| {
+            shrinking_flush_fast(&regs(), blocks, &[1], "$slow", "$resume")
+        };
+        // c0 + c1 and 128 x c0 are bounded (2^20 x 128 = 2^27); 129 x c0 is not, and nothing
+        // to flush needs no fast path.
+        let (inline, out_of_line) = fast(&[(2, form(vec![(0, 1), (1, 1)]))]).unwrap();
+        assert!(fast(&[(2, form(vec![(0, 128)]))]).is_some());
+        assert!(fast(&[(2, form(vec![(0, 129)]))]).is_none());
+        assert!(fast(&[(2, form(vec![]))]).is_none());
+        let text = |code: &[Statement]| -> Vec<String> {
+            code.iter()
+                .map(|s| match s.kind() {
+                    StatementKind::Instruction(i) => i.to_string(),
+                    StatementKind::Label(l) => format!("{l}:"),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect()
+        };
+        let (inline, out_of_line) = (text(&inline), text(&out_of_line));
+        // Both counters tested, the branch to the slow path, then the resume point and the
+        // resets; the slow path returns there.
+        assert!(inline.contains(&"setp.lt.u64 %p4, %c0, 1048576;".to_string()));
+        assert!(inline.contains(&"setp.lt.and.u64 %p4, %c1, 1048576, %p4;".to_string()));
+        assert!(inline.contains(&"@!%p4 bra.uni $slow;".to_string()));
+        assert_eq!(inline[inline.len() - 2..], ["$resume:", "mov.u64 %c1, 0;"]);
+        assert_eq!(out_of_line[0], "$slow:");
+        assert_eq!(out_of_line.last().unwrap(), "bra.uni $resume;");
+        // Block 2's pair: threads (the sum) and warps (the maximum), by the leader only.
+        assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+32], %rd4;".to_string()));
+        assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+40], %rd5;".to_string()));
     }
 
     #[test]

@@ -676,7 +676,7 @@ fn joins(
 }
 
 /// Scope depth (nested `{ }`) of every statement.
-fn scope_depths(function: &Function) -> Vec<usize> {
+pub(crate) fn scope_depths(function: &Function) -> Vec<usize> {
     let mut depth = 0usize;
     function
         .statements()
@@ -787,6 +787,9 @@ pub(crate) struct Plan {
     /// Blocks whose thread counts the runtime derives by flow conservation ([`crate::flow`]):
     /// the device counts only their warps.
     pub thread_flows: Vec<ThreadFlow>,
+    /// Whether blocks of counter code can be appended to the body: its last statement is an
+    /// unconditional transfer in the body's own scope, so nothing falls into them.
+    pub appendable: bool,
 }
 
 /// One side of a warp-uniform two-way branch: every thread that runs `branch` (a block that
@@ -866,6 +869,7 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
         });
     let mut plan = Plan {
         entry_from_launch,
+        appendable: last_is_unconditional_transfer,
         ..Plan::default()
     };
     let mut registers = 0;
@@ -1545,6 +1549,11 @@ fn region_of(
         counts,
         reentered,
     })
+}
+
+/// Whether block `b` lies on a cycle of the control-flow graph (a thread may run it twice).
+pub(crate) fn in_cycle(cfg: &Cfg, b: usize) -> bool {
+    reaches(cfg, &cfg.succs[b], b)
 }
 
 /// Whether a path of the control-flow graph leads from one of `from` (included) to `target`.

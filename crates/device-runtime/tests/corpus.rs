@@ -349,21 +349,38 @@ fn counter_offset(i: &Instruction) -> Option<u64> {
     }
 }
 
-/// The counter pair of the update at the top of `block`, if it has one, and whether that
-/// update counts threads too (else warps only): the last update in the counter code
-/// (instructions not from the original) that follows its label.
+/// The label a shrinking flush's slow path returns to (device-runtime's `shrinking_flush_fast`):
+/// the block the flush sits in continues after it.
+const RESUME: &str = "$__cf_resume";
+/// The label of a shrinking flush's slow path, out of line.
+const SLOW: &str = "$__cf_slow";
+
+/// What an update at the top of a block adds to its counter pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// Threads to the first counter, 1 to the second.
+    Pair,
+    /// 1 to the second counter only (the thread count follows by flow).
+    Warps,
+    /// Both counts packed into the first counter.
+    Packed,
+}
+
+/// The counter pair of the update at the top of `block`, if it has one, and what it adds: the
+/// last update in the counter code (instructions not from the original) that follows its label.
 fn top_update_offset(
     function: &ptx_lexer::Function,
     block: &ptx_lexer::BasicBlock,
-) -> Option<(u64, bool)> {
+) -> Option<(u64, Update)> {
     let offsets: Vec<u64> = function.statements()[block.insertion_point()..]
         .iter()
-        .take_while(|s| !s.is_from_source() && s.as_label().is_none())
+        .take_while(|s| !s.is_from_source() && s.as_label().is_none_or(|l| l.starts_with(RESUME)))
         .filter_map(|s| s.as_instruction().and_then(counter_offset))
         .collect();
     match offsets[..] {
-        [.., threads, warps] if warps == threads + 8 => Some((threads, true)),
-        [.., warps] if warps % 16 == 8 => Some((warps - 8, false)),
+        [.., threads, warps] if warps == threads + 8 => Some((threads, Update::Pair)),
+        [.., warps] if warps % 16 == 8 => Some((warps - 8, Update::Warps)),
+        [.., packed] => Some((packed, Update::Packed)),
         _ => None,
     }
 }
@@ -405,8 +422,27 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                 // Flush blocks of register-counted loops (`$__cf_exit<n>`), flush code on a
                 // fall-through edge and the prologue's own label (`$__cf_counted`) are counter
                 // code too.
-                let blocks: Vec<ptx_lexer::BasicBlock> = copy
-                    .blocks()
+                // A shrinking flush's fast path ends in a `$__cf_resume` label inside the block
+                // it sits in (its slow path returns there): the block continues after it.
+                // Its branch to the slow path (`$__cf_slow`) ends a block too.
+                let to_slow_path = |b: &ptx_lexer::BasicBlock| {
+                    b.instructions.last().is_some_and(|&s| {
+                        copy.statements()[s]
+                            .as_instruction()
+                            .is_some_and(|i| i.branch_targets().any(|t| t.starts_with(SLOW)))
+                    })
+                };
+                let mut merged: Vec<ptx_lexer::BasicBlock> = Vec::new();
+                for b in copy.blocks() {
+                    let resumes = b.label.as_deref().is_some_and(|l| l.starts_with(RESUME));
+                    match merged.last_mut() {
+                        Some(previous) if resumes || to_slow_path(previous) => {
+                            previous.instructions.extend(b.instructions)
+                        }
+                        _ => merged.push(b),
+                    }
+                }
+                let blocks: Vec<ptx_lexer::BasicBlock> = merged
                     .into_iter()
                     .filter(|b| {
                         b.label.as_deref().is_some_and(|l| !l.starts_with("$__cf_"))
@@ -442,9 +478,11 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                             && !flushed.contains(&pair)
                             && !flushed.contains(&(pair + 8))
                     } else if threads_derived {
-                        offset == Some((pair, false)) && !flushed.contains(&pair)
+                        offset == Some((pair, Update::Warps)) && !flushed.contains(&pair)
+                    } else if result.packed_counts.contains(&(start + i)) {
+                        offset == Some((pair, Update::Packed)) && !flushed.contains(&(pair + 8))
                     } else {
-                        offset == Some((pair, true))
+                        offset == Some((pair, Update::Pair))
                             || (flushed.contains(&pair) && flushed.contains(&(pair + 8)))
                     };
                     if !counted {

@@ -7,25 +7,49 @@ use crate::report::{Counts, OpcodeCounts};
 use crate::snapshot::Block;
 
 /// Sums a launch's banked counter buffer (`[bank][block][threads, warps]`, as laid out by
-/// `device-runtime`) into per-block thread and warp counts.
+/// `device-runtime`) into per-block thread and warp counts. The thread counter of each block of
+/// `packed` holds both of its counts (device-runtime's `packed_update`): threads in the low 32
+/// bits, warps in the high 32 bits, split in each bank before the sums (the launch keeps every
+/// bank below `PACKED_THREADS_LIMIT` threads of a block, so the halves never carried).
 ///
-/// Returns `None` when the buffer's length is not `banks * blocks * 2`.
-pub fn fold_banks(buffer: &[u64], banks: usize, blocks: usize) -> Option<(Vec<u64>, Vec<u64>)> {
-    if banks.checked_mul(blocks)?.checked_mul(2)? != buffer.len() {
-        return None;
+/// Errors, with the reason the launch's counts are refused: the buffer's length is not
+/// `banks * blocks * 2`, a packed block is not one of `blocks`, or a sum does not fit 64 bits.
+pub fn fold_banks(
+    buffer: &[u64],
+    banks: usize,
+    blocks: usize,
+    packed: &[usize],
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    if banks.checked_mul(blocks).and_then(|n| n.checked_mul(2)) != Some(buffer.len()) {
+        return Err("the counter buffer has the wrong size".to_owned());
+    }
+    if let Some(&block) = packed.iter().find(|&&b| b >= blocks) {
+        return Err(format!(
+            "the snapshot packs block {block} of {blocks}: the counts are inconsistent"
+        ));
+    }
+    let mut is_packed = vec![false; blocks];
+    for &block in packed {
+        is_packed[block] = true;
     }
     let mut threads = vec![0u64; blocks];
     let mut warps = vec![0u64; blocks];
     if blocks == 0 {
-        return Some((threads, warps));
+        return Ok((threads, warps));
     }
+    let overflow = || "a block count does not fit 64 bits".to_owned();
     for bank in buffer.chunks_exact(blocks * 2) {
         for (block, pair) in bank.chunks_exact(2).enumerate() {
-            threads[block] = threads[block].wrapping_add(pair[0]);
-            warps[block] = warps[block].wrapping_add(pair[1]);
+            let (t, w) = if is_packed[block] {
+                (pair[0] & u64::from(u32::MAX), (pair[0] >> 32) + pair[1])
+            } else {
+                (pair[0], pair[1])
+            };
+            threads[block] = threads[block].checked_add(t).ok_or_else(overflow)?;
+            warps[block] = warps[block].checked_add(w).ok_or_else(overflow)?;
         }
     }
-    Some((threads, warps))
+    Ok((threads, warps))
 }
 
 /// A snapshot's blocks as opcode histograms, built once and applied to every launch.
@@ -101,16 +125,37 @@ mod tests {
     fn folds_every_bank_into_its_block() {
         // 2 banks x 3 blocks x (threads, warps)
         let buffer = [1, 10, 2, 20, 3, 30, 4, 40, 5, 50, 6, 60];
-        let (threads, warps) = fold_banks(&buffer, 2, 3).unwrap();
+        let (threads, warps) = fold_banks(&buffer, 2, 3, &[]).unwrap();
         assert_eq!(threads, [5, 7, 9]);
         assert_eq!(warps, [50, 70, 90]);
     }
 
     #[test]
-    fn rejects_a_buffer_of_the_wrong_size() {
-        assert_eq!(fold_banks(&[0; 10], 2, 3), None);
-        assert_eq!(fold_banks(&[], usize::MAX, 3), None);
-        assert_eq!(fold_banks(&[], 4, 0), Some((vec![], vec![])));
+    fn splits_packed_counters_in_each_bank() {
+        // Block 1 packed: bank 0 holds 3 warps of 70 threads, bank 1 one warp of 32 threads,
+        // as `packed_update` adds them (threads + 2^32 per warp).
+        let warp = device_runtime::PACKED_WARP;
+        let bank0 = [0, 0, (32 + 32 + 6) + 3 * warp, 0];
+        let bank1 = [0, 0, 32 + warp, 0];
+        let buffer: Vec<u64> = bank0.iter().chain(&bank1).copied().collect();
+        let (threads, warps) = fold_banks(&buffer, 2, 2, &[1]).unwrap();
+        assert_eq!(threads, [0, 102]);
+        assert_eq!(warps, [0, 4]);
+        // Each bank's halves are split before the sum: a carry across banks is no carry.
+        let full = [0, 0, u64::from(u32::MAX) + (u64::from(u32::MAX) << 32), 0];
+        let buffer: Vec<u64> = full.iter().chain(&full).copied().collect();
+        let (threads, warps) = fold_banks(&buffer, 2, 2, &[1]).unwrap();
+        assert_eq!(threads[1], 2 * u64::from(u32::MAX));
+        assert_eq!(warps[1], 2 * u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn rejects_a_buffer_of_the_wrong_size_or_counts_that_do_not_fit() {
+        assert!(fold_banks(&[0; 10], 2, 3, &[]).is_err());
+        assert!(fold_banks(&[], usize::MAX, 3, &[]).is_err());
+        assert_eq!(fold_banks(&[], 4, 0, &[]), Ok((vec![], vec![])));
+        assert!(fold_banks(&[0; 12], 2, 3, &[3]).is_err());
+        assert!(fold_banks(&[u64::MAX, 0, 1, 0], 2, 1, &[]).is_err());
     }
 
     fn block(instructions: &[&str]) -> Block {

@@ -152,8 +152,67 @@ struct ClonePlan {
     clone: usize,
     params: usize,
     blocks: usize,
+    banks: BankLayout,
     bytes: usize,
     slot: Slot,
+}
+
+/// How a launch's counter buffer is banked: `count` banks of every block's counter pair, and
+/// the clone's `banks` parameter that makes the device pick its bank (device-runtime's
+/// `entry_prologue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BankLayout {
+    pub(crate) count: usize,
+    pub(crate) param: u32,
+}
+
+impl BankLayout {
+    /// The banks of a launch of `grid` × `block` threads under `config`; `packed`: whether
+    /// the kernel has packed counters (see the snapshot). Normally `config.banks` banks, one
+    /// per streaming multiprocessor modulo the count. A packed counter is exact while fewer
+    /// than `PACKED_THREADS_LIMIT` threads reach one bank (every thread runs its block at most
+    /// once); where the mode counts more threads than that in the whole launch, the banks are
+    /// also split by ranges of linear CTA ids that hold fewer threads each, `config.banks`
+    /// banks per range. Errors with the reason the launch cannot be counted.
+    pub(crate) fn of(
+        config: &Config,
+        grid: Dim3,
+        block: Dim3,
+        packed: bool,
+    ) -> Result<Self, String> {
+        let sm_banks = config.banks;
+        let mode = config.mode();
+        let cta_threads = u64::from(block.x) * u64::from(block.y) * u64::from(block.z);
+        let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+        let counted_threads = match mode {
+            Mode::All => u128::from(ctas) * u128::from(cta_threads),
+            Mode::Cta | Mode::Warp => u128::from(cta_threads),
+        };
+        let plain = BankLayout {
+            count: sm_banks as usize,
+            param: (sm_banks - 1) | (mode.device_code() << device_runtime::MODE_SHIFT),
+        };
+        if !packed || counted_threads < u128::from(device_runtime::PACKED_THREADS_LIMIT) {
+            return Ok(plain);
+        }
+        // The most CTAs of a range: a power of two whose threads stay below the limit.
+        let limit = (device_runtime::PACKED_THREADS_LIMIT - 1) / cta_threads.max(1);
+        let shift = limit.max(1).ilog2();
+        let ranges = ctas.div_ceil(1u64 << shift);
+        let count = ranges
+            .checked_mul(u64::from(sm_banks))
+            .filter(|&n| n <= device_runtime::MAX_RANGED_BANKS)
+            .ok_or_else(|| {
+                format!(
+                    "a grid of {counted_threads} threads needs more than {} counter banks",
+                    device_runtime::MAX_RANGED_BANKS
+                )
+            })?;
+        Ok(BankLayout {
+            count: count as usize,
+            param: device_runtime::ranged_banks_param(sm_banks - 1, shift),
+        })
+    }
 }
 
 /// The program's launch, as passed to `cudaLaunchKernel` (or the call `kind` names).
@@ -292,7 +351,7 @@ impl<C: Cuda> Runtime<C> {
             launched.set(Some(code));
             code
         };
-        match self.plan(func, block, kind.stream(stream)) {
+        match self.plan(func, grid, block, kind.stream(stream)) {
             Plan::Forward => original(),
             Plan::Original {
                 kernel,
@@ -376,7 +435,7 @@ impl<C: Cuda> Runtime<C> {
 
     /// Decides how to run a launch of `func` on `stream` (a handle any API call understands:
     /// [`LaunchKind::stream`]); for the clone, also takes a counter buffer.
-    fn plan(&self, func: usize, block: Dim3, stream: usize) -> Plan {
+    fn plan(&self, func: usize, grid: Dim3, block: Dim3, stream: usize) -> Plan {
         let mut state = self.lock();
         let Some(&kernel) = state.by_stub.get(&func) else {
             return Plan::Forward;
@@ -439,8 +498,13 @@ impl<C: Cuda> Runtime<C> {
         };
         let snapshot = &state.kernels[kernel].variants[variant].snapshot;
         let (params, blocks) = (snapshot.params, snapshot.blocks.len());
-        let banks = self.config.banks as usize;
+        let packed = !snapshot.packed_counts.is_empty();
+        let banks = match BankLayout::of(&self.config, grid, block, packed) {
+            Ok(banks) => banks,
+            Err(reason) => return original(variant, reason),
+        };
         let Some(bytes) = banks
+            .count
             .checked_mul(blocks)
             .and_then(|n| n.checked_mul(COUNTER_PAIR_BYTES))
         else {
@@ -456,6 +520,7 @@ impl<C: Cuda> Runtime<C> {
                         clone,
                         params,
                         blocks,
+                        banks,
                         bytes,
                         slot,
                     })
@@ -497,6 +562,7 @@ impl<C: Cuda> Runtime<C> {
             clone,
             params,
             blocks,
+            banks,
             bytes,
             slot,
         } = plan;
@@ -507,12 +573,9 @@ impl<C: Cuda> Runtime<C> {
             Err(reason)
         };
         let mut counters: u64 = slot.device_ptr;
-        // The clone's `banks` parameter (device-runtime's `entry_prologue`): the bank mask
-        // (bank count - 1, a power of two at most 4096), with the counting mode in the top
-        // byte. The harvest folds `self.config.banks` banks, never this packed value.
-        let banks = self.config.banks as usize;
-        let mut banks_param: u32 = (self.config.banks - 1)
-            | (self.config.mode().device_code() << device_runtime::MODE_SHIFT);
+        // The clone's `banks` parameter (device-runtime's `entry_prologue`); the harvest folds
+        // `banks.count` banks, never this packed value.
+        let mut banks_param: u32 = banks.param;
         let extra: [*mut c_void; 2] = [
             (&mut counters as *mut u64).cast(),
             (&mut banks_param as *mut u32).cast(),
@@ -590,7 +653,7 @@ impl<C: Cuda> Runtime<C> {
                     kernel,
                     variant,
                     launch,
-                    banks,
+                    banks: banks.count,
                     blocks,
                     bytes,
                 };
@@ -911,8 +974,13 @@ impl<C: Cuda> Runtime<C> {
                     // into it has completed.
                     let buffer =
                         unsafe { std::slice::from_raw_parts(slot.host_ptr as *const u64, words) };
-                    match fold_banks(buffer, target.banks, target.blocks) {
-                        Some((mut threads, mut warps)) => {
+                    let packed = state
+                        .kernels
+                        .get(target.kernel)
+                        .and_then(|k| k.variants.get(target.variant))
+                        .map_or(&[][..], |v| &v.snapshot.packed_counts[..]);
+                    match fold_banks(buffer, target.banks, target.blocks, packed) {
+                        Ok((mut threads, mut warps)) => {
                             match self.fill_uncounted_blocks(
                                 state,
                                 &target,
@@ -923,9 +991,7 @@ impl<C: Cuda> Runtime<C> {
                                 Err(reason) => Outcome::Uncounted(reason),
                             }
                         }
-                        None => {
-                            Outcome::Uncounted("the counter buffer has the wrong size".to_owned())
-                        }
+                        Err(reason) => Outcome::Uncounted(reason),
                     }
                 }
             };

@@ -50,6 +50,11 @@ pub struct Snapshot {
     /// Filled in after the flows, in order; then the copies are made once more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warp_differences: Vec<[usize; 3]>,
+    /// Blocks whose thread counter holds both counts, threads in the low 32 bits and warps in
+    /// the high 32 bits (device-runtime's `packed_update`: kernel blocks no thread runs twice);
+    /// split per bank when the counters are read, before anything else uses them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packed_counts: Vec<usize>,
     /// The PTX module's `.file` table (index to file name), present when the PTX has line
     /// information (built with `-g` or `-lineinfo`); what [`Block::lines`] file indices name.
     /// Optional so that snapshots and profiles from older builds still read.

@@ -401,13 +401,106 @@ fn instrumented_kernel_counts_threads_and_warps() {
     for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
         assert_eq!(got, loop_work(v), "element {i}");
     }
+    let counts = unpacked(&counters, &loops.packed_counts);
     let launched = u64::from(ctas * threads_per_cta);
-    assert_eq!(counters[0], launched, "entry block threads");
-    assert_eq!(counters[1], u64::from(ctas * 2), "entry block warps");
+    assert_eq!(counts[0], (launched, u64::from(ctas * 2)), "entry block");
     // The block after `if (i < n)` runs for exactly n threads.
-    assert_eq!(counters[2], n as u64, "in-range block threads");
+    assert_eq!(counts[1].0, n as u64, "in-range block threads");
     assert!(
-        counters.chunks(2).all(|c| c[1] <= c[0]),
+        counts.iter().all(|&(t, w)| w <= t),
         "warps never exceed threads"
     );
+}
+
+/// One bank's (threads, warps) per block, the packed counters (`packed`: their blocks) split
+/// as the host runtime splits them: threads in the low 32 bits, warps in the high 32 bits.
+fn unpacked(bank: &[u64], packed: &[usize]) -> Vec<(u64, u64)> {
+    bank.chunks(2)
+        .enumerate()
+        .map(|(b, pair)| match packed.contains(&b) {
+            true => (pair[0] & u64::from(u32::MAX), (pair[0] >> 32) + pair[1]),
+            false => (pair[0], pair[1]),
+        })
+        .collect()
+}
+
+/// The ranged banks a launch of 2^32 threads or more gets when its kernel has packed counters
+/// (device-runtime's `MODE_RANGES`): each CTA adds to the banks of its range of CTA ids
+/// (`id >> shift`), one per `%smid & mask`. Checked on a small grid with a small shift: each
+/// range's banks hold exactly its own CTAs' counts.
+#[test]
+fn ranged_banks_hold_the_counts_of_their_own_ctas() {
+    let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
+    let results =
+        device_runtime::instrument_module_with(&mut module, device_runtime::Placement::EveryBlock);
+    let loops = results.iter().find(|r| r.kernel == "loops").unwrap();
+    assert!(
+        loops.packed_counts.contains(&0),
+        "the entry block is packed"
+    );
+    let clone = loops.clone.clone().expect("loops is instrumented");
+    let blocks = loops.blocks.len();
+    let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
+    let (n, threads_per_cta, ctas) = (1000usize, 64u32, 16u32);
+    // Two CTAs per range (shift 1), two banks per range (mask 1): 8 ranges, 16 banks.
+    let (shift, mask, ranges) = (1u32, 1u32, 8usize);
+    let banks_per_range = mask as usize + 1;
+    let env = TestEnv::default();
+    let mut input = loop_inputs(n);
+    let mut out = vec![0i32; n];
+    let mut counters = vec![0u64; ranges * banks_per_range * blocks * 2];
+    let (a, b, c) = (
+        env.register(&mut input),
+        env.register(&mut out),
+        env.register(&mut counters),
+    );
+    let cfg = LaunchConfig {
+        grid: [ctas, 1, 1],
+        block: [threads_per_cta, 1, 1],
+        dynamic_shared_bytes: 0,
+        workers: 2,
+        resident_ctas: 2,
+    };
+    let banks = device_runtime::ranged_banks_param(mask, shift);
+    launch(
+        &program,
+        &clone,
+        &cfg,
+        &[
+            Arg::U64(a),
+            Arg::U64(b),
+            Arg::U32(n as u32),
+            Arg::U64(c),
+            Arg::U32(banks),
+        ],
+        &env,
+    )
+    .unwrap();
+    for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
+        assert_eq!(got, loop_work(v), "element {i}");
+    }
+    let bank_words = blocks * 2;
+    for range in 0..ranges {
+        let mut entry = (0, 0);
+        let mut in_range_threads = 0;
+        for bank in counters[range * banks_per_range * bank_words..]
+            .chunks(bank_words)
+            .take(banks_per_range)
+        {
+            let counts = unpacked(bank, &loops.packed_counts);
+            entry.0 += counts[0].0;
+            entry.1 += counts[0].1;
+            in_range_threads += counts[1].0;
+        }
+        // CTAs 2 * range and 2 * range + 1: 128 threads, 4 warps; those below n in range.
+        let first_thread = range * 2 * threads_per_cta as usize;
+        let below_n = n
+            .saturating_sub(first_thread)
+            .min(2 * threads_per_cta as usize);
+        assert_eq!(entry, (128, 4), "range {range}: entry block");
+        assert_eq!(
+            in_range_threads, below_n as u64,
+            "range {range}: in-range block"
+        );
+    }
 }

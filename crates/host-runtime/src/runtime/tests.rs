@@ -29,6 +29,9 @@ struct Fake {
     clone_launch_fails: bool,
     capturing: bool,
     events_never_ready: bool,
+    /// Blocks whose counts the clone adds packed (threads + warps x 2^32 to the first
+    /// counter), as device-runtime's `packed_update` does.
+    packed: Vec<usize>,
     state: Mutex<FakeState>,
 }
 
@@ -199,7 +202,7 @@ impl Cuda for Fake {
         &self,
         kind: LaunchKind,
         func: usize,
-        _grid: Dim3,
+        grid: Dim3,
         _block: Dim3,
         args: *mut *mut c_void,
         _shared_bytes: usize,
@@ -227,14 +230,38 @@ impl Cuda for Fake {
             // Spread each block's counts over two banks, as different CTAs would.
             let memory = st.memory.get_mut(&counters).unwrap();
             let blocks = PER_BLOCK.len();
-            // The low 24 bits are the bank mask (count - 1); the top byte is the mode.
-            let banks = (banks & 0xFF_FFFF) as usize + 1;
+            // The low 24 bits are the bank mask (count - 1) and the top byte the mode; ranged
+            // banks (device-runtime's MODE_RANGES) are ranges of CTA ids times SM banks, and
+            // the second half of each count goes to the last range's last bank.
+            let banks = if banks >> device_runtime::MODE_SHIFT == device_runtime::MODE_RANGES {
+                let mask = banks & ((1 << device_runtime::RANGE_SHIFT_BIT) - 1);
+                let shift = (banks >> device_runtime::RANGE_SHIFT_BIT) & 63;
+                let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+                (ctas.div_ceil(1 << shift) * u64::from(mask + 1)) as usize
+            } else {
+                (banks & 0xFF_FFFF) as usize + 1
+            };
+            assert!(
+                memory.len() >= banks * blocks * 2,
+                "the buffer holds every bank"
+            );
+            let packed = |t: u64, w: u64| t + (w << 32);
             for (b, &(t, w)) in PER_BLOCK.iter().enumerate() {
-                let second = (b + 1) % banks;
-                memory[b * 2] += t / 2;
-                memory[b * 2 + 1] += w / 2;
-                memory[(second * blocks + b) * 2] += t - t / 2;
-                memory[(second * blocks + b) * 2 + 1] += w - w / 2;
+                let second = if banks > 2 {
+                    banks - 1
+                } else {
+                    (b + 1) % banks
+                };
+                let halves = [(0, t / 2, w / 2), (second, t - t / 2, w - w / 2)];
+                for (bank, t, w) in halves {
+                    let at = (bank * blocks + b) * 2;
+                    if self.packed.contains(&b) {
+                        memory[at] += packed(t, w);
+                    } else {
+                        memory[at] += t;
+                        memory[at + 1] += w;
+                    }
+                }
             }
         } else {
             let all = unsafe { std::slice::from_raw_parts(args, params) };
@@ -305,6 +332,7 @@ fn snapshot(arch: u32) -> Snapshot {
         copied_counts: Vec::new(),
         thread_flows: Vec::new(),
         warp_differences: Vec::new(),
+        packed_counts: Vec::new(),
     };
     // Line information as a `-lineinfo` build records it: text per instruction, `.loc` runs
     // (the entry block's first instruction precedes any `.loc`).
@@ -1379,4 +1407,92 @@ fn a_per_thread_launch_queues_the_runtimes_work_on_the_per_thread_stream() {
             ("record", STREAM_PER_THREAD)
         ]
     );
+}
+
+#[test]
+fn packed_counters_split_the_banks_of_a_grid_too_large_for_them() {
+    let config = |mode: &str| {
+        let env = [("CUDA_FLUX_MODE", mode), ("CUDA_FLUX_BANKS", "32")];
+        let get = |name: &str| {
+            env.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| std::ffi::OsString::from(v))
+        };
+        Config::parse(get, 1, None).0
+    };
+    let all = config("all");
+    let dim = |x, y, z| Dim3 { x, y, z };
+    let plain = BankLayout {
+        count: 32,
+        param: 31,
+    };
+    // One thread short of 2^32: one bank per streaming multiprocessor, as without packing.
+    let (block, just_below) = (dim(1024, 1, 1), dim((1 << 22) - 1, 1, 1));
+    assert_eq!(BankLayout::of(&all, just_below, block, true), Ok(plain));
+    // 2^32 threads: ranges of 2^21 CTAs (2^31 threads), two of them, 32 banks each.
+    let at_limit = dim(1 << 22, 1, 1);
+    let ranged = BankLayout::of(&all, at_limit, block, true).unwrap();
+    assert_eq!(ranged.count, 64);
+    assert_eq!(ranged.param, device_runtime::ranged_banks_param(31, 21));
+    assert_eq!(
+        ranged.param >> device_runtime::MODE_SHIFT,
+        device_runtime::MODE_RANGES
+    );
+    // Without packed counters, or where the mode counts one CTA, no ranges are needed.
+    assert_eq!(BankLayout::of(&all, at_limit, block, false), Ok(plain));
+    let cta = BankLayout::of(&config("cta"), at_limit, block, true).unwrap();
+    assert_eq!(cta.count, 32);
+    // Odd shapes: a range never holds 2^32 threads, and covers every CTA.
+    for (grid, block) in [
+        (dim(5_000_000, 7, 3), dim(33, 2, 1)),
+        (dim(u32::MAX >> 1, 3, 1), dim(1, 1, 1)),
+    ] {
+        let layout = BankLayout::of(&all, grid, block, true).unwrap();
+        let shift = (layout.param >> device_runtime::RANGE_SHIFT_BIT) & 63;
+        let cta_threads = u64::from(block.x * block.y * block.z);
+        assert!((1u64 << shift) * cta_threads < device_runtime::PACKED_THREADS_LIMIT);
+        let ctas = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
+        assert!((layout.count as u64 / 32) << shift >= ctas);
+    }
+    // A grid that would need more banks than allowed is not counted, and says why.
+    let huge = dim(u32::MAX >> 1, 65535, 65535);
+    let refused = BankLayout::of(&all, huge, block, true).unwrap_err();
+    assert!(refused.contains("counter banks"), "{refused}");
+}
+
+#[test]
+fn packed_counts_are_split_with_plain_and_with_ranged_banks() {
+    // Block 1 packed; a launch of 256 threads (plain banks) and one of 2^32 threads (ranged
+    // banks: two ranges of 2^21 CTAs, 32 banks each). Both record the counts the clone wrote.
+    let s = setup(
+        Fake {
+            packed: vec![1],
+            ..Fake::gpu(70)
+        },
+        &[("CUDA_FLUX_BANKS", "32")],
+    );
+    let mut packed = snapshot(70);
+    packed.packed_counts = vec![1];
+    s.runtime.register(ORIGINAL, CLONE, &json(&packed));
+    let small = launch_on(&s.runtime, ORIGINAL, dim(4, 1, 1), dim(64, 1, 1), 0).0;
+    let huge = launch_on(&s.runtime, ORIGINAL, dim(1 << 22, 1, 1), dim(1024, 1, 1), 0).0;
+    assert_eq!((small, huge), (SUCCESS, SUCCESS));
+    s.runtime.exit();
+    assert!(messages(&s).is_empty(), "{:?}", messages(&s));
+    let params: Vec<u32> = s
+        .runtime
+        .cuda
+        .st()
+        .clone_extras
+        .iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(params, [31, device_runtime::ranged_banks_param(31, 21)]);
+    let (report, _) = read_report(&s.output);
+    for launch in &report.kernels[0].launches {
+        assert!(launch.instrumented, "{:?}", launch.reason);
+        let counts = launch.block_counts.as_ref().expect("counts");
+        assert_eq!(counts.threads, [64, 512, 60]);
+        assert_eq!(counts.warps, [2, 16, 2]);
+    }
 }

@@ -1335,6 +1335,7 @@ impl Driver {
                             .iter()
                             .map(|&(b, branch, sibling)| [b, branch, sibling])
                             .collect(),
+                        packed_counts: k.packed_counts.clone(),
                     };
                     Ok(snapshot.to_json()?)
                 })
