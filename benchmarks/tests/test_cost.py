@@ -194,6 +194,16 @@ class SummaryTest(unittest.TestCase):
         self.assertAlmostEqual(h["geomean"], 2.0)
         self.assertTrue(math.isclose(self.programs[2]["kernel_time_ratio"], 1.1))
 
+    def test_kernel_time_by_kind(self):
+        # Named programs count whatever their kernel time (beta is not kernel-heavy by time);
+        # a failed one (delta) and unnamed ones (alpha) do not.
+        kinds = {"beta": "stencil", "gamma": "tiled matmul", "delta": "stencil"}
+        s = cost.summarize(programs(), heavy_ms=20.0, heavy_share=0.5, kinds=kinds)
+        k = s["kernel_time_kinds"]
+        self.assertEqual(k["programs"], {"beta": "stencil", "gamma": "tiled matmul"})
+        self.assertAlmostEqual(k["geomean"], 4.4 ** 0.5)
+        self.assertEqual(k["worst_program"], "beta")
+
     def test_occupancy(self):
         self.assertEqual(self.s["occupancy_checked"], 1)
         self.assertEqual(self.s["occupancy_drops"], [{"program": "alpha", "kernel": "k1"}])
@@ -206,6 +216,9 @@ class SummaryTest(unittest.TestCase):
                "summary": self.s, "programs": self.programs}
         text = cost.render_markdown(doc)
         self.assertIn("**2.060x**", text)
+        # No program of the named kinds among the made-up ones.
+        self.assertIn("by program whatever their time here: geomean / worst | none measured |",
+                      text)
         self.assertIn("`k1` (alpha)", text)
         self.assertIn("| delta | | | | | | not measured: original run 0: exit status 1 |", text)
 

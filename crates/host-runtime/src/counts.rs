@@ -41,7 +41,8 @@ pub fn fold_banks(
     for bank in buffer.chunks_exact(blocks * 2) {
         for (block, pair) in bank.chunks_exact(2).enumerate() {
             let (t, w) = if is_packed[block] {
-                (pair[0] & u64::from(u32::MAX), (pair[0] >> 32) + pair[1])
+                let warps = (pair[0] >> 32).checked_add(pair[1]).ok_or_else(overflow)?;
+                (pair[0] & u64::from(u32::MAX), warps)
             } else {
                 (pair[0], pair[1])
             };

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use common::{config, launch, launch_with_output, Arg, TestEnv};
+use device_runtime::KernelInstrumentation;
 use ptx_sim::{LaunchConfig, Program, SimError};
 
 /// PTX of `tests/cuda/kernels.cu`, compiled once per test binary.
@@ -343,67 +344,68 @@ fn unregistered_memory_is_rejected() {
     assert!(out.iter().all(|&v| v == 0));
 }
 
-/// The instrumented kernel (what cuda-flux runs): results unchanged, and the counters of the
-/// entry block count every thread and warp once.
-#[test]
-fn instrumented_kernel_counts_threads_and_warps() {
-    // Every block counted on the device, so that each counter can be checked here (the default
-    // placement leaves the entry block to the host runtime, which fills it from the launch).
+/// `loops` instrumented with every block counted on the device (so that each counter can be
+/// checked here), run over `n` elements in CTAs of 64 threads with the clone's `banks`
+/// parameter and a counter buffer of `banks` banks; checks the results and returns the
+/// instrumentation and the counters.
+fn run_counted_loops(
+    n: usize,
+    banks_param: u32,
+    banks: usize,
+) -> (KernelInstrumentation, Vec<u64>) {
     let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
-    let defaults = device_runtime::instrument_module(&mut module.clone());
-    assert!(
-        defaults
-            .iter()
-            .find(|r| r.kernel == "loops")
-            .unwrap()
-            .entry_from_launch
-    );
     let results =
         device_runtime::instrument_module_with(&mut module, device_runtime::Placement::EveryBlock);
-    let loops = results.iter().find(|r| r.kernel == "loops").unwrap();
+    let loops = results.into_iter().find(|r| r.kernel == "loops").unwrap();
     let clone = loops.clone.clone().expect("loops is instrumented");
-    let blocks = loops.blocks.len();
     let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
-    let n = 1000usize;
     let threads_per_cta = 64u32;
-    let ctas = (n as u32).div_ceil(threads_per_cta);
     let env = TestEnv::default();
     let mut input = loop_inputs(n);
     let mut out = vec![0i32; n];
-    let mut counters = vec![0u64; blocks * 2];
+    let mut counters = vec![0u64; banks * loops.blocks.len() * 2];
     let (a, b, c) = (
         env.register(&mut input),
         env.register(&mut out),
         env.register(&mut counters),
     );
     let cfg = LaunchConfig {
-        grid: [ctas, 1, 1],
+        grid: [(n as u32).div_ceil(threads_per_cta), 1, 1],
         block: [threads_per_cta, 1, 1],
         dynamic_shared_bytes: 0,
         workers: 2,
         resident_ctas: 2,
     };
-    launch(
-        &program,
-        &clone,
-        &cfg,
-        &[
-            Arg::U64(a),
-            Arg::U64(b),
-            Arg::U32(n as u32),
-            Arg::U64(c),
-            // The `banks` parameter: bank mask 0 (one bank), mode `all`.
-            Arg::U32(0),
-        ],
-        &env,
-    )
-    .unwrap();
+    let args = [
+        Arg::U64(a),
+        Arg::U64(b),
+        Arg::U32(n as u32),
+        Arg::U64(c),
+        Arg::U32(banks_param),
+    ];
+    launch(&program, &clone, &cfg, &args, &env).unwrap();
     for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
         assert_eq!(got, loop_work(v), "element {i}");
     }
+    (loops, counters)
+}
+
+/// The instrumented kernel (what cuda-flux runs): results unchanged, and the counters of the
+/// entry block count every thread and warp once.
+#[test]
+fn instrumented_kernel_counts_threads_and_warps() {
+    // The default placement leaves the entry block to the host runtime, which fills it from
+    // the launch; every block is counted on the device here.
+    let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
+    let defaults = device_runtime::instrument_module(&mut module);
+    let loops = defaults.iter().find(|r| r.kernel == "loops").unwrap();
+    assert!(loops.entry_from_launch);
+    // The `banks` parameter: bank mask 0 (one bank), mode `all`.
+    let n = 1000usize;
+    let (loops, counters) = run_counted_loops(n, 0, 1);
     let counts = unpacked(&counters, &loops.packed_counts);
-    let launched = u64::from(ctas * threads_per_cta);
-    assert_eq!(counts[0], (launched, u64::from(ctas * 2)), "entry block");
+    let ctas = (n as u64).div_ceil(64);
+    assert_eq!(counts[0], (ctas * 64, ctas * 2), "entry block");
     // The block after `if (i < n)` runs for exactly n threads.
     assert_eq!(counts[1].0, n as u64, "in-range block threads");
     assert!(
@@ -430,55 +432,18 @@ fn unpacked(bank: &[u64], packed: &[usize]) -> Vec<(u64, u64)> {
 /// range's banks hold exactly its own CTAs' counts.
 #[test]
 fn ranged_banks_hold_the_counts_of_their_own_ctas() {
-    let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
-    let results =
-        device_runtime::instrument_module_with(&mut module, device_runtime::Placement::EveryBlock);
-    let loops = results.iter().find(|r| r.kernel == "loops").unwrap();
+    // 1000 elements in 16 CTAs of 64 threads. Two CTAs per range (shift 1), two banks per
+    // range (mask 1): 8 ranges, 16 banks.
+    let (n, threads_per_cta) = (1000usize, 64usize);
+    let (shift, mask, ranges) = (1u32, 1u32, 8usize);
+    let banks_per_range = mask as usize + 1;
+    let banks = device_runtime::ranged_banks_param(mask, shift);
+    let (loops, counters) = run_counted_loops(n, banks, ranges * banks_per_range);
     assert!(
         loops.packed_counts.contains(&0),
         "the entry block is packed"
     );
-    let clone = loops.clone.clone().expect("loops is instrumented");
     let blocks = loops.blocks.len();
-    let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
-    let (n, threads_per_cta, ctas) = (1000usize, 64u32, 16u32);
-    // Two CTAs per range (shift 1), two banks per range (mask 1): 8 ranges, 16 banks.
-    let (shift, mask, ranges) = (1u32, 1u32, 8usize);
-    let banks_per_range = mask as usize + 1;
-    let env = TestEnv::default();
-    let mut input = loop_inputs(n);
-    let mut out = vec![0i32; n];
-    let mut counters = vec![0u64; ranges * banks_per_range * blocks * 2];
-    let (a, b, c) = (
-        env.register(&mut input),
-        env.register(&mut out),
-        env.register(&mut counters),
-    );
-    let cfg = LaunchConfig {
-        grid: [ctas, 1, 1],
-        block: [threads_per_cta, 1, 1],
-        dynamic_shared_bytes: 0,
-        workers: 2,
-        resident_ctas: 2,
-    };
-    let banks = device_runtime::ranged_banks_param(mask, shift);
-    launch(
-        &program,
-        &clone,
-        &cfg,
-        &[
-            Arg::U64(a),
-            Arg::U64(b),
-            Arg::U32(n as u32),
-            Arg::U64(c),
-            Arg::U32(banks),
-        ],
-        &env,
-    )
-    .unwrap();
-    for (i, (&v, &got)) in input.iter().zip(&out).enumerate() {
-        assert_eq!(got, loop_work(v), "element {i}");
-    }
     let bank_words = blocks * 2;
     for range in 0..ranges {
         let mut entry = (0, 0);
@@ -493,10 +458,8 @@ fn ranged_banks_hold_the_counts_of_their_own_ctas() {
             in_range_threads += counts[1].0;
         }
         // CTAs 2 * range and 2 * range + 1: 128 threads, 4 warps; those below n in range.
-        let first_thread = range * 2 * threads_per_cta as usize;
-        let below_n = n
-            .saturating_sub(first_thread)
-            .min(2 * threads_per_cta as usize);
+        let first_thread = range * 2 * threads_per_cta;
+        let below_n = n.saturating_sub(first_thread).min(2 * threads_per_cta);
         assert_eq!(entry, (128, 4), "range {range}: entry block");
         assert_eq!(
             in_range_threads, below_n as u64,

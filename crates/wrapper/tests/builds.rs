@@ -204,39 +204,116 @@ fn cmake_separable_compilation_is_instrumented_on_the_cpu_target() {
 #[test]
 fn cmake_separable_static_library_linked_by_a_cxx_executable() {
     // CMake makes the device link for the C++ executable, then links it with the C++ compiler.
-    // cuda-flux-nvcc: the device link is cuda-flux's (`-dlink`), so the run is profiled.
-    cmake_project(
-        "cmake-separable-static",
-        DRIVERS[1],
-        &["-DCMAKE_CUDA_ARCHITECTURES=70"],
-    )
-    .unwrap();
-    // cuda-flux-clang: CMake runs nvlink and compiles crt/link.stub, and no cuda-flux link
-    // follows; on the CPU target the program cannot run nvlink's GPU code and says so once.
-    let name = "cmake-separable-static with cuda-flux-clang";
-    let build = scratch("cmake-separable-static-clang");
-    for command in [
-        Command::new("cmake")
-            .arg("-S")
-            .arg(corpus().join("builds/cmake-separable-static"))
-            .arg("-B")
-            .arg(&build)
-            .arg(format!("-DCMAKE_CUDA_COMPILER={}", DRIVERS[0].1))
-            .args([
-                "-DCMAKE_CUDA_ARCHITECTURES=70",
-                "-DCMAKE_BUILD_TYPE=Release",
-            ]),
-        Command::new("cmake").arg("--build").arg(&build),
-    ] {
-        run_step(name, command.env("CUDA_FLUX_TARGET", "cpu")).unwrap();
+    // cuda-flux-nvcc: the device link is cuda-flux's (`-dlink`). cuda-flux-clang: CMake runs
+    // nvlink and has the driver compile crt/link.stub; the driver reads the units' records
+    // from nvlink's cubin and makes that object cuda-flux's device link, so the run is
+    // profiled although no cuda-flux link follows. Two architectures: nvlink writes a cubin
+    // for each, and the units' records of both are merged.
+    let failures: Vec<String> = DRIVERS
+        .iter()
+        .filter_map(|&driver| {
+            cmake_project(
+                "cmake-separable-static",
+                driver,
+                &["-DCMAKE_CUDA_ARCHITECTURES=70;80"],
+            )
+            .err()
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn nvlink_device_link_of_a_foreign_unit_runs_uninstrumented_and_says_so() {
+    // CMake's device link with clang, by hand: one unit compiled by plain clang++ (no
+    // cuda-flux record in nvlink's cubin), so the driver's crt/link.stub cannot be cuda-flux's
+    // device link; a g++ final link then runs nvlink's device code, which the CPU target
+    // cannot run: the program says so once and exits 1 (the build warned once).
+    let project = corpus().join("builds/cmake-separable-static");
+    let include = format!("-I{}", corpus().display());
+    let dir = scratch("nvlink-foreign-unit");
+    let clang = env!("CARGO_BIN_EXE_cuda-flux-clang");
+    let stub = "/usr/lib/nvidia-cuda-toolkit/bin/crt/link.stub";
+    let gpu_arch = "--cuda-gpu-arch=sm_70";
+    let mut steps: Vec<(&str, Command)> = Vec::new();
+    let mut ours = Command::new(clang);
+    ours.args(["-O2", gpu_arch, "-fgpu-rdc", "-c", &include])
+        .arg(project.join("kernels.cu"))
+        .args(["-o", "kernels.o"]);
+    steps.push(("cuda-flux-clang -fgpu-rdc -c", ours));
+    let mut foreign = Command::new("clang++-16");
+    foreign
+        .args(["-O2", gpu_arch, "-fgpu-rdc", "-c", "-x", "cuda", &include])
+        .args(["--cuda-path=/usr/lib/cuda", "-Wno-unknown-cuda-version"])
+        .arg(project.join("scale.cu"))
+        .args(["-o", "scale.o"]);
+    steps.push(("clang++-16 -fgpu-rdc -c", foreign));
+    let mut nvlink = Command::new("nvlink");
+    nvlink.args([
+        "-arch=sm_70",
+        "--register-link-binaries=register.h",
+        "-o=sm_70.cubin",
+        "kernels.o",
+        "scale.o",
+    ]);
+    steps.push(("nvlink", nvlink));
+    let mut fatbinary = Command::new("fatbinary");
+    fatbinary.args([
+        "-64",
+        "-link",
+        "--embedded-fatbin=fatbin.h",
+        "-im=profile=sm_70,file=sm_70.cubin",
+    ]);
+    steps.push(("fatbinary", fatbinary));
+    let mut link_stub = Command::new(clang);
+    link_stub
+        .args(["-O2", gpu_arch])
+        .args([
+            "-D__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__",
+            "-D__NV_EXTRA_INITIALIZATION=",
+            "-D__NV_EXTRA_FINALIZATION=",
+        ])
+        .arg(format!(
+            "-DREGISTERLINKBINARYFILE=\"{}\"",
+            dir.join("register.h").display()
+        ))
+        .arg(format!(
+            "-DFATBINFILE=\"{}\"",
+            dir.join("fatbin.h").display()
+        ))
+        .args(["-x", "cuda", "-c", stub, "-o", "device_link.o"]);
+    steps.push(("crt/link.stub", link_stub));
+    let mut gxx = Command::new("g++");
+    gxx.arg(project.join("main.cpp"))
+        .args(["kernels.o", "scale.o", "device_link.o", "-o", "app"])
+        .arg("-L/usr/lib/x86_64-linux-gnu")
+        .arg("-lcudart");
+    steps.push(("g++ link", gxx));
+    let mut warnings = String::new();
+    for (name, mut command) in steps {
+        let output = command
+            .current_dir(&dir)
+            .env("CUDA_FLUX_TARGET", "cpu")
+            .output()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let text = witnesses::text(&output);
+        assert!(output.status.success(), "{name}: {text}");
+        warnings.push_str(&text);
     }
-    let (output, _) = run(&build.join("app"), &build).unwrap();
+    assert_eq!(
+        warnings
+            .matches("the device link nvlink made cannot be instrumented")
+            .count(),
+        1,
+        "{warnings}"
+    );
+    let (output, _) = run(&dir.join("app"), &dir).unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(
         stderr.matches("linked by nvlink, not by cuda-flux").count(),
         1,
-        "{name}: {stderr}"
+        "{stderr}"
     );
 }
 
@@ -360,12 +437,18 @@ fn separable_compilation_with_each_driver_and_a_foreign_final_link() {
 fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module() {
     // Without a GPU here: the build must work with each driver, and the program must embed the
     // linked module with the kernel's counting clone (the SASS of `apply__cf`), assembled by
-    // ptxas. Where a GPU is present, the run is witness-checked too.
-    let project = corpus().join("builds/cmake-separable");
+    // ptxas. Where a GPU is present, the run is witness-checked too. The static library linked
+    // by a C++ executable with cuda-flux-clang: the device link is the driver's compile of
+    // crt/link.stub alone (with cuda-flux-nvcc, `-dlink` as for cmake-separable).
     let mut failures = Vec::new();
-    for (driver, path) in DRIVERS {
-        let name = format!("cmake-separable with cuda-flux-{driver}, GPU target");
-        let build = scratch(&format!("cmake-separable-{driver}-gpu"));
+    let builds = DRIVERS
+        .iter()
+        .map(|&driver| ("cmake-separable", driver))
+        .chain([("cmake-separable-static", DRIVERS[0])]);
+    for (project_name, (driver, path)) in builds {
+        let project = corpus().join("builds").join(project_name);
+        let name = format!("{project_name} with cuda-flux-{driver}, GPU target");
+        let build = scratch(&format!("{project_name}-{driver}-gpu"));
         let configured = run_step(
             &name,
             Command::new("cmake")
@@ -418,6 +501,202 @@ fn cmake_separable_compilation_for_the_gpu_embeds_the_linked_instrumented_module
             }
             Err(error) => failures.push(error),
         }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn units_compiled_by_the_real_nvcc_join_the_device_link_through_their_ptx() {
+    // `nvcc -dc` (11.8, default architecture) keeps compute_52 PTX, compressed, in its
+    // relocatable fat binary. The driver reads it (checked against cuobjdump's), and a device
+    // function of such a unit, called by a cuda-flux unit's kernel, is counted exactly, by
+    // cuda-flux-nvcc's final link and by `-dlink` with a g++ final link. A unit without PTX is
+    // refused in one line naming it; a unit of the real nvcc with a kernel is linked and its
+    // kernel said to run uncounted.
+    let project = corpus().join("builds/cmake-separable");
+    let include = format!("-I{}", corpus().display());
+    let nvcc = env!("CARGO_BIN_EXE_cuda-flux-nvcc");
+    let dir = scratch("separable-real-nvcc");
+    let step = |name: &str, command: &mut Command| -> Output {
+        let output = command
+            .current_dir(&dir)
+            .env("CUDA_FLUX_TARGET", "cpu")
+            .output()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            output.status.success(),
+            "{name}: {}",
+            witnesses::text(&output)
+        );
+        output
+    };
+    step(
+        "nvcc -dc scale.cu",
+        Command::new("nvcc")
+            .args(["-O2", "-dc", &include])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale.o"]),
+    );
+    step(
+        "objcopy",
+        Command::new("objcopy").args([
+            "-O",
+            "binary",
+            "--only-section=__nv_relfatbin",
+            "scale.o",
+            "scale.fatbin",
+        ]),
+    );
+    let entries =
+        wrapper::driver::fatbin::ptx_entries(&std::fs::read(dir.join("scale.fatbin")).unwrap())
+            .unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].arch, 52);
+    let cuobjdump = step(
+        "cuobjdump -ptx",
+        Command::new("cuobjdump").args(["-ptx", "scale.o"]),
+    );
+    let listing = String::from_utf8_lossy(&cuobjdump.stdout);
+    let ptx = entries[0].ptx.trim();
+    assert!(
+        ptx.starts_with(".version") && ptx.contains("_Z5scalei"),
+        "{ptx}"
+    );
+    assert!(listing.contains(ptx), "cuobjdump's PTX differs:\n{listing}");
+
+    let keep = dir.join("keep");
+    step(
+        "cuda-flux-nvcc -dc main.cu",
+        Command::new(nvcc)
+            .args(["-O2", "-arch=sm_70", "-dc", &include])
+            .arg(project.join("main.cu"))
+            .args(["-o", "main.o"]),
+    );
+    step(
+        "cuda-flux-nvcc link",
+        Command::new(nvcc)
+            .args(["-arch=sm_70", "main.o", "scale.o", "-o", "app-nvcc"])
+            .env("CUDA_FLUX_KEEP", &keep),
+    );
+    step(
+        "cuda-flux-nvcc -dlink",
+        Command::new(nvcc).args([
+            "-arch=sm_70",
+            "-dlink",
+            "main.o",
+            "scale.o",
+            "-o",
+            "dlink.o",
+        ]),
+    );
+    step(
+        "g++ link",
+        Command::new("g++")
+            .args(["main.o", "scale.o", "dlink.o", "-o", "app-gxx"])
+            .args(["-L/usr/lib/x86_64-linux-gnu", "-lcudart"]),
+    );
+    let mut failures = Vec::new();
+    for program in ["app-nvcc", "app-gxx"] {
+        let result = run(&dir.join(program), &dir)
+            .and_then(|(output, profile)| check_witness(program, &output, profile.as_ref()));
+        if let Err(error) = result {
+            failures.push(error);
+        }
+    }
+    for ptx in [
+        "cuda_flux_device_link.sm_70.ptx",
+        "cuda_flux_device_link.sm_70.instrumented.ptx",
+    ] {
+        if let Err(error) = test_support::ptxas(&keep.join(ptx), "sm_70") {
+            failures.push(error);
+        }
+    }
+    // The GPU target: the linked module's counting clone is in the program.
+    let gpu = Command::new(nvcc)
+        .args(["-O2", "-arch=sm_70", "-dc", &include])
+        .arg(project.join("main.cu"))
+        .args(["-o", "main-gpu.o"])
+        .current_dir(&dir)
+        .env("CUDA_FLUX_TARGET", "gpu")
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(nvcc)
+            .args(["-arch=sm_70", "main-gpu.o", "scale.o", "-o", "app-gpu"])
+            .current_dir(&dir)
+            .env("CUDA_FLUX_TARGET", "gpu")
+            .status()
+            .is_ok_and(|s| s.success());
+    let sass = Command::new("cuobjdump")
+        .args(["-sass", "app-gpu"])
+        .current_dir(&dir)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if !gpu || !sass.contains("Function : _Z5applyiPi__cf") {
+        failures.push(format!("GPU target: built {gpu}, SASS:\n{sass}"));
+    }
+
+    // Without PTX (SASS only): refused, naming the object.
+    step(
+        "nvcc -dc, SASS only",
+        Command::new("nvcc")
+            .args([
+                "-O2",
+                "-dc",
+                "-gencode",
+                "arch=compute_70,code=sm_70",
+                &include,
+            ])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale-sass.o"]),
+    );
+    let refused = Command::new(nvcc)
+        .args(["-arch=sm_70", "main.o", "scale-sass.o", "-o", "app-refused"])
+        .current_dir(&dir)
+        .env("CUDA_FLUX_TARGET", "cpu")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    if refused.status.success()
+        || stderr.lines().count() != 1
+        || !stderr.contains("scale-sass.o: separately compiled by another compiler, with no PTX")
+    {
+        failures.push(format!("a unit without PTX: {stderr}"));
+    }
+
+    // The kernel's unit by the real nvcc: linked, runs, its kernel said to run uncounted.
+    step(
+        "nvcc -dc main.cu",
+        Command::new("nvcc")
+            .args(["-O2", "-dc", &include])
+            .arg(project.join("main.cu"))
+            .args(["-o", "main-nvcc.o"]),
+    );
+    step(
+        "cuda-flux-nvcc -dc scale.cu",
+        Command::new(nvcc)
+            .args(["-O2", "-arch=sm_70", "-dc", &include])
+            .arg(project.join("scale.cu"))
+            .args(["-o", "scale-cf.o"]),
+    );
+    let linked = step(
+        "cuda-flux-nvcc link, foreign kernel",
+        Command::new(nvcc).args([
+            "-arch=sm_70",
+            "main-nvcc.o",
+            "scale-cf.o",
+            "-o",
+            "app-foreign",
+        ]),
+    );
+    let warning = String::from_utf8_lossy(&linked.stderr);
+    if warning.matches("run uncounted: apply(int, int*)").count() != 1 {
+        failures.push(format!("a kernel of the real nvcc: {warning}"));
+    }
+    match run(&dir.join("app-foreign"), &dir) {
+        Ok((output, _)) if witnesses::text(&output).contains("result: PASS") => {}
+        Ok((output, _)) => failures.push(format!("app-foreign: {}", witnesses::text(&output))),
+        Err(error) => failures.push(error),
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

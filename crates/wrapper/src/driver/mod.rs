@@ -13,6 +13,7 @@
 pub mod args;
 pub mod carry;
 pub mod chevrons;
+pub mod fatbin;
 pub mod nvcc;
 pub mod probe;
 pub mod ptx_link;
@@ -513,7 +514,8 @@ impl Driver {
         let dir = self.work.path();
         // Device and host compilations must agree on the names clang gives a unit's static
         // kernels and variables (`__intern__<hash>`), which follow its `-cuid`.
-        let cuid = format!("-cuid={}", unit_id(source, object));
+        let unit = unit_id(source, object);
+        let cuid = format!("-cuid={unit}");
         let mut archs = Vec::new();
         for arch in &self.args.archs {
             let ptx = dir.join(format!("{stem}.{arch}.ptx"));
@@ -534,7 +536,7 @@ impl Driver {
                 });
             }
         }
-        let relocatable = self.relocatable_fat_binary(&stem)?;
+        let relocatable = self.relocatable_fat_binary(&stem, source, &unit, &archs)?;
         let host_ir = dir.join(format!("{stem}.host.bc"));
         let mut command = self.host_compile(&relocatable);
         // clang's driver hands `-cuid` to device compilations only: the host one gets it
@@ -612,16 +614,25 @@ impl Driver {
     /// What a separately compiled unit's host code embeds as its relocatable device code: the
     /// fat binary clang would embed (relocatable SASS and PTX of every architecture, from the
     /// unit's uninstrumented PTX), so that a device link by nvlink (CMake's for clang) can read
-    /// the object; cuda-flux's own device link uses the unit's record instead. Without ptxas
-    /// and fatbinary (CPU target), an empty stand-in.
-    fn relocatable_fat_binary(&self, stem: &str) -> Result<PathBuf> {
+    /// the object; cuda-flux's own device link uses the unit's record instead. Each cubin
+    /// carries the unit's record for its architecture as a device variable (named after
+    /// `unit`, the unit's `-cuid`), which reaches the cubin nvlink links: the driver's compile
+    /// of CMake's `crt/link.stub` reads it there (`compile_link_stub`). Without ptxas and
+    /// fatbinary (CPU target), an empty stand-in.
+    fn relocatable_fat_binary(
+        &self,
+        stem: &str,
+        source: &Path,
+        unit: &str,
+        archs: &[ptx_sim::image::ArchPtx],
+    ) -> Result<PathBuf> {
         let dir = self.work.path();
         let fatbin = dir.join(format!("{stem}.relocatable.fatbin"));
         let mut command = Command::new(&self.tools.fatbinary);
         command.args(["-64", "--create"]).arg(&fatbin);
         if self.dry_run {
             for arch in &self.args.archs {
-                let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+                let ptx = dir.join(format!("{stem}.{arch}.relocatable.ptx"));
                 let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
                 self.show(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"));
             }
@@ -629,16 +640,28 @@ impl Driver {
             return Ok(fatbin);
         }
         let mut assembled = true;
-        for arch in &self.args.archs {
+        for (arch, arch_ptx) in self.args.archs.iter().zip(archs) {
             let ptx = dir.join(format!("{stem}.{arch}.ptx"));
+            let relocatable_ptx = dir.join(format!("{stem}.{arch}.relocatable.ptx"));
+            let record = rdc::UnitRecord {
+                module_id: String::new(),
+                source: source.to_string_lossy().into_owned(),
+                archs: vec![arch_ptx.clone()],
+            };
+            let text = format!("{}{}", arch_ptx.ptx, rdc::unit_record_ptx(unit, &record));
+            std::fs::write(&relocatable_ptx, text)
+                .with_context(|| format!("cannot write {}", relocatable_ptx.display()))?;
             let cubin = dir.join(format!("{stem}.{arch}.relocatable.cubin"));
-            let mut ptxas = self.ptxas(arch, &ptx, &cubin);
+            let mut ptxas = self.ptxas(arch, &relocatable_ptx, &cubin);
             ptxas.arg("--compile-only");
             // Its messages are for the GPU target's second run below.
             let ok = ptxas.output().is_ok_and(|o| o.status.success());
             if !ok && self.target == Target::Gpu {
                 // As clang -fgpu-rdc would: its error is the user's.
-                self.run(self.ptxas(arch, &ptx, &cubin).arg("--compile-only"))?;
+                self.run(
+                    self.ptxas(arch, &relocatable_ptx, &cubin)
+                        .arg("--compile-only"),
+                )?;
             }
             assembled &= ok;
             let number = arch.trim_start_matches("sm_");
@@ -669,10 +692,33 @@ impl Driver {
                 .any(|f| f.starts_with("-DREGISTERLINKBINARYFILE="))
     }
 
-    /// CUDA's `crt/link.stub`, compiled as clang compiles it, with its registration functions
-    /// made weak (`objcopy`) and the note of [`rdc::link_stub_note_source`] merged in: a
-    /// cuda-flux device link overrides it, a foreign final link keeps nvlink's device code.
+    /// CUDA's `crt/link.stub`, compiled for a device link nvlink made (CMake's separable
+    /// compilation with clang): when every unit nvlink linked carries its record in nvlink's
+    /// cubin (`relocatable_fat_binary`), the object is cuda-flux's device link of those units
+    /// instead ([`Driver::link_units`]), whatever makes the final link. Otherwise (a unit of
+    /// another compiler among them), link.stub compiled as clang compiles it, with its
+    /// registration functions made weak (`objcopy`) and the note of
+    /// [`rdc::link_stub_note_source`] merged in: a cuda-flux device link at the final link
+    /// overrides it, a foreign final link keeps nvlink's device code and says so at run time.
     fn compile_link_stub(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
+        if !self.dry_run {
+            let linked = self.nvlink_units().and_then(|(units, module_ids)| {
+                if units.is_empty() {
+                    // Nothing registers through it.
+                    self.empty_object(object)
+                } else {
+                    self.link_units(&units, &module_ids, object)
+                }
+            });
+            match linked {
+                Ok(()) => return Ok(()),
+                Err(why) => warn(format!(
+                    "the device link nvlink made cannot be instrumented: {}; its device code \
+                     runs uninstrumented, unless a cuda-flux final link makes the device link",
+                    crate::error_line(&why)
+                )),
+            }
+        }
         let dir = self.work.path();
         let stem = format!("{index}-link-stub");
         let compiled = dir.join(format!("{stem}.o"));
@@ -719,6 +765,35 @@ impl Driver {
         self.merge_carried(&[weakened, note], object)
     }
 
+    /// The units of the device link nvlink made for the `crt/link.stub` being compiled: the
+    /// module ids of its register file (`-DREGISTERLINKBINARYFILE`), the records in the cubin
+    /// it wrote for each architecture beside that file (CMake's `<dir>/sm_XX.cubin`).
+    fn nvlink_units(&self) -> Result<(Vec<rdc::UnitRecord>, Vec<String>)> {
+        let register_file = self
+            .args
+            .flags
+            .iter()
+            .find_map(|f| f.strip_prefix("-DREGISTERLINKBINARYFILE="))
+            .map(|value| PathBuf::from(value.trim_matches('"')))
+            .context("no -DREGISTERLINKBINARYFILE")?;
+        let text = std::fs::read_to_string(&register_file)
+            .with_context(|| format!("cannot read {}", register_file.display()))?;
+        let module_ids = rdc::register_file_module_ids(&text).with_context(|| {
+            format!("{} is not an nvlink register file", register_file.display())
+        })?;
+        let dir = register_file.parent().unwrap_or(Path::new("."));
+        let mut cubins = Vec::new();
+        for arch in &self.args.archs {
+            let cubin = dir.join(format!("{arch}.cubin"));
+            let bytes = std::fs::read(&cubin)
+                .with_context(|| format!("cannot read nvlink's cubin {}", cubin.display()))?;
+            let records = rdc::cubin_unit_records(&bytes, &cubin.display().to_string())?;
+            cubins.push((arch.clone(), records));
+        }
+        let units = rdc::nvlink_device_link(&module_ids, cubins)?;
+        Ok((units, module_ids))
+    }
+
     /// The device link of the final link: when `objects` (and the static archives among the
     /// link's inputs) hold separately compiled units that no device-link object among them
     /// links, links them into a device-link object and returns it.
@@ -727,12 +802,63 @@ impl Driver {
             return Ok(None);
         }
         let found = self.separable_units(objects)?;
-        if found.unlinked().is_empty() {
+        let (units, module_ids) = self.units_to_link(&found)?;
+        if units.is_empty() {
             return Ok(None);
         }
         let output = self.work.path().join("cuda_flux_device_link.o");
-        self.link_units(&found, &output)?;
+        self.link_units(&units, &module_ids, &output)?;
         Ok(Some(output))
+    }
+
+    /// The units `found` holds that no device-link object among the inputs links yet, with
+    /// their module ids: cuda-flux's, then other compilers' (their PTX for the architectures
+    /// the former share, or, without any, the ones this build names), each of whose kernels
+    /// is said once to run uncounted (their launches do not reach cuda-flux).
+    fn units_to_link(&self, found: &rdc::Found) -> Result<(Vec<rdc::UnitRecord>, Vec<String>)> {
+        let mut units: Vec<rdc::UnitRecord> = found.unlinked().into_iter().cloned().collect();
+        let foreign = found.unlinked_foreign();
+        if !foreign.is_empty() {
+            let archs: Vec<u32> = match units.split_first() {
+                Some((first, rest)) => first
+                    .archs
+                    .iter()
+                    .map(|a| a.arch)
+                    .filter(|arch| rest.iter().all(|u| u.archs.iter().any(|a| a.arch == *arch)))
+                    .collect(),
+                None => self
+                    .args
+                    .archs
+                    .iter()
+                    .map(|arch| arch_number(arch))
+                    .collect::<Result<_>>()?,
+            };
+            for unit in foreign {
+                let record = match unit.record_for(&archs) {
+                    Ok(record) => record,
+                    // As before cuda-flux read other compilers' units: if the link needs it,
+                    // ptxas names the functions it lacks.
+                    Err(why) if unit.in_archive => {
+                        self.verbose(format!("left out of the device link: {why}"));
+                        continue;
+                    }
+                    Err(why) => return Err(why.into()),
+                };
+                let kernels: Vec<String> = record.kernels().iter().map(|k| demangle(k)).collect();
+                if !kernels.is_empty() {
+                    warn(format!(
+                        "{}: compiled by another compiler; its device code joins cuda-flux's \
+                         device link, but its own kernels' launches do not reach cuda-flux and \
+                         run uncounted: {}",
+                        unit.object,
+                        kernels.join(", ")
+                    ));
+                }
+                units.push(record);
+            }
+        }
+        let module_ids = units.iter().map(|u| u.module_id.clone()).collect();
+        Ok((units, module_ids))
     }
 
     /// nvcc's `-dlink`: the device-link object of `objects` written to `output`.
@@ -742,21 +868,27 @@ impl Driver {
             return Ok(());
         }
         let found = self.separable_units(objects)?;
-        if found.unlinked().is_empty() {
+        let (units, module_ids) = self.units_to_link(&found)?;
+        if units.is_empty() {
             // nvcc writes an object without device code then; so does this (nothing to
             // register), and the link works as with nvcc.
-            let source = self.work.path().join("cuda_flux_empty_dlink.c");
-            std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
-                .with_context(|| format!("cannot write {}", source.display()))?;
-            let mut command = Command::new(&self.tools.clang);
-            command
-                .args(["-x", "c", "-fPIC", "-c"])
-                .arg(&source)
-                .arg("-o")
-                .arg(output);
-            return self.run(&mut command);
+            return self.empty_object(output);
         }
-        self.link_units(&found, output)
+        self.link_units(&units, &module_ids, output)
+    }
+
+    /// A device-link object of no units: an empty object.
+    fn empty_object(&self, output: &Path) -> Result<()> {
+        let source = self.work.path().join("cuda_flux_empty_dlink.c");
+        std::fs::write(&source, "/* cuda-flux: no separately compiled units */\n")
+            .with_context(|| format!("cannot write {}", source.display()))?;
+        let mut command = Command::new(&self.tools.clang);
+        command
+            .args(["-x", "c", "-fPIC", "-c"])
+            .arg(&source)
+            .arg("-o")
+            .arg(output);
+        self.run(&mut command)
     }
 
     /// The separately compiled units among `objects` and the archives the link names.
@@ -773,10 +905,15 @@ impl Driver {
         Ok(found)
     }
 
-    /// Links the PTX of `found`'s unlinked units per architecture, instruments it once, and
-    /// writes the device-link object (`rdc::link_object_source`) to `output`.
-    fn link_units(&self, found: &rdc::Found, output: &Path) -> Result<()> {
-        let units = found.unlinked();
+    /// Links the PTX of `units` per architecture, instruments it once, and writes the
+    /// device-link object (`rdc::link_object_source`) that registers it under the units'
+    /// `module_ids` to `output`.
+    fn link_units(
+        &self,
+        units: &[rdc::UnitRecord],
+        module_ids: &[String],
+        output: &Path,
+    ) -> Result<()> {
         let dir = self.work.path();
         let names: Vec<String> = units.iter().map(|u| u.source.clone()).collect();
         self.verbose(format!(
@@ -785,8 +922,11 @@ impl Driver {
             names.join(", ")
         ));
         // The architectures every unit was compiled for.
-        let mut archs: Vec<u32> = units[0].archs.iter().map(|a| a.arch).collect();
-        for unit in &units[1..] {
+        let Some((first, rest)) = units.split_first() else {
+            bail!("no separately compiled units to link");
+        };
+        let mut archs: Vec<u32> = first.archs.iter().map(|a| a.arch).collect();
+        for unit in rest {
             archs.retain(|arch| unit.archs.iter().any(|a| a.arch == *arch));
         }
         if archs.is_empty() {
@@ -838,9 +978,8 @@ impl Driver {
             },
             &builds,
         )?;
-        let module_ids: Vec<String> = units.iter().map(|u| u.module_id.clone()).collect();
         let linked_list = dir.join("cuda_flux_device_link.linked");
-        std::fs::write(&linked_list, rdc::encode_linked(&module_ids))
+        std::fs::write(&linked_list, rdc::encode_linked(module_ids))
             .with_context(|| format!("cannot write {}", linked_list.display()))?;
         let kernels: Vec<rdc::LinkedKernel> = registrations
             .into_iter()
@@ -857,7 +996,7 @@ impl Driver {
                 &image,
                 self.target == Target::Gpu,
                 &linked_list,
-                &module_ids,
+                module_ids,
                 &kernels,
             ),
         )

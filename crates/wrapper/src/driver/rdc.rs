@@ -25,6 +25,12 @@
 //!   clone and snapshots with the host runtime as the host pass does for a whole-program unit.
 //!   It lists the module ids it covers in [`LINKED_SECTION`], so that a later final link of
 //!   the same objects does not link them again.
+//! * **nvlink's device link** (CMake with clang): each unit's relocatable cubin also carries
+//!   its record ([`unit_record_ptx`]); the driver's compile of `crt/link.stub` reads them from
+//!   nvlink's cubin ([`nvlink_device_link`]) and makes that object the device link above.
+//! * **Other compilers' units** (`nvcc -dc`): no record, but their relocatable fat binary's
+//!   PTX ([`ForeignUnit`], `fatbin.rs`) joins the device link; their kernels' launches do not
+//!   reach cuda-flux.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -32,6 +38,8 @@ use std::path::Path;
 
 use ptx_sim::image::ArchPtx;
 use thiserror::Error;
+
+use super::fatbin;
 
 /// The section of a unit's object that holds its [`UnitRecord`].
 pub const UNIT_SECTION: &str = ".cuda_flux_rdc";
@@ -163,10 +171,109 @@ pub fn encode_linked(module_ids: &[String]) -> Vec<u8> {
     frame(LINKED_MAGIC, &payload)
 }
 
+/// The section in which clang and nvcc put a separately compiled unit's relocatable fat
+/// binary.
+pub const RELOCATABLE_FATBIN_SECTION: &str = "__nv_relfatbin";
+
+/// A separately compiled unit another compiler built (`nvcc -dc`, `clang++ -fgpu-rdc`): no
+/// record, but the PTX its relocatable fat binary holds (nvcc 11.8 keeps `compute_52` PTX by
+/// default), which joins cuda-flux's device link in its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignUnit {
+    /// The suffix of the registration function its host code calls.
+    pub module_id: String,
+    /// The object (or archive member) it came from, for messages.
+    pub object: String,
+    /// A member of a static archive (`libcudadevrt.a` given by its path, say), which a link
+    /// may not need: one without usable PTX is left out rather than refused.
+    pub in_archive: bool,
+    pub ptx: Vec<fatbin::PtxEntry>,
+}
+
+/// A foreign unit without PTX that a device link for `arch` could use.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("{object}: separately compiled by another compiler, with no PTX for sm_{arch} or an earlier architecture in its fat binary, so it cannot join cuda-flux's device link (compile it with cuda-flux, or keep PTX in it: nvcc -gencode arch=compute_{arch},code=[sm_{arch},compute_{arch}])")]
+pub struct NoForeignPtx {
+    pub object: String,
+    pub arch: u32,
+}
+
+impl ForeignUnit {
+    /// The unit as a record for a device link for `archs`: for each, the PTX of the highest
+    /// virtual architecture not above it (PTX runs on later architectures), its `.target`
+    /// made that architecture's, as the other units' is.
+    pub fn record_for(&self, archs: &[u32]) -> Result<UnitRecord, NoForeignPtx> {
+        let mut out = Vec::new();
+        for &arch in archs {
+            let entry = self
+                .ptx
+                .iter()
+                .filter(|e| e.arch <= arch)
+                .max_by_key(|e| e.arch)
+                .ok_or_else(|| NoForeignPtx {
+                    object: self.object.clone(),
+                    arch,
+                })?;
+            out.push(ArchPtx {
+                arch,
+                ptx: retarget(&entry.ptx, arch),
+            });
+        }
+        Ok(UnitRecord {
+            module_id: self.module_id.clone(),
+            source: self.object.clone(),
+            archs: out,
+        })
+    }
+}
+
+impl UnitRecord {
+    /// The kernels (`.entry`) its PTX of the first architecture defines.
+    pub fn kernels(&self) -> Vec<String> {
+        let Some(first) = self.archs.first() else {
+            return Vec::new();
+        };
+        first
+            .ptx
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                words.find(|w| *w == ".entry")?;
+                let name = words.next()?;
+                Some(name.split('(').next().unwrap_or(name).to_string())
+            })
+            .collect()
+    }
+}
+
+/// `ptx` with its `.target sm_XX` directive naming `sm_<arch>` (anything after the
+/// architecture, `, debug`, kept).
+fn retarget(ptx: &str, arch: u32) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    let mut done = false;
+    for line in ptx.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        match trimmed.strip_prefix(".target") {
+            Some(rest) if !done && rest.starts_with(char::is_whitespace) => {
+                let rest = rest.trim_start();
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let _ = write!(out, ".target sm_{arch}{}", &rest[end..]);
+                done = true;
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// What the objects and archives of a link hold for separable compilation.
 #[derive(Debug, Default)]
 pub struct Found {
     pub units: Vec<UnitRecord>,
+    /// Units of other compilers.
+    pub foreign: Vec<ForeignUnit>,
     /// Module ids a device-link object among them already links.
     pub linked: BTreeSet<String>,
 }
@@ -181,9 +288,19 @@ impl Found {
             .filter(|u| !self.linked.contains(&u.module_id) && seen.insert(u.module_id.clone()))
             .collect()
     }
+
+    /// The same for the units of other compilers.
+    pub fn unlinked_foreign(&self) -> Vec<&ForeignUnit> {
+        let mut seen = BTreeSet::new();
+        self.foreign
+            .iter()
+            .filter(|u| !self.linked.contains(&u.module_id) && seen.insert(u.module_id.clone()))
+            .collect()
+    }
 }
 
-fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError> {
+/// Reads one object; `in_archive` when it is a member of a static archive.
+fn read_elf(bytes: &[u8], what: &str, in_archive: bool, found: &mut Found) -> Result<(), RdcError> {
     use object::{Object as _, ObjectSection as _};
     let file = match object::File::parse(bytes) {
         Ok(file) => file,
@@ -197,8 +314,18 @@ fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError>
         // compilation in it.
         Err(_) => return Ok(()),
     };
+    let object_error = |message: String| RdcError::Object {
+        path: what.to_string(),
+        message,
+    };
+    let mut relocatable_fatbin = None;
+    let mut has_record = false;
     for section in file.sections() {
         let name = section.name().unwrap_or("");
+        if name == RELOCATABLE_FATBIN_SECTION {
+            relocatable_fatbin = Some(section.data().map_err(|e| object_error(e.to_string()))?);
+        }
+        has_record |= name == UNIT_SECTION;
         if name != UNIT_SECTION && name != LINKED_SECTION {
             continue;
         }
@@ -216,6 +343,40 @@ fn read_elf(bytes: &[u8], what: &str, found: &mut Found) -> Result<(), RdcError>
                     found.linked.insert(id);
                 }
             }
+        }
+    }
+    use object::ObjectSymbol as _;
+    // A device link made by another tool (`nvcc -dlink`) defines the registration functions
+    // of the units it links (the weak ones of link.stub compiled by the driver yield).
+    for symbol in file.symbols() {
+        if symbol.is_definition() && symbol.is_global() && !symbol.is_weak() {
+            if let Some(id) = symbol
+                .name()
+                .ok()
+                .and_then(|n| n.strip_prefix(REGISTER_LINKED_BINARY))
+            {
+                found.linked.insert(id.to_string());
+            }
+        }
+    }
+    // A unit of another compiler: its registration function names its module id.
+    if let (false, Some(bytes)) = (has_record, relocatable_fatbin) {
+        let module_id = file.symbols().find_map(|symbol| {
+            symbol
+                .name()
+                .ok()?
+                .strip_prefix(REGISTER_LINKED_BINARY)
+                .map(str::to_string)
+        });
+        if let Some(module_id) = module_id {
+            let ptx = fatbin::ptx_entries(bytes)
+                .map_err(|e| object_error(format!("{RELOCATABLE_FATBIN_SECTION}: {e}")))?;
+            found.foreign.push(ForeignUnit {
+                module_id,
+                object: what.to_string(),
+                in_archive,
+                ptx,
+            });
         }
     }
     Ok(())
@@ -248,11 +409,149 @@ pub fn read_inputs(path: &Path, found: &mut Found) -> Result<(), RdcError> {
             // Members start at even offsets; the ELF reader needs its header aligned, as a
             // fresh allocation is.
             let aligned: Vec<u8> = data.to_vec();
-            read_elf(aligned.as_slice(), &name, found)?;
+            read_elf(aligned.as_slice(), &name, true, found)?;
         }
         return Ok(());
     }
-    read_elf(&bytes, &what, found)
+    read_elf(&bytes, &what, false, found)
+}
+
+/// The prefix of the device variable that carries a unit's [`UnitRecord`] (that architecture's
+/// PTX only) in the relocatable cubin of its object, so that it reaches the cubin nvlink links
+/// (CMake's device link with clang: [`nvlink_device_link`]).
+pub const UNIT_SYMBOL_PREFIX: &str = "__cuda_flux_unit_";
+
+/// The PTX declaration of a unit's record as a device variable `UNIT_SYMBOL_PREFIX<unit>`,
+/// appended to the PTX ptxas assembles into the unit's relocatable cubin. nvlink keeps every
+/// visible variable, so the record is in the cubin it links; nothing reads the variable on
+/// the device.
+pub fn unit_record_ptx(unit: &str, record: &UnitRecord) -> String {
+    let bytes = record.encode();
+    let mut ptx = format!(
+        "\n// cuda-flux: this unit's PTX for a device link made by nvlink (rdc.rs).\n\
+         .visible .global .align 1 .b8 {UNIT_SYMBOL_PREFIX}{unit}[{}] = {{",
+        bytes.len()
+    );
+    for (index, byte) in bytes.iter().enumerate() {
+        if index > 0 {
+            ptx.push(',');
+        }
+        if index % 32 == 0 {
+            ptx.push('\n');
+        }
+        let _ = write!(ptx, "{byte}");
+    }
+    ptx.push_str("\n};\n");
+    ptx
+}
+
+/// The unit records a cubin (nvlink's output, or a unit's relocatable cubin) carries in its
+/// `UNIT_SYMBOL_PREFIX` variables, each with the variable's suffix, in symbol order.
+pub fn cubin_unit_records(bytes: &[u8], what: &str) -> Result<Vec<(String, UnitRecord)>, RdcError> {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    let object_error = |message: String| RdcError::Object {
+        path: what.to_string(),
+        message,
+    };
+    let file = object::File::parse(bytes).map_err(|e| object_error(e.to_string()))?;
+    let mut out = Vec::new();
+    for symbol in file.symbols() {
+        let Some(unit) = symbol
+            .name()
+            .ok()
+            .and_then(|n| n.strip_prefix(UNIT_SYMBOL_PREFIX))
+        else {
+            continue;
+        };
+        let index = symbol
+            .section_index()
+            .ok_or_else(|| object_error(format!("{UNIT_SYMBOL_PREFIX}{unit} has no section")))?;
+        let data = file
+            .section_by_index(index)
+            .and_then(|section| section.data())
+            .map_err(|e| object_error(e.to_string()))?;
+        let start = usize::try_from(symbol.address()).ok();
+        let end = start
+            .zip(usize::try_from(symbol.size()).ok())
+            .and_then(|(s, n)| s.checked_add(n));
+        let bytes = start
+            .zip(end)
+            .and_then(|(start, end)| data.get(start..end))
+            .ok_or_else(|| RdcError::Corrupt(format!("{what} ({UNIT_SYMBOL_PREFIX}{unit})")))?;
+        for record in UnitRecord::decode_all(bytes, what)? {
+            out.push((unit.to_string(), record));
+        }
+    }
+    Ok(out)
+}
+
+/// The module ids nvlink lists in its `--register-link-binaries` file (CMake's
+/// `cmake_cuda_register.h`): one `DEFINE_REGISTER_FUNC(<id>)` per unit it linked, which
+/// `crt/link.stub` pastes after `__cudaRegisterLinkedBinary`; returned as [`UnitRecord`]'s
+/// module ids (what follows [`REGISTER_LINKED_BINARY`]). `None` if the text is not such a file
+/// or its count disagrees.
+pub fn register_file_module_ids(text: &str) -> Option<Vec<String>> {
+    let mut count = None;
+    let mut ids = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(n) = line.strip_prefix("#define NUM_PRELINKED_OBJECTS") {
+            count = Some(n.trim().parse::<usize>().ok()?);
+        } else if let Some(id) = line
+            .strip_prefix("DEFINE_REGISTER_FUNC(")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            let id = id.strip_prefix('_')?;
+            let valid =
+                !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return None;
+            }
+            ids.push(id.to_string());
+        } else {
+            return None;
+        }
+    }
+    (count == Some(ids.len())).then_some(ids)
+}
+
+/// Why a device link made by nvlink cannot be replaced by cuda-flux's.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum NvlinkLinkError {
+    #[error("nvlink linked {linked} unit(s) but only {found} carry cuda-flux's record for {arch} (the others were compiled by another compiler)")]
+    ForeignUnits {
+        arch: String,
+        linked: usize,
+        found: usize,
+    },
+}
+
+/// The units of a device link made by nvlink: `module_ids` from its register file, and per
+/// architecture the records its cubin carries. Every unit nvlink linked must carry its record
+/// for every architecture; the records of one unit are merged into one with all its
+/// architectures (in the order of the first cubin's symbols).
+pub fn nvlink_device_link(
+    module_ids: &[String],
+    cubins: Vec<(String, Vec<(String, UnitRecord)>)>,
+) -> Result<Vec<UnitRecord>, NvlinkLinkError> {
+    let mut units: Vec<(String, UnitRecord)> = Vec::new();
+    for (arch, records) in cubins {
+        let mut distinct = BTreeSet::new();
+        for (unit, record) in records {
+            distinct.insert(unit.clone());
+            match units.iter_mut().find(|(name, _)| *name == unit) {
+                Some((_, merged)) => merged.archs.extend(record.archs),
+                None => units.push((unit, record)),
+            }
+        }
+        if distinct.len() != module_ids.len() {
+            return Err(NvlinkLinkError::ForeignUnits {
+                arch,
+                linked: module_ids.len(),
+                found: distinct.len(),
+            });
+        }
+    }
+    Ok(units.into_iter().map(|(_, record)| record).collect())
 }
 
 /// A path inside an assembler string (`.incbin "..."`) inside a C string literal.
@@ -297,11 +596,13 @@ pub fn unit_part_source(record: &Path) -> String {
 pub const DEVICE_LINK_PRESENT: &str = "__cuda_flux_device_link_present";
 
 /// What the driver adds to CUDA's `crt/link.stub` (compiled for a device link by nvlink, as
-/// CMake's separable compilation with clang makes it), whose registration functions the driver
-/// makes weak: where a cuda-flux device link is linked too (the final link by either driver),
-/// its instrumented registration is used; where none is (a C++ compiler's final link), nvlink's
-/// uninstrumented device code runs and the program says so once on stderr before anything is
-/// registered — on the CPU target, which cannot run nvlink's GPU code, and exits.
+/// CMake's separable compilation with clang makes it) when it cannot make that object
+/// cuda-flux's device link (e.g. a unit of another compiler among nvlink's), and makes its
+/// registration functions weak: where a cuda-flux device link is linked too (the final link by
+/// either driver), its instrumented registration is used; where none is (a C++ compiler's final
+/// link), nvlink's uninstrumented device code runs and the program says so once on stderr
+/// before anything is registered — on the CPU target, which cannot run nvlink's GPU code, and
+/// exits.
 pub fn link_stub_note_source(cpu_target: bool) -> String {
     let (what, exit) = if cpu_target {
         (
@@ -319,9 +620,9 @@ pub fn link_stub_note_source(cpu_target: bool) -> String {
          /* Before the units' constructors (priority 65535) register anything. */\n\
          __attribute__((constructor(101))) static void cf_link_stub_note(void) {{\n\
          \x20   static const char note[] = \"cuda-flux: this program's separately compiled \
-         device code was linked by nvlink, not by cuda-flux (a C++ compiler made the final \
-         link), so it {what}; link it with cuda-flux-clang or cuda-flux-nvcc (CMake: \
-         LINKER_LANGUAGE CUDA), or use cuda-flux-nvcc as the CUDA compiler\\n\";\n\
+         device code was linked by nvlink, not by cuda-flux (the build warned why, and a C++ \
+         compiler made the final link), so it {what}; compile every separately compiled unit \
+         with cuda-flux-clang or cuda-flux-nvcc\\n\";\n\
          \x20   if (&{DEVICE_LINK_PRESENT}) return;\n\
          \x20   (void)!write(2, note, sizeof note - 1);\n\
          {exit}\
@@ -540,6 +841,123 @@ mod tests {
         assert!(UnitRecord::decode_all(&section[..section.len() - 1], "x.o").is_err());
         assert!(UnitRecord::decode_all(b"garbage!garbage!", "x.o").is_err());
         assert!(UnitRecord::decode_all(&[], "x.o").unwrap().is_empty());
+    }
+
+    #[test]
+    fn register_files_give_module_ids() {
+        let text = "#define NUM_PRELINKED_OBJECTS 2\n\
+                    DEFINE_REGISTER_FUNC(__nv_7f4be62e2ec4b775)\n\
+                    DEFINE_REGISTER_FUNC(__nv_5a76b6dc7f58ac92)\n";
+        assert_eq!(
+            register_file_module_ids(text).unwrap(),
+            ["_nv_7f4be62e2ec4b775", "_nv_5a76b6dc7f58ac92"]
+        );
+        assert_eq!(
+            register_file_module_ids("#define NUM_PRELINKED_OBJECTS 0\n").unwrap(),
+            Vec::<String>::new()
+        );
+        // A count that disagrees, something else, a name that is not an identifier.
+        for bad in [
+            "#define NUM_PRELINKED_OBJECTS 3\nDEFINE_REGISTER_FUNC(__nv_a)\n",
+            "#include \"x.h\"\n",
+            "#define NUM_PRELINKED_OBJECTS 1\nDEFINE_REGISTER_FUNC(__nv a)\n",
+            "DEFINE_REGISTER_FUNC(__nv_a)\n",
+        ] {
+            assert_eq!(register_file_module_ids(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unit_records_survive_ptxas_and_nvlink() {
+        // A unit's record as ptxas assembles it into the relocatable cubin, and as nvlink links
+        // two such cubins: read back from the cubin's variables, byte for byte.
+        let dir = tempfile::tempdir().unwrap();
+        let header = ".version 7.0\n.target sm_70\n.address_size 64\n";
+        let records: Vec<UnitRecord> = ["a", "b"]
+            .iter()
+            .map(|unit| UnitRecord {
+                module_id: String::new(),
+                source: format!("{unit}.cu"),
+                archs: vec![ArchPtx {
+                    arch: 70,
+                    ptx: format!("{header}// unit {unit}: \"quoted\", \\ and \u{e9}\n"),
+                }],
+            })
+            .collect();
+        let mut cubins = Vec::new();
+        for (unit, record) in ["a", "b"].iter().zip(&records) {
+            let ptx = dir.path().join(format!("{unit}.ptx"));
+            let cubin = dir.path().join(format!("{unit}.cubin"));
+            std::fs::write(&ptx, format!("{header}{}", unit_record_ptx(unit, record))).unwrap();
+            let status = std::process::Command::new("ptxas")
+                .args(["-arch=sm_70", "--compile-only", "-o"])
+                .arg(&cubin)
+                .arg(&ptx)
+                .status()
+                .expect("ptxas (CUDA toolkit; scripts/setup.sh installs it)");
+            assert!(status.success());
+            let bytes = std::fs::read(&cubin).unwrap();
+            assert_eq!(
+                cubin_unit_records(&bytes, "unit cubin").unwrap(),
+                [(unit.to_string(), record.clone())]
+            );
+            cubins.push(cubin);
+        }
+        let linked = dir.path().join("linked.cubin");
+        let status = std::process::Command::new("nvlink")
+            .arg("-arch=sm_70")
+            .arg(format!("-o={}", linked.display()))
+            .args(&cubins)
+            .status()
+            .expect("nvlink (CUDA toolkit)");
+        assert!(status.success());
+        let found = cubin_unit_records(&std::fs::read(&linked).unwrap(), "linked").unwrap();
+        let ids = ["_nv_a".to_string(), "_nv_b".to_string()];
+        let mut units =
+            nvlink_device_link(&ids, vec![("sm_70".to_string(), found.clone())]).unwrap();
+        units.sort_by(|x, y| x.source.cmp(&y.source));
+        assert_eq!(units, records);
+        // A unit nvlink linked without a record (another compiler's).
+        let three = [ids[0].clone(), ids[1].clone(), "_nv_c".to_string()];
+        assert_eq!(
+            nvlink_device_link(&three, vec![("sm_70".to_string(), found)]),
+            Err(NvlinkLinkError::ForeignUnits {
+                arch: "sm_70".to_string(),
+                linked: 3,
+                found: 2
+            })
+        );
+    }
+
+    #[test]
+    fn foreign_units_take_the_closest_earlier_ptx_retargeted() {
+        let entry = |arch: u32| {
+            fatbin::PtxEntry {
+            arch,
+            ptx: format!(".version 7.8\n.target sm_{arch}, debug\n.address_size 64\n.visible .entry k{arch}(\n)\n{{ ret; }}\n"),
+        }
+        };
+        let unit = ForeignUnit {
+            module_id: "99b_scale_cu".to_string(),
+            object: "scale.o".to_string(),
+            in_archive: false,
+            ptx: vec![entry(52), entry(75), entry(61)],
+        };
+        let record = unit.record_for(&[70, 80]).unwrap();
+        assert_eq!(record.module_id, "99b_scale_cu");
+        assert_eq!(record.archs[0].arch, 70);
+        assert!(record.archs[0].ptx.contains(".target sm_70, debug\n"));
+        assert!(record.archs[0].ptx.contains("k61("));
+        assert!(record.archs[1].ptx.contains(".target sm_80, debug\n"));
+        assert!(record.archs[1].ptx.contains("k75("));
+        assert_eq!(record.kernels(), ["k61"]);
+        assert_eq!(
+            unit.record_for(&[50]),
+            Err(NoForeignPtx {
+                object: "scale.o".to_string(),
+                arch: 50
+            })
+        );
     }
 
     #[test]
