@@ -1173,6 +1173,11 @@ impl AluOp {
             second: false,
             carry: false,
         };
+        let predicate = |t: bool| AluOutput {
+            value: t as u64,
+            second: !t,
+            carry: false,
+        };
         let with_carry = |(v, carry): (u64, bool)| AluOutput {
             value: v,
             second: false,
@@ -1243,6 +1248,50 @@ impl AluOp {
             Op::Or(1) => value(int::zext(a | b, 1)),
             Op::Selp(32) => value(int::zext(if c & 1 != 0 { a } else { b }, 32)),
             Op::Selp(64) => value(int::zext(if c & 1 != 0 { a } else { b }, 64)),
+            Op::Min {
+                ty: IntTy { bits: 32, signed: true },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 32, signed: true }, false, false, a, b)),
+            Op::Max {
+                ty: IntTy { bits: 32, signed: true },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 32, signed: true }, true, false, a, b)),
+            Op::Min {
+                ty: IntTy { bits: 32, signed: false },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 32, signed: false }, false, false, a, b)),
+            Op::Max {
+                ty: IntTy { bits: 32, signed: false },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 32, signed: false }, true, false, a, b)),
+            Op::Min {
+                ty: IntTy { bits: 64, signed: true },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 64, signed: true }, false, false, a, b)),
+            Op::Max {
+                ty: IntTy { bits: 64, signed: true },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 64, signed: true }, true, false, a, b)),
+            Op::Min {
+                ty: IntTy { bits: 64, signed: false },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 64, signed: false }, false, false, a, b)),
+            Op::Max {
+                ty: IntTy { bits: 64, signed: false },
+                relu: false,
+            } => value(int::min_max(IntTy { bits: 64, signed: false }, true, false, a, b)),
+            Op::Shr(IntTy { bits: 32, signed: false }) => {
+                value(int::shr(IntTy { bits: 32, signed: false }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 32, signed: true }) => {
+                value(int::shr(IntTy { bits: 32, signed: true }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 64, signed: false }) => {
+                value(int::shr(IntTy { bits: 64, signed: false }, a, b as u32))
+            },
+            Op::Shr(IntTy { bits: 64, signed: true }) => {
+                value(int::shr(IntTy { bits: 64, signed: true }, a, b as u32))
+            },
             Op::Add { ty, sat } => with_carry(int::add(ty, sat, a, b, cin)),
             Op::Sub { ty, sat } => with_carry(int::sub(ty, sat, a, b, cin)),
             Op::Mul { ty, half } => value(int::mul(ty, half, a, b)),
@@ -1313,6 +1362,129 @@ impl AluOp {
                 };
                 value(int::zext(if pick { a } else { b }, bits))
             },
+            // `setp` on the usual integer types without a combining predicate: one arm per
+            // comparison and type, so that the lane loops carry no decision (the same
+            // function: the same bits).
+            Op::Set {
+                cmp: Compare::Int(ICmp::Eq, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Eq, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ne, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ne, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Lt, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Lt, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Le, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Le, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Gt, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Gt, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ge, IntTy { bits: 32, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ge, IntTy { bits: 32, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Eq, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Eq, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ne, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ne, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Lt, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Lt, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Le, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Le, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Gt, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Gt, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ge, IntTy { bits: 32, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ge, IntTy { bits: 32, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Eq, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Eq, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ne, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ne, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Lt, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Lt, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Le, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Le, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Gt, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Gt, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ge, IntTy { bits: 64, signed: true }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ge, IntTy { bits: 64, signed: true }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Eq, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Eq, IntTy { bits: 64, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ne, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ne, IntTy { bits: 64, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Lt, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Lt, IntTy { bits: 64, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Le, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Le, IntTy { bits: 64, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Gt, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Gt, IntTy { bits: 64, signed: false }, a, b)),
+            Op::Set {
+                cmp: Compare::Int(ICmp::Ge, IntTy { bits: 64, signed: false }),
+                combine: None,
+                out: SetOut::Pred,
+            } => predicate(int::compare(ICmp::Ge, IntTy { bits: 64, signed: false }, a, b)),
             // `setp` without a combining predicate, the usual form: the general arm below
             // with `combine` and `out` fixed.
             Op::Set {
@@ -1522,7 +1694,7 @@ pub struct LaneBits {
 /// Whether the CPU runs x86-64-v3 code ([`AluOp::warp_v3`]); detected once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn x86_v3() -> bool {
+pub(crate) fn x86_v3() -> bool {
     static V3: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *V3.get_or_init(|| {
         std::is_x86_feature_detected!("avx2")

@@ -110,6 +110,7 @@ impl<'a> Exec<'a, '_> {
         match *src {
             Src::Reg(_) => {}
             Src::Imm(v) => self.warp.scratch.columns[i] = [v; 32],
+            Src::Special(Special::Tid(d)) => self.warp.scratch.columns[i] = self.tid_row(d),
             _ if uniform(src) => {
                 let first = exec.trailing_zeros().min(31) as usize;
                 let v = self.read_other(src, first);
@@ -132,6 +133,7 @@ impl<'a> Exec<'a, '_> {
         match *src {
             Src::Reg(r) => *register_row(&self.warp.regs[self.reg_base..], r),
             Src::Imm(v) => [v; 32],
+            Src::Special(Special::Tid(d)) => self.tid_row(d),
             _ if uniform(src) => [self.read_other(src, exec.trailing_zeros().min(31) as usize); 32],
             _ => {
                 let mut out = [0u64; 32];
@@ -142,6 +144,17 @@ impl<'a> Exec<'a, '_> {
                 out
             }
         }
+    }
+
+    /// `%tid.x`, `.y` or `.z` (`d` 0, 1, 2) of all 32 lanes.
+    #[inline(always)]
+    fn tid_row(&self, d: u8) -> [u64; 32] {
+        let d = usize::from(d).min(2);
+        let mut row = [0u64; 32];
+        for (slot, tid) in row.iter_mut().zip(&self.warp.tid) {
+            *slot = u64::from(tid[d]);
+        }
+        row
     }
 
     fn read_other(&self, src: &Src, lane: usize) -> u64 {
@@ -179,7 +192,29 @@ impl<'a> Exec<'a, '_> {
         &mut self.warp.frames[last]
     }
 
-    fn run(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
+    fn run(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
+        #[cfg(target_arch = "x86_64")]
+        if alu::x86_v3() {
+            // SAFETY: the CPU has the features `run_v3` is compiled for.
+            return unsafe { self.run_v3(budget, visible) };
+        }
+        self.run_loop(budget, visible)
+    }
+
+    /// [`Exec::run_loop`] compiled for CPUs with AVX2 (x86-64-v3), where the interpreter's
+    /// 32-lane loops (addresses, range and alignment checks, guards, moves) vectorize with
+    /// 64-bit lanes. Integer code only changes; float operations are not contracted (as in
+    /// [`alu::AluOp::eval_warp`]), so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_v3(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
+        self.run_loop(budget, visible)
+    }
+
+    /// The interpreter loop: runs the warp until its slice ends, it waits at a barrier or it
+    /// finishes.
+    #[inline(always)]
+    fn run_loop(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -457,20 +492,24 @@ impl<'a> Exec<'a, '_> {
                 let total = bytes * u64::from(*count);
                 // Every lane's address is checked before any register is written (the
                 // registers of a failing launch are not seen again).
-                let mut addresses = [0u64; 32];
-                self.addresses(addr, exec, &mut addresses);
                 let mut hosts = [0u64; 32];
-                if !self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
-                    let mut m = exec;
-                    while let Some(lane) = next_lane(&mut m) {
-                        let address = addresses[lane];
-                        let host = self.resolve(*space, address, total, lane, pc)?;
-                        if host & (total - 1) != 0 {
-                            return Err(self.misaligned(pc, address, total, lane));
+                let layout = match self.lane_hosts(*space, addr, total, exec, &mut hosts) {
+                    Some(layout) => layout,
+                    None => {
+                        let mut addresses = [0u64; 32];
+                        self.addresses(addr, exec, &mut addresses);
+                        let mut m = exec;
+                        while let Some(lane) = next_lane(&mut m) {
+                            let address = addresses[lane];
+                            let host = self.resolve(*space, address, total, lane, pc)?;
+                            if host & (total - 1) != 0 {
+                                return Err(self.misaligned(pc, address, total, lane));
+                            }
+                            hosts[lane] = host;
                         }
-                        hosts[lane] = host;
+                        LaneLayout::Scattered
                     }
-                }
+                };
                 let regs = &mut self.warp.regs[self.reg_base..];
                 for (i, &d) in dsts[..*count as usize].iter().enumerate() {
                     if d == NO_REG {
@@ -481,10 +520,10 @@ impl<'a> Exec<'a, '_> {
                     // SAFETY: every lane's whole vector was checked above.
                     unsafe {
                         match ty.bytes {
-                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed),
-                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed),
-                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed),
-                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed),
+                            1 => load_lanes::<1>(row, &hosts, offset, exec, ty.signed, layout),
+                            2 => load_lanes::<2>(row, &hosts, offset, exec, ty.signed, layout),
+                            4 => load_lanes::<4>(row, &hosts, offset, exec, ty.signed, layout),
+                            _ => load_lanes::<8>(row, &hosts, offset, exec, ty.signed, layout),
                         }
                     }
                 }
@@ -498,44 +537,39 @@ impl<'a> Exec<'a, '_> {
             } => {
                 let bytes = u64::from(ty.bytes);
                 let total = bytes * u64::from(*count);
-                let mut addresses = [0u64; 32];
-                self.addresses(addr, exec, &mut addresses);
                 let mut hosts = [0u64; 32];
-                if self.hosts_in_range(*space, &addresses, total, exec, &mut hosts) {
+                if self
+                    .lane_hosts(*space, addr, total, exec, &mut hosts)
+                    .is_some()
+                {
                     // Every lane passed the checks: the stores, in the same order as below.
-                    let mask = u64::MAX >> (64 - 8 * u32::from(ty.bytes));
-                    let mut wrote = self.warp.wrote;
-                    let mut store = |at: u64, v: u64| {
-                        // SAFETY: checked above (`hosts_in_range`).
-                        unsafe {
-                            if !wrote {
-                                wrote = memory::load(at, ty.bytes) != v & mask;
-                            }
-                            memory::store(at, ty.bytes, v)
-                        };
-                    };
-                    if let [src] = &srcs[..*count as usize] {
-                        let values = self.operand(src, exec);
-                        let mut m = exec;
-                        while let Some(lane) = next_lane(&mut m) {
-                            store(hosts[lane], values[lane]);
-                        }
+                    let count = *count as usize;
+                    let mut vector = [[0u64; 32]; 4];
+                    let scalar;
+                    let values: &[[u64; 32]] = if let [src] = &srcs[..count] {
+                        scalar = [self.operand(src, exec)];
+                        &scalar
                     } else {
-                        let count = *count as usize;
-                        let mut values = [[0u64; 32]; 4];
-                        for (row, src) in values.iter_mut().zip(&srcs[..count]) {
+                        for (row, src) in vector.iter_mut().zip(&srcs[..count]) {
                             *row = self.operand(src, exec);
                         }
-                        let mut m = exec;
-                        while let Some(lane) = next_lane(&mut m) {
-                            for (i, row) in values[..count].iter().enumerate() {
-                                store(hosts[lane] + i as u64 * bytes, row[lane]);
-                            }
+                        &vector[..count]
+                    };
+                    let wrote = self.warp.wrote;
+                    // SAFETY: every lane's whole vector was checked above (`lane_hosts`).
+                    let wrote = unsafe {
+                        match ty.bytes {
+                            1 => store_lanes::<1>(&hosts, values, exec, wrote),
+                            2 => store_lanes::<2>(&hosts, values, exec, wrote),
+                            4 => store_lanes::<4>(&hosts, values, exec, wrote),
+                            _ => store_lanes::<8>(&hosts, values, exec, wrote),
                         }
-                    }
+                    };
                     self.warp.wrote = wrote;
                     return Ok(());
                 }
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
                     let address = addresses[lane];
@@ -603,9 +637,52 @@ impl<'a> Exec<'a, '_> {
             } => {
                 let bytes = ty.bytes();
                 let cta = self.cta;
+                let mut hosts = [0u64; 32];
+                if self
+                    .lane_hosts(*space, addr, bytes, exec, &mut hosts)
+                    .is_some()
+                {
+                    // Every lane passed the checks: the atomics, lane by lane as below.
+                    let (bv, cv) = (self.operand(b, exec), self.operand(c, exec));
+                    let mut olds = [0u64; 32];
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let host = hosts[lane];
+                        // The CTA's shared and local windows are this worker's alone.
+                        let private = host.wrapping_sub(cta.shared_base) < cta.shared_len
+                            || host.wrapping_sub(cta.local_base) < cta.local_len;
+                        if *space == Space::Host && !private {
+                            self.warp.global_atomics += 1;
+                        }
+                        // SAFETY: checked accessible and aligned (`lane_hosts`); private
+                        // memory is accessed by no other thread.
+                        let old = unsafe {
+                            if private {
+                                memory::atomic_private(host, *op, *ty, bv[lane], cv[lane])
+                            } else {
+                                memory::atomic(host, *op, *ty, bv[lane], cv[lane])
+                            }
+                        };
+                        if !self.warp.wrote && *dst != NO_REG {
+                            // SAFETY: as above.
+                            self.warp.wrote = unsafe { memory::load(host, bytes as u8) } != old;
+                        }
+                        olds[lane] = match ty {
+                            AtomType::S32 => old as u32 as i32 as i64 as u64,
+                            _ => old,
+                        };
+                    }
+                    if *dst != NO_REG {
+                        let regs = &mut self.warp.regs[self.reg_base..];
+                        write_lanes(register_row_mut(regs, *dst), &olds, exec);
+                    }
+                    return Ok(());
+                }
+                let mut addresses = [0u64; 32];
+                self.addresses(addr, exec, &mut addresses);
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
-                    let address = self.address(addr, lane);
+                    let address = addresses[lane];
                     let host = self.resolve(*space, address, bytes, lane, pc)?;
                     if host & (bytes - 1) != 0 {
                         return Err(self.misaligned(pc, address, bytes, lane));
@@ -889,35 +966,106 @@ impl<'a> Exec<'a, '_> {
         }
     }
 
-    /// The host addresses of `[address, address + len)` for every lane of `exec` into
-    /// `hosts`, when each lies in the shared window or in the warp's cached accessible host
-    /// range and is aligned to `len`: what [`Exec::resolve`] and the alignment check accept,
-    /// checked for all lanes in one straight loop. `false` when some lane needs the per-lane
-    /// path (local memory, another host range, an error to report).
+    /// The host addresses of `[address, address + len)` for every lane of `exec` of memory
+    /// operand `addr` into `hosts`, when each lies in the shared window or in the warp's cached
+    /// accessible host range (or, failing that, the recent range holding the first lane's
+    /// address) and is aligned to `len`: what [`Exec::resolve`] and the alignment check accept,
+    /// checked for all lanes in one straight loop, with the lanes' [`LaneLayout`] (strided by
+    /// `len`). `None` when some lane needs the per-lane path (local memory, another host range,
+    /// an error to report).
     #[inline(always)]
-    fn hosts_in_range(
-        &self,
+    fn lane_hosts(
+        &mut self,
         space: Space,
-        addresses: &[u64; 32],
+        addr: &Addr,
         len: u64,
         exec: u32,
         hosts: &mut [u64; 32],
-    ) -> bool {
-        let (base, lo, hi) = match space {
-            Space::Host => (0, self.warp.accessible.0, self.warp.accessible.1),
-            Space::Shared => (self.cta.shared_base, 0, self.cta.shared_len),
-            Space::Local => return false,
-        };
-        let Some(last) = hi.checked_sub(len) else {
-            return false;
-        };
-        let mut ok = true;
-        for (lane, (&address, host)) in addresses.iter().zip(hosts.iter_mut()).enumerate() {
-            *host = base.wrapping_add(address);
-            let good = address >= lo && address <= last && *host & (len - 1) == 0;
-            ok &= good || (exec >> lane) & 1 == 0;
+    ) -> Option<LaneLayout> {
+        let offset = addr.offset as u64;
+        let private = space == Space::Shared;
+        for attempt in 0..2 {
+            let (base, lo, hi) = match space {
+                Space::Host => (0, self.warp.accessible.0, self.warp.accessible.1),
+                Space::Shared => (self.cta.shared_base, 0, self.cta.shared_len),
+                Space::Local => return None,
+            };
+            let last = hi.checked_sub(len)?;
+            // Non-short-circuit `&`, here and in the loops below: no branches, so that the loop
+            // vectorizes without masked stores (slow on some CPUs).
+            let check = |address: u64| {
+                let host = base.wrapping_add(address);
+                (
+                    host,
+                    (address >= lo) & (address <= last) & (host & (len - 1) == 0),
+                )
+            };
+            let ok = match addr.base {
+                Src::Reg(r) => {
+                    let row = register_row(&self.warp.regs[self.reg_base..], r);
+                    let first = base.wrapping_add(row[0].wrapping_add(offset));
+                    let (mut ok, mut same, mut run) = (true, true, true);
+                    let mut expected = first;
+                    for (lane, (&v, host)) in row.iter().zip(hosts.iter_mut()).enumerate() {
+                        let (h, good) = check(v.wrapping_add(offset));
+                        *host = h;
+                        ok &= good | ((exec >> lane) & 1 == 0);
+                        same &= h == first;
+                        run &= h == expected;
+                        expected = expected.wrapping_add(len);
+                    }
+                    if ok {
+                        return Some(if exec != u32::MAX {
+                            LaneLayout::Scattered
+                        } else if same {
+                            LaneLayout::Same
+                        } else if run && private {
+                            LaneLayout::PrivateRun
+                        } else {
+                            LaneLayout::Scattered
+                        });
+                    }
+                    false
+                }
+                Src::Imm(_) | Src::KernelParam(_) | Src::Shared { .. } | Src::Frame(_) => {
+                    let first = exec.trailing_zeros().min(31) as usize;
+                    let (h, good) = check(self.address(addr, first));
+                    *hosts = [h; 32];
+                    if good || exec == 0 {
+                        return Some(if exec == u32::MAX {
+                            LaneLayout::Same
+                        } else {
+                            LaneLayout::Scattered
+                        });
+                    }
+                    false
+                }
+                _ => {
+                    let mut ok = true;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        let (h, good) = check(self.address(addr, lane));
+                        hosts[lane] = h;
+                        ok &= good;
+                    }
+                    if ok {
+                        return Some(LaneLayout::Scattered);
+                    }
+                    false
+                }
+            };
+            debug_assert!(!ok);
+            // A host range other than the cached one: try the recent range that holds the
+            // first lane's address (host addresses are the addresses themselves), once.
+            if attempt > 0 || space != Space::Host || exec == 0 {
+                return None;
+            }
+            let first = hosts[exec.trailing_zeros() as usize];
+            if !self.warp.promote_recent(first, len) {
+                return None;
+            }
         }
-        ok
+        None
     }
 
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
@@ -973,6 +1121,9 @@ impl<'a> Exec<'a, '_> {
         let Some(end) = address.checked_add(len) else {
             return false;
         };
+        if self.warp.promote_recent(address, len) {
+            return true;
+        }
         let cta = self.cta;
         let launch = cta.launch;
         let windows = [
@@ -983,12 +1134,12 @@ impl<'a> Exec<'a, '_> {
         ];
         for (base, size) in windows {
             if address >= base && end <= base + size {
-                self.warp.accessible = (base, base + size);
+                self.warp.set_accessible((base, base + size), false);
                 return true;
             }
         }
         if let Some(range) = launch.program.heap_range(address, len) {
-            self.warp.accessible = range;
+            self.warp.set_accessible(range, true);
             return true;
         }
         // Cache a whole aligned block where the environment allows it, so that neighbouring
@@ -996,12 +1147,12 @@ impl<'a> Exec<'a, '_> {
         for block in [1u64 << 16, 1 << 12] {
             let lo = address & !(block - 1);
             if end <= lo + block && launch.env.global_accessible(lo, block) {
-                self.warp.accessible = (lo, lo + block);
+                self.warp.set_accessible((lo, lo + block), false);
                 return true;
             }
         }
         if launch.env.global_accessible(address, len) {
-            self.warp.accessible = (address, end);
+            self.warp.set_accessible((address, end), false);
             return true;
         }
         false
@@ -1012,15 +1163,16 @@ impl<'a> Exec<'a, '_> {
     fn shuffle(&mut self, exec: u32, mode: ShflMode, dsts: (u32, u32), sources: [&Src; 3]) {
         let (dst, dst_pred) = dsts;
         let [a, b, c] = sources;
-        let mut values = [0u64; 32];
-        for (lane, v) in values.iter_mut().enumerate() {
-            *v = self.read(a, lane);
-        }
-        let mut results = [(0u64, false); 32];
+        // Every lane's value (a lane may read an inactive lane's), the other operands of the
+        // lanes that run.
+        let values = self.operand(a, u32::MAX);
+        let (bs, cs) = (self.operand(b, exec), self.operand(c, exec));
+        let mut results = [0u64; 32];
+        let mut valid = [0u64; 32];
         let mut m = exec;
         while let Some(lane) = next_lane(&mut m) {
-            let bval = (self.read(b, lane) & 0x1F) as i32;
-            let cv = self.read(c, lane);
+            let bval = (bs[lane] & 0x1F) as i32;
+            let cv = cs[lane];
             let cval = (cv & 0x1F) as i32;
             let segmask = ((cv >> 8) & 0x1F) as i32;
             let l = lane as i32;
@@ -1040,14 +1192,15 @@ impl<'a> Exec<'a, '_> {
             } else {
                 lane
             };
-            results[lane] = (values[source], ok);
+            results[lane] = values[source];
+            valid[lane] = u64::from(ok);
         }
-        let mut m = exec;
-        while let Some(lane) = next_lane(&mut m) {
-            self.set(dst, lane, results[lane].0);
-            if dst_pred != NO_REG {
-                self.set(dst_pred, lane, u64::from(results[lane].1));
-            }
+        let regs = &mut self.warp.regs[self.reg_base..];
+        if dst != NO_REG {
+            write_lanes(register_row_mut(regs, dst), &results, exec);
+        }
+        if dst_pred != NO_REG {
+            write_lanes(register_row_mut(regs, dst_pred), &valid, exec);
         }
     }
 
@@ -1661,11 +1814,58 @@ fn write_lanes(row: &mut [u64; 32], values: &[u64; 32], exec: u32) {
     }
 }
 
-/// Loads `BYTES` at `hosts[lane] + offset` into `row[lane]` for the lanes of `exec`,
-/// sign-extended when `signed`.
+/// Stores element `i` of `values` (`values[i][lane]`, `BYTES` each) at `hosts[lane] + i *
+/// BYTES` for the lanes of `exec`, lowest lane first and its elements in order (as the per-lane
+/// path: where lanes overlap, the last one's value stays). Returns `wrote` or whether a store
+/// changed a value in memory ([`crate::warp::Warp::wrote`]).
 ///
 /// # Safety
-/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory.
+/// Each lane's `[hosts[lane], + values.len() * BYTES)` is valid host memory, aligned to
+/// `BYTES`.
+#[inline(always)]
+unsafe fn store_lanes<const BYTES: u8>(
+    hosts: &[u64; 32],
+    values: &[[u64; 32]],
+    exec: u32,
+    mut wrote: bool,
+) -> bool {
+    let mask = u64::MAX >> (64 - 8 * u32::from(BYTES));
+    let mut m = exec;
+    while let Some(lane) = next_lane(&mut m) {
+        for (i, row) in values.iter().enumerate() {
+            let at = hosts[lane] + i as u64 * u64::from(BYTES);
+            let v = row[lane];
+            // SAFETY: valid and aligned per the caller.
+            unsafe {
+                if !wrote {
+                    wrote = memory::load_aligned::<BYTES>(at) != v & mask;
+                }
+                memory::store_aligned::<BYTES>(at, v);
+            }
+        }
+    }
+    wrote
+}
+
+/// How the lanes of a warp access memory, for the loads' fast paths.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LaneLayout {
+    /// Any other pattern, or not all 32 lanes.
+    Scattered,
+    /// All 32 lanes at the same address (a broadcast: one load).
+    Same,
+    /// All 32 lanes, lane `l` at the first lane's address plus `l` strides, in memory only
+    /// this thread accesses (the CTA's shared window: a CTA runs on one worker), so that the
+    /// loads need not be atomic and vectorize.
+    PrivateRun,
+}
+
+/// Loads `BYTES` at `hosts[lane] + offset` into `row[lane]` for the lanes of `exec`,
+/// sign-extended when `signed`; `layout` is the lanes' [`LaneLayout`] (with the stride between
+/// lanes a multiple of `BYTES`).
+///
+/// # Safety
+/// Each lane's `[hosts[lane] + offset, + BYTES)` is valid host memory, aligned to `BYTES`.
 #[inline(always)]
 unsafe fn load_lanes<const BYTES: u8>(
     row: &mut [u64; 32],
@@ -1673,25 +1873,41 @@ unsafe fn load_lanes<const BYTES: u8>(
     offset: u64,
     exec: u32,
     signed: bool,
+    layout: LaneLayout,
 ) {
     let shift = 64 - 8 * u32::from(BYTES);
-    let load = |lane: usize| {
-        // SAFETY: valid per the caller.
-        let v = unsafe { memory::load(hosts[lane] + offset, BYTES) };
+    let extend = |v: u64| {
         if signed && shift > 0 {
             (((v << shift) as i64) >> shift) as u64
         } else {
             v
         }
     };
-    if exec == u32::MAX {
-        for (lane, slot) in row.iter_mut().enumerate() {
-            *slot = load(lane);
+    // SAFETY (all loads): valid and aligned per the caller.
+    let load = |lane: usize| extend(unsafe { memory::load_aligned::<BYTES>(hosts[lane] + offset) });
+    match layout {
+        LaneLayout::Same => *row = [load(0); 32],
+        LaneLayout::PrivateRun => {
+            let first = hosts[0] + offset;
+            let stride = hosts[1].wrapping_sub(hosts[0]) as usize;
+            for (lane, slot) in row.iter_mut().enumerate() {
+                // SAFETY: valid and aligned per the caller; no other thread accesses the
+                // memory (`LaneLayout::PrivateRun`).
+                *slot = extend(unsafe {
+                    memory::load_private::<BYTES>(first as usize + lane * stride)
+                });
+            }
         }
-    } else {
-        let mut m = exec;
-        while let Some(lane) = next_lane(&mut m) {
-            row[lane] = load(lane);
+        LaneLayout::Scattered if exec == u32::MAX => {
+            for (lane, slot) in row.iter_mut().enumerate() {
+                *slot = load(lane);
+            }
+        }
+        LaneLayout::Scattered => {
+            let mut m = exec;
+            while let Some(lane) = next_lane(&mut m) {
+                row[lane] = load(lane);
+            }
         }
     }
 }

@@ -116,6 +116,62 @@ pub(crate) unsafe fn load(address: u64, bytes: u8) -> u64 {
     }
 }
 
+/// Loads `BYTES` (1, 2, 4 or 8) from host address `address`, zero-extended, where the address
+/// is known to be aligned.
+///
+/// # Safety
+/// `[address, address + BYTES)` must be valid host memory, and `address` a multiple of `BYTES`.
+#[inline(always)]
+pub(crate) unsafe fn load_aligned<const BYTES: u8>(address: u64) -> u64 {
+    let p = address as *mut u8;
+    // SAFETY: valid and aligned per the caller.
+    unsafe {
+        match BYTES {
+            1 => u64::from(AtomicU8::from_ptr(p).load(Ordering::Relaxed)),
+            2 => u64::from(AtomicU16::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            4 => u64::from(AtomicU32::from_ptr(p.cast()).load(Ordering::Relaxed)),
+            _ => AtomicU64::from_ptr(p.cast()).load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Stores the low `BYTES` (1, 2, 4 or 8) of `value` at host address `address`, known to be
+/// aligned.
+///
+/// # Safety
+/// `[address, address + BYTES)` must be valid host memory, and `address` a multiple of `BYTES`.
+#[inline(always)]
+pub(crate) unsafe fn store_aligned<const BYTES: u8>(address: u64, value: u64) {
+    let p = address as *mut u8;
+    // SAFETY: valid and aligned per the caller.
+    unsafe {
+        match BYTES {
+            1 => AtomicU8::from_ptr(p).store(value as u8, Ordering::Relaxed),
+            2 => AtomicU16::from_ptr(p.cast()).store(value as u16, Ordering::Relaxed),
+            4 => AtomicU32::from_ptr(p.cast()).store(value as u32, Ordering::Relaxed),
+            _ => AtomicU64::from_ptr(p.cast()).store(value, Ordering::Relaxed),
+        }
+    }
+}
+
+/// [`load_aligned`] as a plain (non-atomic) read, for memory no other thread accesses
+/// meanwhile (a CTA's shared window), so that loops of such loads vectorize.
+///
+/// # Safety
+/// As [`load_aligned`], and no other thread writes the memory during the call.
+#[inline(always)]
+pub(crate) unsafe fn load_private<const BYTES: u8>(address: usize) -> u64 {
+    // SAFETY: valid, aligned and unshared per the caller.
+    unsafe {
+        match BYTES {
+            1 => u64::from(std::ptr::read(address as *const u8)),
+            2 => u64::from(std::ptr::read(address as *const u16)),
+            4 => u64::from(std::ptr::read(address as *const u32)),
+            _ => std::ptr::read(address as *const u64),
+        }
+    }
+}
+
 #[cold]
 unsafe fn load_bytes(address: u64, bytes: u8) -> u64 {
     let mut value = 0u64;
@@ -166,42 +222,92 @@ pub(crate) unsafe fn copy(from: u64, to: u64, len: u64) {
     }
 }
 
-/// Performs an atomic read-modify-write and returns the old value.
+/// The value an atomic operation leaves in memory that held `old` (the low 32 or 64 bits of
+/// each operand, per `ty`): the one definition of the read-modify-write operations that have no
+/// native atomic instruction, and of all of them in [`atomic_private`].
+#[inline(always)]
+fn updated(op: AtomOp, ty: AtomType, old: u64, b: u64, c: u64) -> u64 {
+    macro_rules! width {
+        ($uint:ty, $sint:ty, $float:ty, $signed_ty:pat, $float_ty:pat) => {{
+            let (v, b, c) = (old as $uint, b as $uint, c as $uint);
+            let new: $uint = match (op, ty) {
+                (AtomOp::Add, $float_ty) => {
+                    (<$float>::from_bits(v) + <$float>::from_bits(b)).to_bits()
+                }
+                (AtomOp::Add, _) => v.wrapping_add(b),
+                (AtomOp::Min, $signed_ty) => (v as $sint).min(b as $sint) as $uint,
+                (AtomOp::Max, $signed_ty) => (v as $sint).max(b as $sint) as $uint,
+                (AtomOp::Min, _) => v.min(b),
+                (AtomOp::Max, _) => v.max(b),
+                (AtomOp::Inc, _) => {
+                    if v >= b {
+                        0
+                    } else {
+                        v + 1
+                    }
+                }
+                (AtomOp::Dec, _) => {
+                    if v == 0 || v > b {
+                        b
+                    } else {
+                        v - 1
+                    }
+                }
+                (AtomOp::And, _) => v & b,
+                (AtomOp::Or, _) => v | b,
+                (AtomOp::Xor, _) => v ^ b,
+                (AtomOp::Exch, _) => b,
+                (AtomOp::Cas, _) => {
+                    if v == b {
+                        c
+                    } else {
+                        v
+                    }
+                }
+            };
+            u64::from(new)
+        }};
+    }
+    if ty.bytes() == 4 {
+        width!(u32, i32, f32, AtomType::S32, AtomType::F32)
+    } else {
+        width!(u64, i64, f64, AtomType::S64, AtomType::F64)
+    }
+}
+
+/// Atomically applies `op` of type `ty` at host address `address` with operands `b` (and
+/// `c` for `cas`); returns the old value (zero-extended).
 ///
 /// # Safety
-/// `address` must be valid host memory of `ty.bytes()` bytes, aligned to that size.
+/// `[address, address + ty.bytes())` must be valid host memory, aligned.
 pub(crate) unsafe fn atomic(address: u64, op: AtomOp, ty: AtomType, b: u64, c: u64) -> u64 {
-    // One width: `$atomic` over `$uint`, with its signed and float types and the `AtomType`s
-    // that name them.
+    // One width: `$atomic` over `$uint`, the native atomic where there is one, a
+    // compare-and-swap loop over [`updated`] otherwise (float add, signed min/max, wrapping
+    // inc/dec).
     macro_rules! read_modify_write {
-        ($atomic:ty, $uint:ty, $sint:ty, $float:ty, $signed_ty:pat, $float_ty:pat) => {{
-            /// A compare-and-swap loop for operations without a native atomic (float add,
-            /// signed min/max, wrapping inc/dec).
-            fn update(a: &$atomic, f: impl Fn($uint) -> $uint) -> $uint {
-                match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
-                    Ok(v) | Err(v) => v,
-                }
-            }
+        ($atomic:ty, $uint:ty, $signed_ty:pat, $float_ty:pat) => {{
             let order = Ordering::SeqCst;
             // SAFETY: valid and aligned per the caller.
             let a = unsafe { <$atomic>::from_ptr(address as *mut $uint) };
-            let (b, c) = (b as $uint, c as $uint);
+            let (bw, cw) = (b as $uint, c as $uint);
             match (op, ty) {
-                (AtomOp::Add, $float_ty) => update(a, |v| {
-                    (<$float>::from_bits(v) + <$float>::from_bits(b)).to_bits()
-                }),
-                (AtomOp::Add, _) => a.fetch_add(b, order),
-                (AtomOp::Min, $signed_ty) => update(a, |v| (v as $sint).min(b as $sint) as $uint),
-                (AtomOp::Max, $signed_ty) => update(a, |v| (v as $sint).max(b as $sint) as $uint),
-                (AtomOp::Min, _) => a.fetch_min(b, order),
-                (AtomOp::Max, _) => a.fetch_max(b, order),
-                (AtomOp::Inc, _) => update(a, |v| if v >= b { 0 } else { v + 1 }),
-                (AtomOp::Dec, _) => update(a, |v| if v == 0 || v > b { b } else { v - 1 }),
-                (AtomOp::And, _) => a.fetch_and(b, order),
-                (AtomOp::Or, _) => a.fetch_or(b, order),
-                (AtomOp::Xor, _) => a.fetch_xor(b, order),
-                (AtomOp::Exch, _) => a.swap(b, order),
-                (AtomOp::Cas, _) => match a.compare_exchange(b, c, order, order) {
+                (AtomOp::Add, $float_ty)
+                | (AtomOp::Min | AtomOp::Max, $signed_ty)
+                | (AtomOp::Inc | AtomOp::Dec, _) => {
+                    match a.fetch_update(order, order, |v| {
+                        Some(updated(op, ty, u64::from(v), b, c) as $uint)
+                    }) {
+                        Ok(v) | Err(v) => v,
+                    }
+                }
+                (AtomOp::Add, _) => a.fetch_add(bw, order),
+                (AtomOp::Min, _) => a.fetch_min(bw, order),
+                (AtomOp::Max, _) => a.fetch_max(bw, order),
+                (AtomOp::And, _) => a.fetch_and(bw, order),
+                (AtomOp::Or, _) => a.fetch_or(bw, order),
+                (AtomOp::Xor, _) => a.fetch_xor(bw, order),
+                (AtomOp::Exch, _) => a.swap(bw, order),
+                (AtomOp::Cas, _) => match a.compare_exchange(bw, cw, order, order) {
                     Ok(v) | Err(v) => v,
                 },
             }
@@ -211,19 +317,105 @@ pub(crate) unsafe fn atomic(address: u64, op: AtomOp, ty: AtomType, b: u64, c: u
         u64::from(read_modify_write!(
             AtomicU32,
             u32,
-            i32,
-            f32,
             AtomType::S32,
             AtomType::F32
         ))
     } else {
-        read_modify_write!(AtomicU64, u64, i64, f64, AtomType::S64, AtomType::F64)
+        read_modify_write!(AtomicU64, u64, AtomType::S64, AtomType::F64)
+    }
+}
+
+/// [`atomic`] on memory no other thread accesses meanwhile (a CTA's shared window, a thread's
+/// local window: a CTA runs on one worker): the same read-modify-write with plain loads and
+/// stores, no locked instruction (float types excepted).
+///
+/// # Safety
+/// As [`atomic`], and no other thread accesses the memory during the call.
+#[inline(always)]
+pub(crate) unsafe fn atomic_private(address: u64, op: AtomOp, ty: AtomType, b: u64, c: u64) -> u64 {
+    // SAFETY: valid, aligned and unshared per the caller.
+    unsafe {
+        if matches!(ty, AtomType::F32 | AtomType::F64) {
+            // Float adds through one code path only: the NaN an addition of two NaNs gives
+            // depends on the order the compiler puts the operands in.
+            atomic(address, op, ty, b, c)
+        } else if ty.bytes() == 4 {
+            let old = load_aligned::<4>(address);
+            store_aligned::<4>(address, updated(op, ty, old, b, c));
+            old
+        } else {
+            let old = load_aligned::<8>(address);
+            store_aligned::<8>(address, updated(op, ty, old, b, c));
+            old
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn private_atomics_match_the_locked_ones() {
+        let ops = [
+            AtomOp::Add,
+            AtomOp::Min,
+            AtomOp::Max,
+            AtomOp::Inc,
+            AtomOp::Dec,
+            AtomOp::And,
+            AtomOp::Or,
+            AtomOp::Xor,
+            AtomOp::Exch,
+            AtomOp::Cas,
+        ];
+        let types = [
+            AtomType::U32,
+            AtomType::S32,
+            AtomType::U64,
+            AtomType::S64,
+            AtomType::F32,
+            AtomType::F64,
+        ];
+        let values = [
+            0u64,
+            1,
+            7,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            u64::MAX,
+            0x8000_0000_0000_0000,
+            u64::from(1.5f32.to_bits()),
+            (-2.25f64).to_bits(),
+            u64::from(f32::NAN.to_bits()),
+        ];
+        let mut locked = HostBuffer::zeroed(8).unwrap();
+        let mut private = HostBuffer::zeroed(8).unwrap();
+        for op in ops {
+            for ty in types {
+                for &old in &values {
+                    for &b in &values {
+                        for &c in &values[..3] {
+                            let bytes = old.to_le_bytes();
+                            assert!(locked.write(0, &bytes) && private.write(0, &bytes));
+                            // SAFETY: both buffers hold 8 aligned bytes.
+                            let (l, p) = unsafe {
+                                (
+                                    atomic(locked.address(), op, ty, b, c),
+                                    atomic_private(private.address(), op, ty, b, c),
+                                )
+                            };
+                            // SAFETY: as above.
+                            let (lm, pm) =
+                                unsafe { (load(locked.address(), 8), load(private.address(), 8)) };
+                            assert_eq!((l, lm), (p, pm), "{op:?} {ty:?} {old:#x} {b:#x} {c:#x}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn loads_stores_and_atomics() {

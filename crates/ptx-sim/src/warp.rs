@@ -18,6 +18,9 @@ pub(crate) struct Entry {
     pub reissue: bool,
 }
 
+/// How many earlier accessible host ranges a warp keeps besides the current one.
+pub(crate) const RECENT_RANGES: usize = 4;
+
 /// One activation of a function.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
@@ -86,6 +89,14 @@ pub(crate) struct Warp {
     pub global_atomics: u64,
     /// The last host range found accessible: `[lo, hi)`.
     pub accessible: (u64, u64),
+    /// Whether `accessible` is a block of the device heap (which a kernel may free: such a
+    /// range is not kept in `recent` once another replaces it).
+    pub accessible_heap: bool,
+    /// Host ranges found accessible before `accessible` (not heap blocks), so that a kernel
+    /// alternating between a few arrays does not query the environment on every switch.
+    pub recent: [(u64, u64); RECENT_RANGES],
+    /// The entry of `recent` the next evicted range replaces.
+    pub recent_next: usize,
     /// Set when a store or atomic of the warp wrote a value different from the one in
     /// memory (cleared by the scheduler before each slice: how it tells a warp that waits
     /// from one that works).
@@ -110,6 +121,9 @@ impl Warp {
             thread_instructions: 0,
             global_atomics: 0,
             accessible: (0, 0),
+            accessible_heap: false,
+            recent: [(0, 0); RECENT_RANGES],
+            recent_next: 0,
             wrote: false,
             scratch: Box::new(Scratch {
                 columns: [[0; 32]; 4],
@@ -128,25 +142,42 @@ impl Warp {
             (1u32 << count) - 1
         };
         self.exited = 0;
+        // The first lane's %tid by division, the others by counting on (no divisions per
+        // lane: a warp start is frequent in grids of short CTAs).
+        let (nx, ny) = (block[0].max(1), block[1].max(1));
+        let (mut x, mut y, mut z) = (first % nx, (first / nx) % ny, first / nx.saturating_mul(ny));
         for lane in 0..32u32 {
-            let linear = first + lane;
-            self.linear[lane as usize] = linear;
-            let x = linear % block[0];
-            let y = (linear / block[0]) % block[1];
-            let z = linear / (block[0] * block[1]);
+            self.linear[lane as usize] = first + lane;
             self.tid[lane as usize] = [x, y, z];
+            x += 1;
+            if x == nx {
+                x = 0;
+                y += 1;
+                if y == ny {
+                    y = 0;
+                    z += 1;
+                }
+            }
         }
         self.regs.clear();
         self.regs.resize(registers as usize * 32, 0);
-        self.frames.clear();
+        // The kernel's frame, reusing the stack of the last start's first frame.
+        self.frames.truncate(1);
+        let mut stack = self
+            .frames
+            .pop()
+            .map(|frame| frame.stack)
+            .unwrap_or_default();
+        stack.clear();
+        stack.push(Entry {
+            pc: 0,
+            rpc: crate::decode::EXIT_PC,
+            mask: self.lanes,
+            reissue: false,
+        });
         self.frames.push(Frame {
             function: 0,
-            stack: vec![Entry {
-                pc: 0,
-                rpc: crate::decode::EXIT_PC,
-                mask: self.lanes,
-                reissue: false,
-            }],
+            stack,
             reg_base: 0,
             local_base: 0,
             call_pc: u32::MAX,
@@ -163,5 +194,38 @@ impl Warp {
         self.thread_instructions = 0;
         self.global_atomics = 0;
         self.accessible = (0, 0);
+        self.accessible_heap = false;
+        self.recent = [(0, 0); RECENT_RANGES];
+        self.recent_next = 0;
+    }
+
+    /// Makes `range` the current accessible host range, keeping the one it replaces in
+    /// `recent` unless that is a heap block.
+    pub fn set_accessible(&mut self, range: (u64, u64), heap: bool) {
+        let old = std::mem::replace(&mut self.accessible, range);
+        if !self.accessible_heap && old.1 > old.0 {
+            self.recent[self.recent_next] = old;
+            self.recent_next = (self.recent_next + 1) % RECENT_RANGES;
+        }
+        self.accessible_heap = heap;
+    }
+
+    /// Makes the entry of `recent` that holds `[address, address + len)` the current range
+    /// (the current one takes its place unless it is a heap block). `false` when none holds it.
+    #[inline]
+    pub fn promote_recent(&mut self, address: u64, len: u64) -> bool {
+        let Some(end) = address.checked_add(len) else {
+            return false;
+        };
+        for i in 0..RECENT_RANGES {
+            let (lo, hi) = self.recent[i];
+            if address >= lo && end <= hi {
+                let old = std::mem::replace(&mut self.accessible, (lo, hi));
+                self.recent[i] = if self.accessible_heap { (0, 0) } else { old };
+                self.accessible_heap = false;
+                return true;
+            }
+        }
+        false
     }
 }

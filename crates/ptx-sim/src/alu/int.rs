@@ -91,8 +91,17 @@ pub(crate) fn add(ty: IntTy, sat: bool, a: u64, b: u64, cin: bool) -> (u64, bool
     if sat {
         return (ty.saturate(ty.value(a) + ty.value(b)), false);
     }
-    let sum = ty.wrap(a) as u128 + ty.wrap(b) as u128 + cin as u128;
-    (ty.wrap(sum as u64), sum >> ty.bits != 0)
+    // In 64-bit arithmetic (no 128-bit sum, so that lane loops vectorize): below 64 bits the
+    // sum cannot overflow and the carry is the bit above the width.
+    let (x, y) = (ty.wrap(a), ty.wrap(b));
+    if ty.bits < 64 {
+        let sum = x + y + u64::from(cin);
+        (ty.wrap(sum), sum >> ty.bits != 0)
+    } else {
+        let (partial, c1) = x.overflowing_add(y);
+        let (sum, c2) = partial.overflowing_add(u64::from(cin));
+        (sum, c1 || c2)
+    }
 }
 
 /// `a - (b + bin)`: the difference's bits and the borrow out (PTX's carry flag for `sub.cc`).
@@ -101,17 +110,35 @@ pub(crate) fn sub(ty: IntTy, sat: bool, a: u64, b: u64, bin: bool) -> (u64, bool
     if sat {
         return (ty.saturate(ty.value(a) - ty.value(b)), false);
     }
-    let subtrahend = ty.wrap(b) as u128 + bin as u128;
-    let minuend = ty.wrap(a) as u128;
-    (
-        ty.wrap(minuend.wrapping_sub(subtrahend) as u64),
-        minuend < subtrahend,
-    )
+    // In 64-bit arithmetic, as `add`.
+    let (x, y) = (ty.wrap(a), ty.wrap(b));
+    if ty.bits < 64 {
+        let subtrahend = y + u64::from(bin);
+        (ty.wrap(x.wrapping_sub(subtrahend)), x < subtrahend)
+    } else {
+        let (partial, b1) = x.overflowing_sub(y);
+        let (difference, b2) = partial.overflowing_sub(u64::from(bin));
+        (difference, b1 || b2)
+    }
 }
 
 /// `mul.lo/.hi/.wide`.
 #[inline]
 pub(crate) fn mul(ty: IntTy, half: Half, a: u64, b: u64) -> u64 {
+    // The exact product of two ≤32-bit values fits in 64 bits (signed: i64); the low 64 bits
+    // of the 128-bit product below are the same, and the halves taken from them too.
+    if ty.bits <= 32 {
+        let product = if ty.signed {
+            ty.sext(a).wrapping_mul(ty.sext(b)) as u64
+        } else {
+            ty.wrap(a).wrapping_mul(ty.wrap(b))
+        };
+        return match half {
+            Half::Lo => ty.wrap(product),
+            Half::Hi => ty.wrap(product >> ty.bits),
+            Half::Wide => zext(product, ty.bits * 2),
+        };
+    }
     // The exact product of two ≤64-bit values fits in 128 bits (signed: i128).
     let product = if ty.signed {
         (ty.sext(a) as i128).wrapping_mul(ty.sext(b) as i128) as u128
@@ -175,12 +202,20 @@ pub(crate) fn rem(ty: IntTy, a: u64, b: u64) -> u64 {
 
 #[inline]
 pub(crate) fn min_max(ty: IntTy, max: bool, relu: bool, a: u64, b: u64) -> u64 {
-    let (x, y) = (ty.value(a), ty.value(b));
-    let mut r = if max { x.max(y) } else { x.min(y) };
-    if relu {
-        r = r.max(0);
-    }
-    ty.wrap(r as u64)
+    // In 64 bits rather than `IntTy::value`'s 128: the same result for widths up to 64.
+    let r = if ty.signed {
+        let (x, y) = (ty.sext(a), ty.sext(b));
+        let r = if max { x.max(y) } else { x.min(y) };
+        (if relu { r.max(0) } else { r }) as u64
+    } else {
+        let (x, y) = (ty.wrap(a), ty.wrap(b));
+        if max {
+            x.max(y)
+        } else {
+            x.min(y)
+        }
+    };
+    ty.wrap(r)
 }
 
 /// `bfind`: the position of the most significant non-sign bit (0xffffffff when none);
@@ -215,16 +250,20 @@ pub(crate) fn bfe(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
     } else {
         (a >> (pos + len - 1).min(msb)) & 1
     };
-    let mut d = 0u64;
-    for i in 0..=msb {
-        let bit = if i < len && pos + i <= msb {
-            (a >> (pos + i)) & 1
-        } else {
-            sbit
-        };
-        d |= bit << i;
-    }
-    d
+    // Result bit i is bit pos + i of `a` for the `taken` bits with i < len and pos + i <= msb,
+    // the sign bit above them (the pseudocode's loop over i, in closed form).
+    let taken = if pos > msb { 0 } else { len.min(msb + 1 - pos) };
+    let field = if taken == 0 {
+        0
+    } else {
+        (a >> pos) & low_mask(taken as u8)
+    };
+    let fill = if sbit == 0 {
+        0
+    } else {
+        low_mask(ty.bits) & !low_mask(taken as u8)
+    };
+    field | fill
 }
 
 /// `bfi f, a, b, c, d`: inserts the low `d` bits of `a` into `b` at position `c`.
@@ -233,14 +272,15 @@ pub(crate) fn bfi(bits: u8, a: u64, b: u64, c: u64, d: u64) -> u64 {
     let msb = bits as u64 - 1;
     let pos = c & 0xff;
     let len = d & 0xff;
-    let mut f = zext(b, bits);
-    let mut i = 0;
-    while i < len && pos + i <= msb {
-        let bit = (a >> i) & 1;
-        f = (f & !(1 << (pos + i))) | (bit << (pos + i));
-        i += 1;
+    // The low `taken` bits of `a` replace bits pos.. of `b` while i < len and pos + i <= msb
+    // (the pseudocode's loop over i, in closed form).
+    let taken = if pos > msb { 0 } else { len.min(msb + 1 - pos) };
+    let f = zext(b, bits);
+    if taken == 0 {
+        return f;
     }
-    f
+    let field = low_mask(taken as u8) << pos;
+    (f & !field) | ((a << pos) & field)
 }
 
 /// `fns`: the position of the `offset`-th set bit of `mask` counting from `base` (PTX ISA
@@ -438,7 +478,16 @@ impl ICmp {
 
 #[inline]
 pub(crate) fn compare(op: ICmp, ty: IntTy, a: u64, b: u64) -> bool {
-    let (x, y) = (ty.value(a), ty.value(b));
+    // In 64 bits rather than `IntTy::value`'s 128: the same order for widths up to 64.
+    if ty.signed {
+        ordered(op, ty.sext(a), ty.sext(b))
+    } else {
+        ordered(op, ty.wrap(a), ty.wrap(b))
+    }
+}
+
+#[inline(always)]
+fn ordered<T: Ord>(op: ICmp, x: T, y: T) -> bool {
     match op {
         ICmp::Eq => x == y,
         ICmp::Ne => x != y,
@@ -446,5 +495,167 @@ pub(crate) fn compare(op: ICmp, ty: IntTy, a: u64, b: u64) -> bool {
         ICmp::Le => x <= y,
         ICmp::Gt => x > y,
         ICmp::Ge => x >= y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bfe` as the PTX ISA pseudocode states it, bit by bit.
+    fn bfe_pseudocode(ty: IntTy, a: u64, b: u64, c: u64) -> u64 {
+        let msb = ty.bits as u64 - 1;
+        let (pos, len) = (b & 0xff, c & 0xff);
+        let a = ty.wrap(a);
+        let sbit = if !ty.signed || len == 0 {
+            0
+        } else {
+            (a >> (pos + len - 1).min(msb)) & 1
+        };
+        let mut d = 0u64;
+        for i in 0..=msb {
+            let bit = if i < len && pos + i <= msb {
+                (a >> (pos + i)) & 1
+            } else {
+                sbit
+            };
+            d |= bit << i;
+        }
+        d
+    }
+
+    /// `bfi` as the PTX ISA pseudocode states it, bit by bit.
+    fn bfi_pseudocode(bits: u8, a: u64, b: u64, c: u64, d: u64) -> u64 {
+        let msb = bits as u64 - 1;
+        let (pos, len) = (c & 0xff, d & 0xff);
+        let mut f = zext(b, bits);
+        let mut i = 0;
+        while i < len && pos + i <= msb {
+            let bit = (a >> i) & 1;
+            f = (f & !(1 << (pos + i))) | (bit << (pos + i));
+            i += 1;
+        }
+        f
+    }
+
+    /// `add`, `sub` and `mul` in 128-bit arithmetic, as the PTX ISA defines them.
+    fn add_wide(ty: IntTy, a: u64, b: u64, cin: bool) -> (u64, bool) {
+        let sum = ty.wrap(a) as u128 + ty.wrap(b) as u128 + cin as u128;
+        (ty.wrap(sum as u64), sum >> ty.bits != 0)
+    }
+
+    fn sub_wide(ty: IntTy, a: u64, b: u64, bin: bool) -> (u64, bool) {
+        let subtrahend = ty.wrap(b) as u128 + bin as u128;
+        let minuend = ty.wrap(a) as u128;
+        (
+            ty.wrap(minuend.wrapping_sub(subtrahend) as u64),
+            minuend < subtrahend,
+        )
+    }
+
+    fn mul_wide(ty: IntTy, half: Half, a: u64, b: u64) -> u64 {
+        let product = if ty.signed {
+            (ty.sext(a) as i128).wrapping_mul(ty.sext(b) as i128) as u128
+        } else {
+            (ty.wrap(a) as u128) * (ty.wrap(b) as u128)
+        };
+        match half {
+            Half::Lo => ty.wrap(product as u64),
+            Half::Hi => ty.wrap((product >> ty.bits) as u64),
+            Half::Wide => zext(product as u64, ty.bits * 2),
+        }
+    }
+
+    #[test]
+    fn add_sub_mul_match_128_bit_arithmetic() {
+        // Edge values of every width (0, 1, the signed extremes, all ones) with garbage above
+        // the width, and a pseudo-random spread.
+        let mut values = vec![0u64, 1, 2, u64::MAX, u64::MAX - 1];
+        for bits in [8u32, 16, 32, 64] {
+            let top = 1u64 << (bits - 1);
+            values.extend([top, top - 1, top + 1, top.wrapping_mul(2).wrapping_sub(1)]);
+            values.extend([
+                top | 0xabcd_0000_0000_0000,
+                (top - 1) | 0x1234_0000_0000_0000,
+            ]);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..40 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x);
+        }
+        for bits in [8u8, 16, 32, 64] {
+            for signed in [false, true] {
+                let ty = IntTy { bits, signed };
+                for &a in &values {
+                    for &b in &values {
+                        for carry in [false, true] {
+                            assert_eq!(add(ty, false, a, b, carry), add_wide(ty, a, b, carry));
+                            assert_eq!(sub(ty, false, a, b, carry), sub_wide(ty, a, b, carry));
+                        }
+                        for half in [Half::Lo, Half::Hi, Half::Wide] {
+                            if half == Half::Wide && bits == 64 {
+                                continue;
+                            }
+                            assert_eq!(
+                                mul(ty, half, a, b),
+                                mul_wide(ty, half, a, b),
+                                "mul {ty:?} {half:?} {a:#x} {b:#x}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bit_fields_match_the_pseudocode() {
+        // Positions and lengths (the operands' low 8 bits, with higher bits that must be
+        // ignored) across and beyond both widths, on values with the top bit set and clear.
+        let fields: Vec<u64> = (0..72).chain([127, 128, 200, 255]).collect();
+        let values = [
+            0u64,
+            u64::MAX,
+            0x8000_0000,
+            0x7fff_ffff,
+            0x8000_0000_0000_0000,
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0xdead_beef,
+        ];
+        for bits in [32u8, 64] {
+            for signed in [false, true] {
+                let ty = IntTy { bits, signed };
+                for &a in &values {
+                    for &pos in &fields {
+                        for &len in &fields {
+                            let (b, c) = (pos | 0x1200, len | 0x3400);
+                            assert_eq!(
+                                bfe(ty, a, b, c),
+                                bfe_pseudocode(ty, a, b, c),
+                                "bfe {ty:?} {a:#x} {pos} {len}"
+                            );
+                        }
+                    }
+                }
+            }
+            for &a in &values {
+                for &base in &values[..4] {
+                    for &pos in &fields {
+                        for &len in &fields {
+                            let (c, d) = (pos | 0x1200, len | 0x3400);
+                            assert_eq!(
+                                bfi(bits, a, base, c, d),
+                                bfi_pseudocode(bits, a, base, c, d),
+                                "bfi {bits} {a:#x} {base:#x} {pos} {len}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }
