@@ -501,10 +501,7 @@ impl<'a> Exec<'a, '_> {
                         let mut m = exec;
                         while let Some(lane) = next_lane(&mut m) {
                             let address = addresses[lane];
-                            let host = self.resolve(*space, address, total, lane, pc)?;
-                            if host & (total - 1) != 0 {
-                                return Err(self.misaligned(pc, address, total, lane));
-                            }
+                            let host = self.resolve_aligned(*space, address, total, lane, pc)?;
                             hosts[lane] = host;
                         }
                         LaneLayout::Scattered
@@ -573,10 +570,7 @@ impl<'a> Exec<'a, '_> {
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
                     let address = addresses[lane];
-                    let host = self.resolve(*space, address, total, lane, pc)?;
-                    if host & (total - 1) != 0 {
-                        return Err(self.misaligned(pc, address, total, lane));
-                    }
+                    let host = self.resolve_aligned(*space, address, total, lane, pc)?;
                     for (i, src) in srcs[..*count as usize].iter().enumerate() {
                         let v = self.read(src, lane);
                         let at = host + i as u64 * bytes;
@@ -683,10 +677,7 @@ impl<'a> Exec<'a, '_> {
                 let mut m = exec;
                 while let Some(lane) = next_lane(&mut m) {
                     let address = addresses[lane];
-                    let host = self.resolve(*space, address, bytes, lane, pc)?;
-                    if host & (bytes - 1) != 0 {
-                        return Err(self.misaligned(pc, address, bytes, lane));
-                    }
+                    let host = self.resolve_aligned(*space, address, bytes, lane, pc)?;
                     // Global: `.global`, or a generic address outside the CTA's shared
                     // and local windows.
                     if *space == Space::Host
@@ -1066,6 +1057,24 @@ impl<'a> Exec<'a, '_> {
             }
         }
         None
+    }
+
+    /// [`Self::resolve`] for a load, store or atomic of `len` bytes (a power of two), whose
+    /// address must also be a multiple of its size.
+    #[inline(always)]
+    fn resolve_aligned(
+        &mut self,
+        space: Space,
+        address: u64,
+        len: u64,
+        lane: usize,
+        pc: u32,
+    ) -> Result<u64, SimError> {
+        let host = self.resolve(space, address, len, lane, pc)?;
+        if host & (len - 1) != 0 {
+            return Err(self.misaligned(pc, address, len, lane));
+        }
+        Ok(host)
     }
 
     /// The host address of `[address, address + len)` in `space` for `lane`, checked.
