@@ -994,27 +994,55 @@ impl<'a> Exec<'a, '_> {
             let ok = match addr.base {
                 Src::Reg(r) => {
                     let row = register_row(&self.warp.regs[self.reg_base..], r);
-                    let first = base.wrapping_add(row[0].wrapping_add(offset));
-                    let (mut ok, mut same, mut run) = (true, true, true);
-                    let mut expected = first;
-                    for (lane, (&v, host)) in row.iter().zip(hosts.iter_mut()).enumerate() {
-                        let (h, good) = check(v.wrapping_add(offset));
-                        *host = h;
-                        ok &= good | ((exec >> lane) & 1 == 0);
-                        same &= h == first;
-                        run &= h == expected;
-                        expected = expected.wrapping_add(len);
+                    let v0 = row[0];
+                    // How far the lanes are from a run (lane `l` at the first lane's address
+                    // plus `l * len`) and from a broadcast, accumulated with xor and or only:
+                    // a loop that vectorizes without compares.
+                    let (mut off_run, mut off_same) = (0u64, 0u64);
+                    for (lane, &v) in row.iter().enumerate() {
+                        off_run |= v ^ v0.wrapping_add(lane as u64 * len);
+                        off_same |= v ^ v0;
                     }
-                    if ok {
-                        return Some(if exec != u32::MAX {
-                            LaneLayout::Scattered
-                        } else if same {
-                            LaneLayout::Same
-                        } else if run && private {
-                            LaneLayout::PrivateRun
-                        } else {
-                            LaneLayout::Scattered
-                        });
+                    let (same, run) = (off_same == 0, off_run == 0);
+                    if exec == u32::MAX && (same | run) {
+                        // The addresses rise from the first lane's to the last lane's without
+                        // wrapping, by multiples of `len`: all lanes pass `check` exactly
+                        // when the first and the last do.
+                        let step = if same { 0 } else { len };
+                        let first = v0.wrapping_add(offset);
+                        let last_lane = first.wrapping_add(31 * step);
+                        let (h0, first_ok) = check(first);
+                        let (_, last_ok) = check(last_lane);
+                        if first_ok & last_ok & (last_lane >= first) {
+                            for (lane, host) in hosts.iter_mut().enumerate() {
+                                *host = h0.wrapping_add(lane as u64 * step);
+                            }
+                            return Some(if same {
+                                LaneLayout::Same
+                            } else if private {
+                                LaneLayout::PrivateRun
+                            } else {
+                                LaneLayout::Scattered
+                            });
+                        }
+                    }
+                    // Any other pattern: every lane of `exec` checked, failures accumulated
+                    // as bits (no per-lane booleans to combine).
+                    // `lo..=last` holds the addresses that pass (none when `last < lo`).
+                    let (span, none_pass) = match last.checked_sub(lo) {
+                        Some(span) => (span, 0),
+                        None => (0, 1),
+                    };
+                    let mut bad = 0u64;
+                    for (lane, (&v, host)) in row.iter().zip(hosts.iter_mut()).enumerate() {
+                        let address = v.wrapping_add(offset);
+                        *host = base.wrapping_add(address);
+                        let outside = u64::from(address.wrapping_sub(lo) > span) | none_pass;
+                        let lane_bad = outside | (*host & (len - 1));
+                        bad |= lane_bad & 0u64.wrapping_sub(u64::from((exec >> lane) & 1));
+                    }
+                    if bad == 0 {
+                        return Some(LaneLayout::Scattered);
                     }
                     false
                 }
