@@ -414,6 +414,116 @@ impl Op {
     }
 }
 
+impl Op {
+    /// Calls `f` with every source operand the instruction may read (operands of unused
+    /// slots included: more is safe for [`crate::uninit`], which this feeds).
+    pub fn for_each_source(&self, mut f: impl FnMut(&Src)) {
+        match self {
+            Op::Alu(alu) => alu.srcs.iter().for_each(f),
+            Op::Mov { src, .. }
+            | Op::Unpack { src, .. }
+            | Op::Cvta { src, .. }
+            | Op::IsSpace { src, .. } => f(src),
+            Op::Pack { parts, .. } => parts.iter().for_each(f),
+            Op::Ld { addr, .. } => f(&addr.base),
+            Op::St { addr, srcs, .. } => {
+                f(&addr.base);
+                srcs.iter().for_each(f);
+            }
+            Op::Atom { addr, b, c, .. } => {
+                f(&addr.base);
+                f(b);
+                f(c);
+            }
+            Op::Bar {
+                id, count, pred, ..
+            } => {
+                f(id);
+                if let Some(count) = count {
+                    f(count);
+                }
+                f(pred);
+            }
+            Op::Brx { index, .. } => f(index),
+            Op::Call(call) => {
+                if let CallTarget::Indirect(src) = &call.target {
+                    f(src);
+                }
+                for slot in call.args.iter().chain(&call.rets) {
+                    if let CallSlot::Value(src) = slot {
+                        f(src);
+                    }
+                }
+            }
+            Op::Vote { pred, .. } => f(pred),
+            Op::Shfl { a, b, c, .. } => {
+                f(a);
+                f(b);
+                f(c);
+            }
+            Op::Match { a, .. } | Op::Redux { a, .. } => f(a),
+            Op::Tex(tex) => {
+                f(&tex.handle);
+                tex.coords.iter().for_each(f);
+            }
+            Op::Fence
+            | Op::Nop
+            | Op::Bra { .. }
+            | Op::Ret
+            | Op::Exit
+            | Op::Trap
+            | Op::Activemask { .. }
+            | Op::Unsupported(_) => {}
+        }
+    }
+
+    /// Calls `f` with every register the instruction writes in every lane that executes it,
+    /// whatever the operands' values (an instruction that fails stops the launch). Where that
+    /// is not certain (results written later or only by some lanes: `bar.red`, calls,
+    /// textures), the register is left out: less is safe for [`crate::uninit`].
+    pub fn for_each_definite_destination(&self, mut f: impl FnMut(u32)) {
+        let mut reg = |r: u32| {
+            if r != NO_REG {
+                f(r)
+            }
+        };
+        match self {
+            Op::Alu(alu) => {
+                reg(alu.dst);
+                reg(alu.second);
+            }
+            Op::Mov { dst, .. }
+            | Op::Pack { dst, .. }
+            | Op::Cvta { dst, .. }
+            | Op::IsSpace { dst, .. }
+            | Op::Atom { dst, .. }
+            | Op::Activemask { dst }
+            | Op::Vote { dst, .. }
+            | Op::Redux { dst, .. } => reg(*dst),
+            Op::Unpack { dsts, count, .. } | Op::Ld { dsts, count, .. } => dsts
+                [..usize::from(*count).min(4)]
+                .iter()
+                .for_each(|&d| reg(d)),
+            Op::Shfl { dst, dst_pred, .. } | Op::Match { dst, dst_pred, .. } => {
+                reg(*dst);
+                reg(*dst_pred);
+            }
+            Op::St { .. }
+            | Op::Bar { .. }
+            | Op::Fence
+            | Op::Nop
+            | Op::Bra { .. }
+            | Op::Brx { .. }
+            | Op::Call(_)
+            | Op::Ret
+            | Op::Exit
+            | Op::Trap
+            | Op::Tex(_)
+            | Op::Unsupported(_) => {}
+        }
+    }
+}
+
 /// A decoded instruction.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Inst {
@@ -445,6 +555,10 @@ pub(crate) struct DecodedFunction {
     pub is_entry: bool,
     pub code: Vec<Inst>,
     pub registers: u32,
+    /// Kernels: the registers a thread may read before it writes them, which start at zero
+    /// in every warp ([`crate::uninit`]); the others start with whatever the warp's last
+    /// kernel left there, which no thread can see. (Device functions start all at zero.)
+    pub zeroed_registers: Vec<u32>,
     /// Bytes of the frame in each thread's local window: own parameters, `.local` and `.param`
     /// declarations of the body.
     pub frame_bytes: u32,
@@ -708,6 +822,11 @@ pub(crate) fn decode_function(
         visible: false,
     });
     crate::cfg::assign_reconvergence(&mut code);
+    let zeroed_registers = if is_entry {
+        crate::uninit::registers_to_zero(&code, decoder.registers)
+    } else {
+        Vec::new()
+    };
     let mut used_shared = decoder.used_shared;
     used_shared.sort_unstable();
     used_shared.dedup();
@@ -719,6 +838,7 @@ pub(crate) fn decode_function(
         is_entry,
         code,
         registers: decoder.registers,
+        zeroed_registers,
         frame_bytes: align_up(u64::from(decoder.frame_bytes), 16) as u32,
         params,
         rets,

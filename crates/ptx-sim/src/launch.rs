@@ -334,11 +334,18 @@ fn start_cta(launch: &Launch<'_>, index: u64, reuse: Option<Slot>) -> Result<Slo
         (index / (u64::from(grid[0]) * u64::from(grid[1]))) as u32,
     ];
     slot.barriers = [Barrier::default(); 16];
-    let registers = launch.program.functions[launch.kernel as usize].registers;
+    let kernel = &launch.program.functions[launch.kernel as usize];
     for (i, warp) in slot.warps.iter_mut().enumerate() {
         let first = i as u32 * 32;
         let count = (threads as u32 - first).min(32);
-        warp.start(i as u32, first, count, block, registers);
+        warp.start(
+            i as u32,
+            first,
+            count,
+            block,
+            kernel.registers,
+            &kernel.zeroed_registers,
+        );
         if let Some(frame) = warp.frames.first_mut() {
             frame.function = launch.kernel;
         }

@@ -28,6 +28,7 @@ pub mod image;
 mod launch;
 mod memory;
 mod program;
+mod uninit;
 mod warp;
 
 pub use program::{KernelInfo, Program};

@@ -133,8 +133,18 @@ impl Warp {
     }
 
     /// Resets the warp to start `function` (the kernel) with threads `first..first + count`
-    /// (linear ids) of a CTA of shape `block`.
-    pub fn start(&mut self, index: u32, first: u32, count: u32, block: [u32; 3], registers: u32) {
+    /// (linear ids) of a CTA of shape `block`, with `registers` registers of which those in
+    /// `zeroed` start at zero (the others are never read before they are written:
+    /// [`crate::uninit`]).
+    pub fn start(
+        &mut self,
+        index: u32,
+        first: u32,
+        count: u32,
+        block: [u32; 3],
+        registers: u32,
+        zeroed: &[u32],
+    ) {
         self.index = index;
         self.lanes = if count >= 32 {
             u32::MAX
@@ -159,8 +169,16 @@ impl Warp {
                 }
             }
         }
-        self.regs.clear();
-        self.regs.resize(registers as usize * 32, 0);
+        // Registers a thread reads only after writing them keep what the last warp left.
+        let len = registers as usize * 32;
+        self.regs.truncate(len);
+        self.regs.resize(len, 0);
+        for &r in zeroed {
+            let start = r as usize * 32;
+            if let Some(row) = self.regs.get_mut(start..start + 32) {
+                row.fill(0);
+            }
+        }
         // The kernel's frame, reusing the stack of the last start's first frame.
         self.frames.truncate(1);
         let mut stack = self

@@ -898,3 +898,78 @@ fn misaligned_loads_and_stores_are_errors_as_on_a_gpu() {
         }
     }
 }
+
+/// Odd CTAs write `%r5` and `%r6` (junk for the even ones); even CTAs read `%r5` without ever
+/// writing it and `%r6` after a write guarded to lanes 0-7; then lanes 16-31 of even CTAs exit,
+/// and every lane left reads `%r8` of lane 20 by `shfl` (in even CTAs it exited before writing
+/// it). On one
+/// worker the CTAs run one after another in the same warp slots, so a register left as the
+/// last warp had it would show here: every such read must give zero.
+const UNWRITTEN_REGISTERS: &str = r#"
+.visible .entry unwritten(.param .u64 out)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %tid.x;
+    mad.lo.u32 %r3, %r1, 32, %r2;
+    mul.wide.u32 %rd2, %r3, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    and.b32 %r4, %r1, 1;
+    setp.eq.u32 %p1, %r4, 0;
+    @%p1 bra EVEN;
+    add.u32 %r5, %r3, 1000;
+    mov.u32 %r6, 77;
+    st.global.u32 [%rd3], %r5;
+    bra.uni SHUFFLE;
+EVEN:
+    setp.lt.u32 %p2, %r2, 8;
+    @%p2 mov.u32 %r6, 5;
+    add.u32 %r7, %r5, %r6;
+    st.global.u32 [%rd3], %r7;
+SHUFFLE:
+    setp.ge.u32 %p3, %r2, 16;
+    and.pred %p3, %p3, %p1;
+    @%p3 exit;
+    add.u32 %r8, %r2, 500;
+    shfl.sync.idx.b32 %r9, %r8, 20, 31, 65535;
+    st.global.u32 [%rd3+4], %r9;
+    ret;
+}
+"#;
+
+#[test]
+fn registers_read_before_written_are_zero_in_reused_warps() {
+    let program = load(UNWRITTEN_REGISTERS);
+    let ctas = 8u32;
+    let out = launch_with_output(
+        &program,
+        "unwritten",
+        config([ctas, 1, 1], [32, 1, 1], 1),
+        vec![[u32::MAX; 2]; (ctas * 32) as usize],
+    );
+    for (i, row) in out.iter().enumerate() {
+        let (cta, lane) = (i as u32 / 32, i as u32 % 32);
+        let first = if cta % 2 == 1 {
+            i as u32 + 1000
+        } else if lane < 8 {
+            5
+        } else {
+            0
+        };
+        assert_eq!(row[0], first, "cta {cta} lane {lane}");
+        let second = if cta % 2 == 1 {
+            520
+        } else if lane < 16 {
+            0
+        } else {
+            u32::MAX
+        };
+        assert_eq!(
+            row[1], second,
+            "shfl from an exited lane, cta {cta} lane {lane}"
+        );
+    }
+}
