@@ -12,6 +12,8 @@ mod float;
 mod int;
 mod round;
 
+use std::mem::MaybeUninit;
+
 use ptx_lexer::Opcode;
 
 use cvt::CvtOp;
@@ -1087,12 +1089,13 @@ impl AluOp {
     /// as [`AluOp::eval`] evaluates it. Source `i` of `lane` is `sources[i][lane]`, its result
     /// goes to `dst[lane]`; `carry` has one carry flag per lane. Lanes outside `exec` are
     /// neither read nor written. Returns the second results and carry-outs, one bit per lane.
+    /// (The interpreter selects once per instruction, at decode: [`AluOp::select`].)
     ///
     /// # Safety
     /// Each source points to 32 readable `u64`s and `dst` to 32 writable ones that nothing else
     /// accesses during the call. `dst` may be one of the sources (a register read and written
     /// by the same instruction): each lane reads its sources before it writes its result.
-    #[inline(always)]
+    #[inline]
     pub unsafe fn eval_warp(
         &self,
         sources: [*const u64; 4],
@@ -1100,65 +1103,15 @@ impl AluOp {
         carry: u32,
         dst: *mut u64,
     ) -> LaneBits {
-        let [s0, s1, s2, s3] = sources;
-        #[cfg(target_arch = "x86_64")]
-        if x86_v3() {
-            // SAFETY: the CPU has the features `warp_v3` is compiled for; the pointers as the
-            // caller guarantees.
-            return unsafe { self.warp_v3(s0, s1, s2, s3, exec, carry, dst) };
-        }
         // SAFETY: as the caller guarantees.
-        unsafe { self.warp_generic(s0, s1, s2, s3, exec, carry, dst) }
+        unsafe { self.select().run(sources, exec, carry, dst) }
     }
 
-    // The warp entry points take the pointers one by one (not as an array or struct the caller
-    // just stored): an aggregate read back with wider loads than it was written with stalls on
-    // store forwarding, a measurable cost at one call per warp instruction.
-
-    /// [`AluOp::eval_warp`] for any CPU.
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn warp_generic(
-        &self,
-        s0: *const u64,
-        s1: *const u64,
-        s2: *const u64,
-        s3: *const u64,
-        exec: u32,
-        carry: u32,
-        dst: *mut u64,
-    ) -> LaneBits {
-        self.dispatch(WarpLanes {
-            sources: [s0, s1, s2, s3],
-            exec,
-            carry,
-            dst,
-        })
-    }
-
-    /// [`AluOp::eval_warp`] compiled for CPUs with AVX2 and FMA (x86-64-v3), where the lane
-    /// loops vectorize and `fma` is one instruction rather than a call. LLVM never contracts
-    /// or reassociates float operations on its own, so the results are the same bits.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn warp_v3(
-        &self,
-        s0: *const u64,
-        s1: *const u64,
-        s2: *const u64,
-        s3: *const u64,
-        exec: u32,
-        carry: u32,
-        dst: *mut u64,
-    ) -> LaneBits {
-        self.dispatch(WarpLanes {
-            sources: [s0, s1, s2, s3],
-            exec,
-            carry,
-            dst,
-        })
+    /// The operation's lane loop, selected once (the `match` over the operations and their
+    /// modifiers is [`AluOp::dispatch`]'s, run here rather than per warp instruction), compiled
+    /// for this CPU (x86-64-v3 where it has it).
+    pub fn select(&self) -> WarpKernel {
+        self.dispatch(Select)
     }
 
     /// The one definition of every operation's semantics: selects the operation, then hands
@@ -1691,7 +1644,7 @@ pub struct LaneBits {
     pub carry: u32,
 }
 
-/// Whether the CPU runs x86-64-v3 code ([`AluOp::warp_v3`]); detected once.
+/// Whether the CPU runs x86-64-v3 code ([`kernel_v3`]); detected once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn x86_v3() -> bool {
@@ -1709,8 +1662,13 @@ pub(crate) fn x86_v3() -> bool {
 /// How [`AluOp::dispatch`] applies an operation's per-lane function.
 trait Lanes {
     type Out;
-    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> Self::Out;
+    fn run<F: LaneFn>(self, f: F) -> Self::Out;
 }
+
+/// An operation's per-lane function, as [`AluOp::dispatch`] builds it: it captures only
+/// plain values (the decoded modifiers), so that [`Select`] can keep it by value.
+trait LaneFn: Fn([u64; 4], bool) -> AluOutput + Copy + 'static {}
+impl<F: Fn([u64; 4], bool) -> AluOutput + Copy + 'static> LaneFn for F {}
 
 /// One lane ([`AluOp::eval`]).
 struct OneLane {
@@ -1721,7 +1679,7 @@ struct OneLane {
 impl Lanes for OneLane {
     type Out = AluOutput;
     #[inline(always)]
-    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> AluOutput {
+    fn run<F: LaneFn>(self, f: F) -> AluOutput {
         f(self.sources, self.carry)
     }
 }
@@ -1734,10 +1692,10 @@ struct WarpLanes {
     dst: *mut u64,
 }
 
-impl Lanes for WarpLanes {
-    type Out = LaneBits;
+impl WarpLanes {
+    /// Runs `f` over the lanes (by reference: [`WarpKernel`]'s entry points hold it so).
     #[inline(always)]
-    fn run(self, f: impl Fn([u64; 4], bool) -> AluOutput) -> LaneBits {
+    fn run_ref<F: LaneFn>(self, f: &F) -> LaneBits {
         let [s0, s1, s2, s3] = self.sources;
         let dst = self.dst;
         let carry_in = self.carry;
@@ -1777,4 +1735,158 @@ impl Lanes for WarpLanes {
             carry: carry_out,
         }
     }
+}
+
+impl Lanes for WarpLanes {
+    type Out = LaneBits;
+    #[inline(always)]
+    fn run<F: LaneFn>(self, f: F) -> LaneBits {
+        self.run_ref(&f)
+    }
+}
+
+/// The per-lane function's captured values, kept by [`WarpKernel`] (uninitialized bytes
+/// allowed: padding).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Captured([MaybeUninit<u64>; 8]);
+
+/// A warp kernel's entry point: the captured values, the four source rows, `exec`, the carry
+/// flags and the destination row ([`AluOp::eval_warp`]'s arguments).
+type KernelEntry = unsafe fn(
+    *const Captured,
+    *const u64,
+    *const u64,
+    *const u64,
+    *const u64,
+    u32,
+    u32,
+    *mut u64,
+) -> LaneBits;
+
+/// An [`AluOp`] selected once ([`AluOp::select`]): the lane loop of its operation,
+/// monomorphized for its per-lane function and compiled for this CPU, with that function's
+/// captured values. Running it is what [`AluOp::eval_warp`] does, without selecting again.
+#[derive(Clone, Copy)]
+pub struct WarpKernel {
+    entry: KernelEntry,
+    captured: Captured,
+}
+
+impl std::fmt::Debug for WarpKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WarpKernel")
+    }
+}
+
+impl WarpKernel {
+    /// [`AluOp::eval_warp`] of the operation this kernel was selected for.
+    ///
+    /// # Safety
+    /// As [`AluOp::eval_warp`].
+    #[inline(always)]
+    pub unsafe fn run(
+        &self,
+        sources: [*const u64; 4],
+        exec: u32,
+        carry: u32,
+        dst: *mut u64,
+    ) -> LaneBits {
+        let [s0, s1, s2, s3] = sources;
+        // SAFETY: `captured` holds the function `entry` was instantiated for (`Select::run`);
+        // the pointers as the caller guarantees.
+        unsafe { (self.entry)(&self.captured, s0, s1, s2, s3, exec, carry, dst) }
+    }
+}
+
+/// Selects the per-lane function once ([`AluOp::select`]).
+struct Select;
+
+impl Lanes for Select {
+    type Out = WarpKernel;
+    #[inline(always)]
+    fn run<F: LaneFn>(self, f: F) -> WarpKernel {
+        const {
+            assert!(
+                std::mem::size_of::<F>() <= std::mem::size_of::<Captured>()
+                    && std::mem::align_of::<F>() <= std::mem::align_of::<Captured>(),
+                "a per-lane function captures more than a WarpKernel holds"
+            )
+        };
+        let mut captured = Captured([MaybeUninit::uninit(); 8]);
+        // SAFETY: `Captured` is large and aligned enough for `F` (checked above); `F` is
+        // `Copy`, so it has no drop to skip and may be duplicated bytewise.
+        unsafe { std::ptr::write(captured.0.as_mut_ptr().cast::<F>(), f) };
+        #[cfg(target_arch = "x86_64")]
+        if x86_v3() {
+            return WarpKernel {
+                entry: kernel_v3::<F>,
+                captured,
+            };
+        }
+        WarpKernel {
+            entry: kernel_generic::<F>,
+            captured,
+        }
+    }
+}
+
+// The entry points take the pointers one by one (not as an array or struct the caller just
+// stored): an aggregate read back with wider loads than it was written with stalls on store
+// forwarding, a measurable cost at one call per warp instruction.
+
+/// A [`WarpKernel`]'s entry point for any CPU.
+///
+/// # Safety
+/// `captured` holds an `F` (written by `Select::run`); the pointers as [`AluOp::eval_warp`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_generic<F: LaneFn>(
+    captured: *const Captured,
+    s0: *const u64,
+    s1: *const u64,
+    s2: *const u64,
+    s3: *const u64,
+    exec: u32,
+    carry: u32,
+    dst: *mut u64,
+) -> LaneBits {
+    // SAFETY: as the caller guarantees.
+    let f = unsafe { &*captured.cast::<F>() };
+    WarpLanes {
+        sources: [s0, s1, s2, s3],
+        exec,
+        carry,
+        dst,
+    }
+    .run_ref(f)
+}
+
+/// A [`WarpKernel`]'s entry point compiled for CPUs with AVX2 and FMA (x86-64-v3), where the
+/// lane loops vectorize and `fma` is one instruction rather than a call. LLVM never contracts
+/// or reassociates float operations on its own, so the results are the same bits.
+///
+/// # Safety
+/// As [`kernel_generic`], on a CPU with those features ([`x86_v3`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_v3<F: LaneFn>(
+    captured: *const Captured,
+    s0: *const u64,
+    s1: *const u64,
+    s2: *const u64,
+    s3: *const u64,
+    exec: u32,
+    carry: u32,
+    dst: *mut u64,
+) -> LaneBits {
+    // SAFETY: as the caller guarantees.
+    let f = unsafe { &*captured.cast::<F>() };
+    WarpLanes {
+        sources: [s0, s1, s2, s3],
+        exec,
+        carry,
+        dst,
+    }
+    .run_ref(f)
 }

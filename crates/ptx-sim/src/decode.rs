@@ -8,7 +8,7 @@ use ptx_lexer::{
     Directive, Function, FunctionKind, Instruction, Operand, StateSpace, StatementKind,
 };
 
-use crate::alu::{self, AluOp, ValueKind};
+use crate::alu::{self, AluOp, ValueKind, WarpKernel};
 use crate::decl::{param_declaration, parse_declaration, DeclSpace};
 /// PTX literals, read by `ptx_lexer` (integers; floats and their `0f`/`0d` bit patterns).
 pub(crate) use ptx_lexer::declaration::{parse_float, parse_integer};
@@ -274,9 +274,11 @@ pub(crate) struct TexInst {
     pub result: crate::ChannelKind,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct AluInst {
     pub op: AluOp,
+    /// `op`'s lane loop, selected at decode ([`AluOp::select`]).
+    pub kernel: WarpKernel,
     pub dst: u32,
     pub second: u32,
     pub srcs: [Src; 4],
@@ -286,6 +288,20 @@ pub(crate) struct AluInst {
     /// The immediate sources, in order, each as a row of 32 equal lanes: the warp-wide
     /// evaluation reads them in place, like registers.
     pub immediates: Box<[[u64; 32]]>,
+}
+
+impl PartialEq for AluInst {
+    /// Every field but `kernel`, which `op` determines.
+    fn eq(&self, other: &AluInst) -> bool {
+        self.op == other.op
+            && self.dst == other.dst
+            && self.second == other.second
+            && self.srcs == other.srcs
+            && self.count == other.count
+            && self.reads_carry == other.reads_carry
+            && self.writes_carry == other.writes_carry
+            && self.immediates == other.immediates
+    }
 }
 
 /// A decoded instruction's operation.
@@ -1276,6 +1292,7 @@ impl Decoder<'_> {
         Ok(Op::Alu(Box::new(AluInst {
             reads_carry: op.reads_carry(),
             writes_carry: op.writes_carry(),
+            kernel: op.select(),
             op,
             dst,
             second,

@@ -383,8 +383,8 @@ impl<'a> Exec<'a, '_> {
             Op::Alu(alu) => {
                 // Register operands are read in place (a register's 32 lanes are
                 // contiguous) and the result is written in place; other operands are
-                // filled into scratch rows. The operation is selected once for the warp
-                // (`AluOp::eval_warp`).
+                // filled into scratch rows. The operation was selected at decode
+                // (`AluInst::kernel`).
                 let count = alu.count as usize;
                 for (i, src) in alu.srcs[..count].iter().enumerate() {
                     if !matches!(src, Src::Reg(_) | Src::Imm(_)) {
@@ -428,7 +428,7 @@ impl<'a> Exec<'a, '_> {
                 };
                 // SAFETY: every pointer is a 32-lane row (`register_row`, the scratch
                 // rows); the register file is not touched otherwise during the call.
-                let bits = unsafe { alu.op.eval_warp(sources, exec, self.warp.carry, dst) };
+                let bits = unsafe { alu.kernel.run(sources, exec, self.warp.carry, dst) };
                 if alu.second != NO_REG {
                     let row = register_row_mut(&mut self.warp.regs[self.reg_base..], alu.second);
                     let mut m = exec;
