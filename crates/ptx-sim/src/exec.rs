@@ -535,10 +535,7 @@ impl<'a> Exec<'a, '_> {
                 let bytes = u64::from(ty.bytes);
                 let total = bytes * u64::from(*count);
                 let mut hosts = [0u64; 32];
-                if self
-                    .lane_hosts(*space, addr, total, exec, &mut hosts)
-                    .is_some()
-                {
+                if let Some(layout) = self.lane_hosts(*space, addr, total, exec, &mut hosts) {
                     // Every lane passed the checks: the stores, in the same order as below.
                     let count = *count as usize;
                     let mut vector = [[0u64; 32]; 4];
@@ -555,11 +552,21 @@ impl<'a> Exec<'a, '_> {
                     let wrote = self.warp.wrote;
                     // SAFETY: every lane's whole vector was checked above (`lane_hosts`).
                     let wrote = unsafe {
-                        match ty.bytes {
-                            1 => store_lanes::<1>(&hosts, values, exec, wrote),
-                            2 => store_lanes::<2>(&hosts, values, exec, wrote),
-                            4 => store_lanes::<4>(&hosts, values, exec, wrote),
-                            _ => store_lanes::<8>(&hosts, values, exec, wrote),
+                        if layout == LaneLayout::PrivateRun {
+                            let first = hosts[0] as usize;
+                            match ty.bytes {
+                                1 => store_run_private::<1>(first, values, wrote),
+                                2 => store_run_private::<2>(first, values, wrote),
+                                4 => store_run_private::<4>(first, values, wrote),
+                                _ => store_run_private::<8>(first, values, wrote),
+                            }
+                        } else {
+                            match ty.bytes {
+                                1 => store_lanes::<1>(&hosts, values, exec, wrote),
+                                2 => store_lanes::<2>(&hosts, values, exec, wrote),
+                                4 => store_lanes::<4>(&hosts, values, exec, wrote),
+                                _ => store_lanes::<8>(&hosts, values, exec, wrote),
+                            }
                         }
                     };
                     self.warp.wrote = wrote;
@@ -1884,6 +1891,37 @@ unsafe fn store_lanes<const BYTES: u8>(
     wrote
 }
 
+/// [`store_lanes`] for the 32 lanes of a [`LaneLayout::PrivateRun`] starting at `first`
+/// (lane `l`'s vector at `first + l * values.len() * BYTES`): the lanes' vectors do not
+/// overlap, so every element is compared with the value it replaces and stored, in one loop
+/// of plain accesses that vectorizes, with the same memory and `wrote` as lane by lane.
+///
+/// # Safety
+/// The 32 vectors are valid host memory, aligned to `BYTES`, that no other thread accesses
+/// (the CTA's shared window).
+#[inline(always)]
+unsafe fn store_run_private<const BYTES: u8>(
+    first: usize,
+    values: &[[u64; 32]],
+    wrote: bool,
+) -> bool {
+    let mask = u64::MAX >> (64 - 8 * u32::from(BYTES));
+    let element = usize::from(BYTES);
+    let stride = values.len() * element;
+    let mut changed = 0u64;
+    for lane in 0..32 {
+        for (i, row) in values.iter().enumerate() {
+            let at = first + lane * stride + i * element;
+            // SAFETY: valid, aligned and unshared per the caller.
+            unsafe {
+                changed |= memory::load_private::<BYTES>(at) ^ (row[lane] & mask);
+                memory::store_private::<BYTES>(at, row[lane]);
+            }
+        }
+    }
+    wrote | (changed != 0)
+}
+
 /// How the lanes of a warp access memory, for the loads' fast paths.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LaneLayout {
@@ -1967,5 +2005,75 @@ fn uniform(src: &Src) -> bool {
                 | Special::LanemaskGe
                 | Special::GlobalTimer
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `store_run_private` leaves the same memory and `wrote` as `store_lanes`, for every
+    /// element size and vector length, with values wider than the element, some equal to
+    /// what memory holds and some not.
+    #[test]
+    fn private_run_stores_match_lane_by_lane_stores() {
+        fn check<const BYTES: u8>() {
+            for count in 1..=4usize {
+                for case in 0..4u64 {
+                    let stride = count * usize::from(BYTES);
+                    let len = 32 * stride + 16;
+                    let initial: Vec<u8> = (0..len).map(|i| (i as u64 * 37 + case) as u8).collect();
+                    // Values: memory's own bytes (case 0: nothing changes), or others.
+                    let mut values = [[0u64; 32]; 4];
+                    for (i, row) in values.iter_mut().enumerate().take(count) {
+                        for (lane, v) in row.iter_mut().enumerate() {
+                            let at = 8 + lane * stride + i * usize::from(BYTES);
+                            let mut own = [0u8; 8];
+                            own[..usize::from(BYTES)]
+                                .copy_from_slice(&initial[at..at + usize::from(BYTES)]);
+                            let own = u64::from_le_bytes(own);
+                            let changed = case > 0 && (lane as u64 + i as u64) % case == 0;
+                            // High garbage above the element: stores and compares ignore it.
+                            *v = (if changed { own ^ 0x5A } else { own }) | (0xDEAD << 56);
+                            if BYTES == 8 && !changed {
+                                *v = own;
+                            }
+                        }
+                    }
+                    for wrote in [false, true] {
+                        // Vectors from byte 8 of 8-aligned buffers (u64 storage).
+                        let mut a = vec![0u64; len.div_ceil(8)];
+                        let mut b = a.clone();
+                        let as_bytes = |v: &mut Vec<u64>| {
+                            // SAFETY: the u64s' bytes, within the vector.
+                            unsafe {
+                                std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), len)
+                            }
+                            .copy_from_slice(&initial);
+                            v.as_mut_ptr() as usize + 8
+                        };
+                        let (first_a, first_b) = (as_bytes(&mut a), as_bytes(&mut b));
+                        let mut hosts_a = [0u64; 32];
+                        for (lane, h) in hosts_a.iter_mut().enumerate() {
+                            *h = (first_a + lane * stride) as u64;
+                        }
+                        // SAFETY: inside the buffers, aligned, unshared.
+                        let (wa, wb) = unsafe {
+                            (
+                                store_lanes::<BYTES>(&hosts_a, &values[..count], u32::MAX, wrote),
+                                store_run_private::<BYTES>(first_b, &values[..count], wrote),
+                            )
+                        };
+                        assert_eq!(a, b, "memory, {BYTES} bytes x {count}, case {case}");
+                        assert_eq!(wa, wb, "wrote, {BYTES} bytes x {count}, case {case}");
+                        assert_eq!(wa, wrote || case > 0, "{BYTES} bytes x {count}");
+                    }
+                }
+            }
+        }
+        check::<1>();
+        check::<2>();
+        check::<4>();
+        check::<8>();
     }
 }

@@ -154,6 +154,24 @@ pub(crate) unsafe fn store_aligned<const BYTES: u8>(address: u64, value: u64) {
     }
 }
 
+/// [`store_aligned`] as a plain (non-atomic) write, for memory no other thread accesses
+/// meanwhile (a CTA's shared window), so that loops of such stores vectorize.
+///
+/// # Safety
+/// As [`store_aligned`], and no other thread accesses the memory during the call.
+#[inline(always)]
+pub(crate) unsafe fn store_private<const BYTES: u8>(address: usize, value: u64) {
+    // SAFETY: valid, aligned and unshared per the caller.
+    unsafe {
+        match BYTES {
+            1 => std::ptr::write(address as *mut u8, value as u8),
+            2 => std::ptr::write(address as *mut u16, value as u16),
+            4 => std::ptr::write(address as *mut u32, value as u32),
+            _ => std::ptr::write(address as *mut u64, value),
+        }
+    }
+}
+
 /// [`load_aligned`] as a plain (non-atomic) read, for memory no other thread accesses
 /// meanwhile (a CTA's shared window), so that loops of such loads vectorize.
 ///
