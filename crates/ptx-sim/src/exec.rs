@@ -1002,16 +1002,20 @@ impl<'a> Exec<'a, '_> {
                 Src::Reg(r) => {
                     let row = register_row(&self.warp.regs[self.reg_base..], r);
                     let v0 = row[0];
-                    // How far the lanes are from a run (lane `l` at the first lane's address
-                    // plus `l * len`) and from a broadcast, accumulated with xor and or only:
-                    // a loop that vectorizes without compares.
-                    let (mut off_run, mut off_same) = (0u64, 0u64);
-                    for (lane, &v) in row.iter().enumerate() {
-                        off_run |= v ^ v0.wrapping_add(lane as u64 * len);
-                        off_same |= v ^ v0;
+                    // With all lanes running: how far they are from a run (lane `l` at the
+                    // first lane's address plus `l * len`) and from a broadcast, accumulated
+                    // with xor and or only: a loop that vectorizes without compares. (Not
+                    // with some lanes off: those take the general check below.)
+                    let (mut off_run, mut off_same) = (1u64, 1u64);
+                    if exec == u32::MAX {
+                        (off_run, off_same) = (0, 0);
+                        for (lane, &v) in row.iter().enumerate() {
+                            off_run |= v ^ v0.wrapping_add(lane as u64 * len);
+                            off_same |= v ^ v0;
+                        }
                     }
                     let (same, run) = (off_same == 0, off_run == 0);
-                    if exec == u32::MAX && (same | run) {
+                    if same | run {
                         // The addresses rise from the first lane's to the last lane's without
                         // wrapping, by multiples of `len`: all lanes pass `check` exactly
                         // when the first and the last do.
