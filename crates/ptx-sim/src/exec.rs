@@ -1217,31 +1217,44 @@ impl<'a> Exec<'a, '_> {
         let (bs, cs) = (self.operand(b, exec), self.operand(c, exec));
         let mut results = [0u64; 32];
         let mut valid = [0u64; 32];
-        let mut m = exec;
-        while let Some(lane) = next_lane(&mut m) {
-            let bval = (bs[lane] & 0x1F) as i32;
-            let cv = cs[lane];
-            let cval = (cv & 0x1F) as i32;
-            let segmask = ((cv >> 8) & 0x1F) as i32;
-            let l = lane as i32;
-            let max_lane = (l & segmask) | (cval & !segmask);
-            let min_lane = l & segmask;
-            let (j, ok) = match mode {
-                ShflMode::Up => (l - bval, l - bval >= max_lane),
-                ShflMode::Down => (l + bval, l + bval <= max_lane),
-                ShflMode::Bfly => (l ^ bval, (l ^ bval) <= max_lane),
-                ShflMode::Idx => {
-                    let j = min_lane | (bval & !segmask);
-                    (j, j <= max_lane)
-                }
-            };
-            let source = if ok && (0..32).contains(&j) {
-                j as usize
-            } else {
-                lane
-            };
-            results[lane] = values[source];
-            valid[lane] = u64::from(ok);
+        // The mode chosen once, then one straight loop over all 32 lanes (the lanes outside
+        // `exec` are computed from whatever their rows hold and never written).
+        match mode {
+            ShflMode::Up => shuffle_lanes(
+                &values,
+                &bs,
+                &cs,
+                &mut results,
+                &mut valid,
+                |l, b, max, _, _| (l - b, l - b >= max),
+            ),
+            ShflMode::Down => shuffle_lanes(
+                &values,
+                &bs,
+                &cs,
+                &mut results,
+                &mut valid,
+                |l, b, max, _, _| (l + b, l + b <= max),
+            ),
+            ShflMode::Bfly => shuffle_lanes(
+                &values,
+                &bs,
+                &cs,
+                &mut results,
+                &mut valid,
+                |l, b, max, _, _| (l ^ b, (l ^ b) <= max),
+            ),
+            ShflMode::Idx => shuffle_lanes(
+                &values,
+                &bs,
+                &cs,
+                &mut results,
+                &mut valid,
+                |_, b, max, min, segmask| {
+                    let j = min | (b & !segmask);
+                    (j, j <= max)
+                },
+            ),
         }
         let regs = &mut self.warp.regs[self.reg_base..];
         if dst != NO_REG {
@@ -1988,6 +2001,38 @@ unsafe fn load_lanes<const BYTES: u8>(
                 row[lane] = load(lane);
             }
         }
+    }
+}
+
+/// One `shfl` for all 32 lanes: lane `l` takes `values[j]` and the predicate `ok` where `pick`
+/// gives `(j, ok)` from `l`, its `b` operand, the segment's last lane (`max`), its first lane
+/// (`min`) and the segment mask (PTX ISA: `shfl.sync`), or its own value when `j` is outside
+/// the segment or the warp.
+#[inline(always)]
+fn shuffle_lanes(
+    values: &[u64; 32],
+    bs: &[u64; 32],
+    cs: &[u64; 32],
+    results: &mut [u64; 32],
+    valid: &mut [u64; 32],
+    pick: impl Fn(i32, i32, i32, i32, i32) -> (i32, bool),
+) {
+    for lane in 0..32 {
+        let bval = (bs[lane] & 0x1F) as i32;
+        let cv = cs[lane];
+        let cval = (cv & 0x1F) as i32;
+        let segmask = ((cv >> 8) & 0x1F) as i32;
+        let l = lane as i32;
+        let max_lane = (l & segmask) | (cval & !segmask);
+        let min_lane = l & segmask;
+        let (j, ok) = pick(l, bval, max_lane, min_lane, segmask);
+        let source = if ok && (0..32).contains(&j) {
+            j as usize
+        } else {
+            lane
+        };
+        results[lane] = values[source];
+        valid[lane] = u64::from(ok);
     }
 }
 
