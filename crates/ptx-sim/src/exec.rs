@@ -1014,7 +1014,9 @@ impl<'a> Exec<'a, '_> {
                             off_same |= v ^ v0;
                         }
                     }
-                    let (same, run) = (off_same == 0, off_run == 0);
+                    // (A run's alignment follows from its first lane's only when `len` is a
+                    // power of two; a 3-element vector is not.)
+                    let (same, run) = (off_same == 0, off_run == 0 && len.is_power_of_two());
                     if same | run {
                         // The addresses rise from the first lane's to the last lane's without
                         // wrapping, by multiples of `len`: all lanes pass `check` exactly
