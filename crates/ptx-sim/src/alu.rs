@@ -1692,10 +1692,10 @@ struct WarpLanes {
     dst: *mut u64,
 }
 
-impl WarpLanes {
-    /// Runs `f` over the lanes (by reference: [`WarpKernel`]'s entry points hold it so).
+impl Lanes for WarpLanes {
+    type Out = LaneBits;
     #[inline(always)]
-    fn run_ref<F: LaneFn>(self, f: &F) -> LaneBits {
+    fn run<F: LaneFn>(self, f: F) -> LaneBits {
         let [s0, s1, s2, s3] = self.sources;
         let dst = self.dst;
         let carry_in = self.carry;
@@ -1734,14 +1734,6 @@ impl WarpLanes {
             second,
             carry: carry_out,
         }
-    }
-}
-
-impl Lanes for WarpLanes {
-    type Out = LaneBits;
-    #[inline(always)]
-    fn run<F: LaneFn>(self, f: F) -> LaneBits {
-        self.run_ref(&f)
     }
 }
 
@@ -1850,15 +1842,17 @@ unsafe fn kernel_generic<F: LaneFn>(
     carry: u32,
     dst: *mut u64,
 ) -> LaneBits {
+    // A copy in a local (`F: Copy`), not a reference: the lane loop's stores through `dst`
+    // could otherwise alias the captured values, which would then be reloaded every lane.
     // SAFETY: as the caller guarantees.
-    let f = unsafe { &*captured.cast::<F>() };
+    let f = unsafe { std::ptr::read(captured.cast::<F>()) };
     WarpLanes {
         sources: [s0, s1, s2, s3],
         exec,
         carry,
         dst,
     }
-    .run_ref(f)
+    .run(f)
 }
 
 /// A [`WarpKernel`]'s entry point compiled for CPUs with AVX2 and FMA (x86-64-v3), where the
@@ -1880,13 +1874,15 @@ unsafe fn kernel_v3<F: LaneFn>(
     carry: u32,
     dst: *mut u64,
 ) -> LaneBits {
+    // A copy in a local (`F: Copy`), not a reference: the lane loop's stores through `dst`
+    // could otherwise alias the captured values, which would then be reloaded every lane.
     // SAFETY: as the caller guarantees.
-    let f = unsafe { &*captured.cast::<F>() };
+    let f = unsafe { std::ptr::read(captured.cast::<F>()) };
     WarpLanes {
         sources: [s0, s1, s2, s3],
         exec,
         carry,
         dst,
     }
-    .run_ref(f)
+    .run(f)
 }
