@@ -492,7 +492,7 @@ fn place_counters(
             let forms: Vec<(u64, CountForm)> = region
                 .counts
                 .iter()
-                .filter(|(block, _)| !region.direct.contains(block))
+                .filter(|(block, _)| !region.direct.contains(block) && !plan.copied(*block))
                 .map(|(block, form)| {
                     let terms = form
                         .counters
@@ -545,7 +545,7 @@ fn place_counters(
             let forms: Vec<(u64, CountForm)> = region
                 .counts
                 .iter()
-                .filter(|(block, _)| !region.direct.contains(block))
+                .filter(|(block, _)| !region.direct.contains(block) && !plan.copied(*block))
                 .map(|(block, form)| {
                     let count = CountForm {
                         constant: form.exits[j],
