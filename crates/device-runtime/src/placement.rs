@@ -748,6 +748,10 @@ pub(crate) struct Region {
     /// In a shrinking region, the exits (indices into `exits`) that carry a counter register
     /// too, after the `counted` ones: those a flushed count needs.
     pub counted_exits: Vec<usize>,
+    /// A shrinking region with one exit, whose meeting block is entered only by it: every lane
+    /// at the flush took that exit once since its counters were last zero, so the exit's term
+    /// is a constant and its edge carries no counter.
+    pub exit_taken_by_all: bool,
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
     /// A thread may run the loop again after leaving it (a path leads from the flush back to
@@ -1554,11 +1558,13 @@ fn region_of(
     let kept: Vec<usize> = (0..counted.len())
         .filter(|&i| needed(&|form: &Form| form.counters[i]))
         .collect();
+    let exit_taken_by_all =
+        shrinking_to.is_some_and(|x| exits.len() == 1 && cfg.preds[x] == [exits[0].from]);
     let counted_exits: Vec<usize> = match shrinking_to {
-        Some(_) => (0..exits.len())
+        Some(_) if !exit_taken_by_all => (0..exits.len())
             .filter(|&j| needed(&|form: &Form| form.exits[j]))
             .collect(),
-        None => Vec::new(),
+        _ => Vec::new(),
     };
     // (Counted only now: a cycle inside a divergent part needs no counter of this region.)
     if kept.len() + counted_exits.len() > MAX_COUNTER_REGISTERS {
@@ -1591,6 +1597,7 @@ fn region_of(
         counted,
         exits,
         counted_exits,
+        exit_taken_by_all,
         counts,
         reentered,
     })
@@ -1803,10 +1810,35 @@ mod tests {
         let plan = plan(f, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
-        // One counter for the back edge, one for the exit edge.
-        assert_eq!(plan.counter_registers(), 2);
+        // One counter for the back edge; every lane at $L2 came through the one exit, so that
+        // edge needs none.
+        assert!(plan.regions[0].exit_taken_by_all);
+        assert_eq!(plan.counter_registers(), 1);
         // Without redux.sync (before sm_80) it is counted directly.
         assert!(super::plan(f, Placement::Derived, false).regions.is_empty());
+    }
+
+    #[test]
+    fn a_shrinking_loop_whose_meeting_block_is_entered_around_it_counts_its_exit() {
+        // Lanes with tid 0 skip the loop and reach $L2 holding zeros: the exit edge carries a
+        // counter, so that they add nothing.
+        let src = "	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, 0;
+	setp.eq.u32 %p2, %r1, 0;
+	@%p2 bra $L2;
+$L1:
+	add.s32 %r2, %r2, 1;
+	setp.lt.u32 %p1, %r2, %r1;
+	@%p1 bra $L1;
+$L2:
+	ret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        assert_eq!(plan.regions[0].shrinking_to, Some(2));
+        assert!(!plan.regions[0].exit_taken_by_all);
+        assert_eq!(plan.counter_registers(), 2);
     }
 
     #[test]
