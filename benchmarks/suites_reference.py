@@ -40,7 +40,7 @@ HOTSPOT_AMBIENT = 80.0  # amb_temp
 KMEANS_MAX_ROUNDS = 501  # Rodinia: `while (delta > threshold && loop++ < 500)`
 
 
-class ReferenceError(Exception):
+class ReferenceInputError(Exception):
     """Input a reference cannot be computed from, with the reason."""
 
 
@@ -49,28 +49,28 @@ def read_numbers(path):
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as error:
-        raise ReferenceError(f"cannot read {path}: {error.strerror}") from None
+        raise ReferenceInputError(f"cannot read {path}: {error.strerror}") from None
     try:
         return [float(token) for token in text.split()]
     except ValueError as error:
-        raise ReferenceError(f"{path}: not a list of numbers ({error})") from None
+        raise ReferenceInputError(f"{path}: not a list of numbers ({error})") from None
 
 
 def linear_system(numbers):
     """The solution of the system `n, A, b` given as a flat list of numbers (Gaussian
     elimination without pivoting)."""
     if not numbers or numbers[0] != int(numbers[0]) or numbers[0] < 1:
-        raise ReferenceError("the first number must be the size n (a positive integer)")
+        raise ReferenceInputError("the first number must be the size n (a positive integer)")
     n = int(numbers[0])
     if len(numbers) < 1 + n * n + n:
-        raise ReferenceError(f"n = {n} needs {n * n + n} numbers after it, "
+        raise ReferenceInputError(f"n = {n} needs {n * n + n} numbers after it, "
                              f"found {len(numbers) - 1}")
     a = [list(numbers[1 + i * n:1 + (i + 1) * n]) for i in range(n)]
     b = list(numbers[1 + n * n:1 + n * n + n])
     for t in range(n - 1):
         pivot_row = a[t]
         if pivot_row[t] == 0:
-            raise ReferenceError(f"zero pivot in row {t + 1}: the matrix needs pivoting")
+            raise ReferenceInputError(f"zero pivot in row {t + 1}: the matrix needs pivoting")
         for i in range(t + 1, n):
             row = a[i]
             factor = row[t] / pivot_row[t]
@@ -80,7 +80,7 @@ def linear_system(numbers):
     x = [0.0] * n
     for i in reversed(range(n)):
         if a[i][i] == 0:
-            raise ReferenceError(f"zero pivot in row {i + 1}: the matrix is singular")
+            raise ReferenceInputError(f"zero pivot in row {i + 1}: the matrix is singular")
         x[i] = (b[i] - sum(a[i][j] * x[j] for j in range(i + 1, n))) / a[i][i]
     return x
 
@@ -88,9 +88,9 @@ def linear_system(numbers):
 def hotspot(rows, cols, iterations, temperatures, powers):
     """The temperatures after `iterations` steps (row-major lists of rows * cols values)."""
     if rows < 1 or cols < 1 or iterations < 0:
-        raise ReferenceError("rows and columns must be positive, iterations not negative")
+        raise ReferenceInputError("rows and columns must be positive, iterations not negative")
     if len(temperatures) != rows * cols or len(powers) != rows * cols:
-        raise ReferenceError(f"{rows} x {cols} cells need {rows * cols} temperatures and "
+        raise ReferenceInputError(f"{rows} x {cols} cells need {rows * cols} temperatures and "
                              f"powers, found {len(temperatures)} and {len(powers)}")
     grid_height = HOTSPOT_CHIP_SIDE / rows
     grid_width = HOTSPOT_CHIP_SIDE / cols
@@ -134,19 +134,19 @@ def read_points(path):
                 try:
                     points.append([float(f) for f in fields[1:]])
                 except ValueError:
-                    raise ReferenceError(f"{path}:{number}: not `id f1 f2 ...`") from None
+                    raise ReferenceInputError(f"{path}:{number}: not `id f1 f2 ...`") from None
                 if len(points[-1]) != len(points[0]) or not points[-1]:
-                    raise ReferenceError(f"{path}:{number}: {len(points[-1])} features, "
+                    raise ReferenceInputError(f"{path}:{number}: {len(points[-1])} features, "
                                          f"the first point has {len(points[0])}")
     except OSError as error:
-        raise ReferenceError(f"cannot read {path}: {error.strerror}") from None
+        raise ReferenceInputError(f"cannot read {path}: {error.strerror}") from None
     return points
 
 
 def kmeans(points, k, threshold):
     """(centres, rounds) of Lloyd's k-means started from the first k points."""
     if not 1 <= k <= len(points):
-        raise ReferenceError(f"k = {k} with {len(points)} points")
+        raise ReferenceInputError(f"k = {k} with {len(points)} points")
     centres = [list(p) for p in points[:k]]
     membership = [-1] * len(points)
     rounds = 0
@@ -174,12 +174,18 @@ def kmeans(points, k, threshold):
 
 
 def write_lines(path, lines):
+    """Writes lines to path whole or not at all (through path.partial)."""
+    partial = path + ".partial"
     try:
-        with open(path + ".partial", "w", encoding="utf-8") as handle:
+        with open(partial, "w", encoding="utf-8") as handle:
             handle.writelines(line + "\n" for line in lines)
-        os.replace(path + ".partial", path)
+        os.replace(partial, path)
     except OSError as error:
-        raise ReferenceError(f"cannot write {path}: {error.strerror}") from None
+        try:
+            os.remove(partial)
+        except OSError:
+            pass
+        raise ReferenceInputError(f"cannot write {path}: {error.strerror}") from None
 
 
 def main(argv):
@@ -199,7 +205,7 @@ def main(argv):
             try:
                 rows, cols, iterations = (int(v) for v in args[:3])
             except ValueError:
-                raise ReferenceError("ROWS, COLS and ITERATIONS must be integers") from None
+                raise ReferenceInputError("ROWS, COLS and ITERATIONS must be integers") from None
             result = hotspot(rows, cols, iterations, read_numbers(args[3]),
                              read_numbers(args[4]))
             write_lines(args[5], [f"{i}\t{v:.9g}" for i, v in enumerate(result)])
@@ -208,7 +214,7 @@ def main(argv):
             try:
                 k, threshold = int(args[0]), float(args[1])
             except ValueError:
-                raise ReferenceError("K must be an integer and THRESHOLD a number") from None
+                raise ReferenceInputError("K must be an integer and THRESHOLD a number") from None
             centres, rounds = kmeans(read_points(args[2]), k, threshold)
             write_lines(args[3], [f"iterated {rounds} times"]
                         + [f"{i}: " + " ".join(f"{v:.6f}" for v in c)
@@ -217,7 +223,7 @@ def main(argv):
         else:
             print(usage)
             return 2
-    except ReferenceError as error:
+    except ReferenceInputError as error:
         print(f"reference: {error}")
         return 2
     return 0

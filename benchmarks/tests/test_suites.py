@@ -227,7 +227,7 @@ def test_reference():
         try:
             ref.linear_system(numbers)
             error = None
-        except ref.ReferenceError as problem:
+        except ref.ReferenceInputError as problem:
             error = str(problem)
         expect(error is not None and reason in error,
                f"linear-system {numbers}: refused with {reason!r} ({error})")
