@@ -8,6 +8,7 @@
         [--binary f32|f64|i32|u32]
     benchmarks/suites.py avi OUT --width W --height H --frames N [--seed S] [--disks N]
         [--radius R] [--noise A]
+    benchmarks/suites.py reference linear-system|hotspot|kmeans ARGS...
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -29,6 +30,9 @@ through avilib, and the suite ships none): an uncompressed AVI (RIFF 'AVI ', one
 8-bit frames in '00db' chunks, no index: readers scan the 'movi' list) of textured frames, with
 dark disks ("cells") if asked, whose content drifts a pixel or two per frame, deterministic for
 a seed.
+
+`reference` computes, in Python, the result of an app that has neither a check of its own nor
+a CPU version to compare with, from the same input (suites_reference.py says which and how).
 """
 
 import argparse
@@ -726,6 +730,9 @@ def main(argv):
         return compare_main(argv[1:])
     if argv and argv[0] == "avi":
         return avi_main(argv[1:])
+    if argv and argv[0] == "reference":
+        import suites_reference
+        return suites_reference.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", action="append", default=[], metavar="NAME=PATH",
                         help="a local checkout of a suite named in the recipes (repeatable)")
