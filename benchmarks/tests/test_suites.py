@@ -121,6 +121,35 @@ def test_compare():
         expect(status == 2 and "whole number" in out, f"compare: ragged binary ({out})")
 
 
+def test_same_counts():
+    def profile(warps):
+        return {"kernels": [{"name": "k", "launches": [
+            {"block_counts": {"threads": [64, 10], "warps": [2, 1]}},
+            {"block_counts": {"threads": [64, 3], "warps": [2, warps]}}]}]}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(name, warps):
+            directory = os.path.join(tmp, name, "apps", "suite", "app", "variant")
+            os.makedirs(directory)
+            with open(os.path.join(directory, "profile.json"), "w") as handle:
+                json.dump(profile(warps), handle)
+            return os.path.join(tmp, name)
+
+        def same_counts(a, b):
+            out = subprocess.run([sys.executable, os.path.join(BENCH, "suites.py"), "same-counts", a, b],
+                                 capture_output=True, text=True)
+            return out.returncode, out.stdout
+
+        derived, every, off = run("derived", 1), run("every", 1), run("off", 2)
+        status, out = same_counts(derived, every)
+        expect(status == 0 and "1 apps" in out, f"same-counts: equal runs ({status}, {out})")
+        status, out = same_counts(derived, off)
+        expect(status == 1 and "suite/app/variant: k: block counts differ" in out,
+               f"same-counts: one warp count off ({status}, {out})")
+        status, out = same_counts(derived, os.path.join(tmp, "none"))
+        expect(status == 2 and "no profile" in out, f"same-counts: no profiles ({out})")
+
+
 def interpreter_thread_instructions(program, cwd):
     """The interpreter's count for the uninstrumented kernel of one run of program."""
     stats = os.path.join(cwd, "oracle-stats.json")
@@ -434,6 +463,7 @@ def test_end_to_end():
 def main():
     test_recipes()
     test_compare()
+    test_same_counts()
     test_avi()
     test_reference()
     test_end_to_end()
