@@ -85,13 +85,17 @@ def compare(*args):
     return result.returncode, result.stdout.strip()
 
 
+def write_file(directory, name, text):
+    path = os.path.join(directory, name)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
 def test_compare():
     with tempfile.TemporaryDirectory() as tmp:
         def write(name, text):
-            path = os.path.join(tmp, name)
-            with open(path, "w") as handle:
-                handle.write(text)
-            return path
+            return write_file(tmp, name, text)
         a = write("a", "x 1.0 2.0\nvalue: 100\n")
         b = write("b", "y 1.00001 2\nvalue: 100.5\n")
         status, out = compare(a, b, "--rel", "1e-4")
@@ -316,10 +320,7 @@ def test_reference():
            f"kmeans: a point that changes centre takes a third round ({centres}, {rounds})")
     with tempfile.TemporaryDirectory() as tmp:
         def write(name, text):
-            path = os.path.join(tmp, name)
-            with open(path, "w") as handle:
-                handle.write(text)
-            return path
+            return write_file(tmp, name, text)
         # linear-system, as the gaussian recipe: the app's solution file, then corrupted.
         system = write("system.txt", "3\n\n" + "".join("\t".join(f"{v:.6f}" for v in r) + "\n"
                                                      for r in a) + "\n" + "\t".join(map(str, b)))
