@@ -1822,16 +1822,7 @@ mod tests {
     fn a_shrinking_loop_whose_meeting_block_is_entered_around_it_counts_its_exit() {
         // Lanes with tid 0 skip the loop and reach $L2 holding zeros: the exit edge carries a
         // counter, so that they add nothing.
-        let src = "	mov.u32 %r1, %tid.x;
-	mov.u32 %r2, 0;
-	setp.eq.u32 %p2, %r1, 0;
-	@%p2 bra $L2;
-$L1:
-	add.s32 %r2, %r2, 1;
-	setp.lt.u32 %p1, %r2, %r1;
-	@%p1 bra $L1;
-$L2:
-	ret;";
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
         let m = function(src);
         let f = m.function("k").unwrap();
         let plan = plan(f, Placement::Derived, true);
