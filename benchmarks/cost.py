@@ -446,8 +446,10 @@ def ptxas_resources(keep_dir):
     return resources, errors
 
 
-def measure(program, runs, timeout, work):
-    """Runs one built program `runs` times each way; returns its record."""
+def measure(program, runs, timeout, work, reps_scale=None):
+    """Runs one built program `runs` times each way; returns its record. `reps_scale`: the
+    benchmark programs' BENCH_REPS_SCALE (more timed repetitions, same work per launch), so
+    that their kernel times rise above a loaded machine's noise; corpus programs ignore it."""
     record = {"name": program["name"], "kind": program["kind"], "passed": False, "notes": []}
     variants = {"instrumented": [], "original": []}
     profile = os.path.join(work, "profile.json")
@@ -455,6 +457,9 @@ def measure(program, runs, timeout, work):
     for var in ["CUDA_FLUX_KERNELS", "CUDA_FLUX_MODE", "CUDA_FLUX_BANKS"]:
         base.pop(var, None)
     base["CUDA_FLUX_CPU_THREADS"] = "1"
+    base.pop("BENCH_REPS_SCALE", None)
+    if reps_scale is not None:
+        base["BENCH_REPS_SCALE"] = str(reps_scale)
     for rep in range(runs):
         for variant in ["instrumented", "original"]:
             stats_path = os.path.join(work, f"stats.{variant}.{rep}.json")
@@ -749,6 +754,9 @@ def main(argv=None):
     parser.add_argument("--out", help="report path (.md); the JSON goes next to it")
     parser.add_argument("--runs", type=int, default=5, help="runs per program and way (default 5)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per build or run")
+    parser.add_argument("--reps-scale", type=float, default=None, metavar="FACTOR",
+                        help="BENCH_REPS_SCALE for the benchmark programs: more timed "
+                             "repetitions, for kernel times above a loaded machine's noise")
     parser.add_argument("--heavy-ms", type=float, default=20.0)
     parser.add_argument("--heavy-share", type=float, default=0.5)
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME")
@@ -784,7 +792,7 @@ def main(argv=None):
         else:
             pwork = os.path.join(work, "stats", program["name"].replace("/", "-"))
             os.makedirs(pwork, exist_ok=True)
-            record = measure(program, args.runs, args.timeout, pwork)
+            record = measure(program, args.runs, args.timeout, pwork, args.reps_scale)
             if program.get("build_warnings"):
                 record["notes"].append("build: " + "; ".join(program["build_warnings"]))
         records.append(record)

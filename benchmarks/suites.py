@@ -8,6 +8,8 @@
         [--binary f32|f64|i32|u32]
     benchmarks/suites.py avi OUT --width W --height H --frames N [--seed S] [--disks N]
         [--radius R] [--noise A]
+    benchmarks/suites.py reference linear-system|hotspot|kmeans ARGS...
+    benchmarks/suites.py same-counts WORK_A WORK_B
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -29,6 +31,14 @@ through avilib, and the suite ships none): an uncompressed AVI (RIFF 'AVI ', one
 8-bit frames in '00db' chunks, no index: readers scan the 'movi' list) of textured frames, with
 dark disks ("cells") if asked, whose content drifts a pixel or two per frame, deterministic for
 a seed.
+
+`same-counts` compares the block counts of two runs of the same apps (two `--work-dir`s), e.g.
+built with `CUDA_FLUX_COUNTERS=derived` and `every-block`: per app and kernel, the thread and
+warp counts of every block summed over its launches must be equal; exit status 0 when they all
+are, 1 naming each app and kernel that differs, 2 on bad input (no profiles, unreadable JSON).
+
+`reference` computes, in Python, the result of an app that has neither a check of its own nor
+a CPU version to compare with, from the same input (suites_reference.py says which and how).
 """
 
 import argparse
@@ -398,6 +408,67 @@ def read_profile(path):
     return kernels, launches, threads, uncounted
 
 
+def block_counts(path):
+    """Per kernel of a profile: (launches, per-block thread counts, per-block warp counts),
+    summed over its launches."""
+    with open(path, encoding="utf-8") as handle:
+        profile = json.load(handle)
+    kernels = {}
+    for kernel in profile.get("kernels", []):
+        threads, warps = [], []
+        for launch in kernel.get("launches", []):
+            counts = launch.get("block_counts") or {}
+            for total, add in ((threads, counts.get("threads") or []),
+                               (warps, counts.get("warps") or [])):
+                total.extend([0] * (len(add) - len(total)))
+                for index, value in enumerate(add):
+                    total[index] += value
+        kernels[kernel.get("name", "?")] = (len(kernel.get("launches", [])), threads, warps)
+    return kernels
+
+
+def app_profiles(work):
+    """{app directory relative to WORK/apps: its profile.json}."""
+    root = os.path.join(work, "apps")
+    found = {}
+    for directory, _, files in os.walk(root):
+        if "profile.json" in files:
+            found[os.path.relpath(directory, root)] = os.path.join(directory, "profile.json")
+    return found
+
+
+def same_counts_main(argv):
+    parser = argparse.ArgumentParser(prog="suites.py same-counts")
+    parser.add_argument("work_a")
+    parser.add_argument("work_b")
+    args = parser.parse_args(argv)
+    a, b = app_profiles(args.work_a), app_profiles(args.work_b)
+    if not a or not b:
+        empty = args.work_a if not a else args.work_b
+        print(f"same-counts: no profile under {os.path.join(empty, 'apps')}")
+        return 2
+    differences, compared = [], 0
+    for app in sorted(set(a) | set(b)):
+        if app not in a or app not in b:
+            differences.append(f"{app}: a profile in only one of the runs")
+            continue
+        try:
+            counts_a, counts_b = block_counts(a[app]), block_counts(b[app])
+        except (OSError, ValueError) as error:
+            print(f"same-counts: {app}: unreadable profile: {error}")
+            return 2
+        compared += 1
+        for kernel in sorted(set(counts_a) | set(counts_b)):
+            if counts_a.get(kernel) != counts_b.get(kernel):
+                differences.append(f"{app}: {kernel}: block counts differ")
+    for line in differences:
+        print(line)
+    if differences:
+        return 1
+    print(f"same-counts: {compared} apps, every block's counts equal")
+    return 0
+
+
 def read_kernel_seconds(path):
     with open(path, encoding="utf-8") as handle:
         stats = json.load(handle)
@@ -726,6 +797,11 @@ def main(argv):
         return compare_main(argv[1:])
     if argv and argv[0] == "avi":
         return avi_main(argv[1:])
+    if argv and argv[0] == "same-counts":
+        return same_counts_main(argv[1:])
+    if argv and argv[0] == "reference":
+        import suites_reference
+        return suites_reference.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", action="append", default=[], metavar="NAME=PATH",
                         help="a local checkout of a suite named in the recipes (repeatable)")

@@ -5,7 +5,9 @@
 
 1. The committed recipes (suites.toml) load; malformed recipe files are refused with the reason.
 2. `suites.py compare` on hand-made files: tolerances, count mismatches, --lines, --binary;
-   `suites.py avi` read back by a RIFF walker of the test's own.
+   `suites.py avi` read back by a RIFF walker of the test's own; `suites.py reference`'s
+   computations against truths known another way, and as the recipes use them: app-like
+   output matches, and fails once corrupted.
 3. The harness end to end on tests/mini-suite, a stand-in suite with one real CUDA app built
    through the CPU-target prefix (a g++ link with -lcudart, as Rodinia's Makefiles do) and a C
    version of it: the rows must say what happened (built, ran, checked, compared, timed out,
@@ -27,6 +29,7 @@ BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import suites  # noqa: E402
+import suites_reference  # noqa: E402
 
 FAILURES = []
 
@@ -82,13 +85,17 @@ def compare(*args):
     return result.returncode, result.stdout.strip()
 
 
+def write_file(directory, name, text):
+    path = os.path.join(directory, name)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
 def test_compare():
     with tempfile.TemporaryDirectory() as tmp:
         def write(name, text):
-            path = os.path.join(tmp, name)
-            with open(path, "w") as handle:
-                handle.write(text)
-            return path
+            return write_file(tmp, name, text)
         a = write("a", "x 1.0 2.0\nvalue: 100\n")
         b = write("b", "y 1.00001 2\nvalue: 100.5\n")
         status, out = compare(a, b, "--rel", "1e-4")
@@ -116,6 +123,35 @@ def test_compare():
             handle.write(b"\0")
         status, out = compare(f1, f2, "--binary", "f32")
         expect(status == 2 and "whole number" in out, f"compare: ragged binary ({out})")
+
+
+def test_same_counts():
+    def profile(warps):
+        return {"kernels": [{"name": "k", "launches": [
+            {"block_counts": {"threads": [64, 10], "warps": [2, 1]}},
+            {"block_counts": {"threads": [64, 3], "warps": [2, warps]}}]}]}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(name, warps):
+            directory = os.path.join(tmp, name, "apps", "suite", "app", "variant")
+            os.makedirs(directory)
+            with open(os.path.join(directory, "profile.json"), "w") as handle:
+                json.dump(profile(warps), handle)
+            return os.path.join(tmp, name)
+
+        def same_counts(a, b):
+            out = subprocess.run([sys.executable, os.path.join(BENCH, "suites.py"), "same-counts", a, b],
+                                 capture_output=True, text=True)
+            return out.returncode, out.stdout
+
+        derived, every, off = run("derived", 1), run("every", 1), run("off", 2)
+        status, out = same_counts(derived, every)
+        expect(status == 0 and "1 apps" in out, f"same-counts: equal runs ({status}, {out})")
+        status, out = same_counts(derived, off)
+        expect(status == 1 and "suite/app/variant: k: block counts differ" in out,
+               f"same-counts: one warp count off ({status}, {out})")
+        status, out = same_counts(derived, os.path.join(tmp, "none"))
+        expect(status == 2 and "no profile" in out, f"same-counts: no profiles ({out})")
 
 
 def interpreter_thread_instructions(program, cwd):
@@ -196,6 +232,154 @@ def test_avi():
             expect(run.returncode == 2 and run.stdout.count("\n") == 1
                    and not os.path.exists(os.path.join(tmp, "bad.avi")),
                    f"avi {bad}: refused with one line, nothing written ({run.stdout})")
+
+
+def reference(*args):
+    result = subprocess.run([sys.executable, os.path.join(BENCH, "suites.py"), "reference",
+                             *args], capture_output=True, text=True)
+    return result.returncode, result.stdout.strip()
+
+
+def test_reference():
+    """`suites.py reference`: each computation against a truth found another way (a system
+    built from a known solution; heat that only the sources and the ambient exchange change, a
+    uniform grid staying uniform; clusters whose means are known), then each the way the
+    recipes use it: the reference file against an app-like output, which matches as is and
+    fails once one value is corrupted (a check that cannot fail checks nothing)."""
+    ref = suites_reference
+    # A system with integer solution: A x = b for x = (1, -2, 3), no pivoting needed.
+    a = [[4.0, 1.0, -1.0], [2.0, 5.0, 1.0], [1.0, -1.0, 6.0]]
+    x = [1.0, -2.0, 3.0]
+    b = [sum(r[j] * x[j] for j in range(3)) for r in a]
+    solved = ref.linear_system([3.0] + [v for r in a for v in r] + b)
+    expect(all(abs(s - t) < 1e-12 for s, t in zip(solved, x)),
+           f"linear-system: A x = b solved for the x it was built from ({solved})")
+    for numbers, reason in (([2.0, 0.0, 1.0, 1.0, 1.0, 1.0, 2.0], "zero pivot in row 1"),
+                            ([2.0, 1.0, 2.0], "needs 6 numbers"),
+                            ([0.5], "positive integer")):
+        try:
+            ref.linear_system(numbers)
+            error = None
+        except ref.ReferenceInputError as problem:
+            error = str(problem)
+        expect(error is not None and reason in error,
+               f"linear-system {numbers}: refused with {reason!r} ({error})")
+    # HotSpot: the lateral terms only move heat between cells (a neighbour outside the grid is
+    # the cell itself: no flux through the border), so one step changes the grid's total by
+    # exactly the sources' and the ambient exchange's share; a uniform grid stays uniform.
+    import random
+    rng = random.Random(5)
+    rows, cols = 5, 4
+    temps = [rng.uniform(300, 360) for _ in range(rows * cols)]
+    powers = [rng.uniform(0, 2) for _ in range(rows * cols)]
+    stepped = ref.hotspot(rows, cols, 1, temps, powers)
+    side_h, side_w = ref.HOTSPOT_CHIP_SIDE / rows, ref.HOTSPOT_CHIP_SIDE / cols
+    cap = (ref.HOTSPOT_FACTOR_CHIP * ref.HOTSPOT_SPECIFIC_HEAT * ref.HOTSPOT_CHIP_THICKNESS
+           * side_w * side_h)
+    rz = ref.HOTSPOT_CHIP_THICKNESS / (ref.HOTSPOT_CONDUCTIVITY * side_h * side_w)
+    step = ref.HOTSPOT_PRECISION / (ref.HOTSPOT_MAX_POWER_DENSITY / (
+        ref.HOTSPOT_FACTOR_CHIP * ref.HOTSPOT_CHIP_THICKNESS * ref.HOTSPOT_SPECIFIC_HEAT))
+    exchange = sum(p + (ref.HOTSPOT_AMBIENT - t) / rz for p, t in zip(powers, temps)) * step / cap
+    expect(abs(sum(stepped) - sum(temps) - exchange) < 1e-9 * sum(temps),
+           "hotspot: one step changes the total heat by the sources and the ambient only")
+    expect(stepped != ref.hotspot(rows, cols, 1, temps, [0.0] * len(powers)),
+           "hotspot: the power enters the step")
+    uniform = ref.hotspot(rows, cols, 3, [330.0] * (rows * cols), [0.5] * (rows * cols))
+    expect(max(uniform) - min(uniform) < 1e-9 and uniform[0] != 330.0,
+           f"hotspot: a uniform grid with uniform power stays uniform and warms ({uniform[:2]})")
+    expect(ref.hotspot(2, 3, 4, [80.0] * 6, [0.0] * 6) == [80.0] * 6,
+           "hotspot: a grid at the ambient temperature without power stays there")
+    # Two cells side by side share one edge: nothing flows through the others (a periodic or
+    # a cold border would add terms).
+    pair = ref.hotspot(1, 2, 1, [300.0, 340.0], [0.0, 0.0])
+    rx = (ref.HOTSPOT_CHIP_SIDE / 2) / (2.0 * ref.HOTSPOT_CONDUCTIVITY
+                                        * ref.HOTSPOT_CHIP_THICKNESS * ref.HOTSPOT_CHIP_SIDE)
+    rz_pair = ref.HOTSPOT_CHIP_THICKNESS / (ref.HOTSPOT_CONDUCTIVITY * ref.HOTSPOT_CHIP_SIDE
+                                            * ref.HOTSPOT_CHIP_SIDE / 2)
+    cap_pair = (ref.HOTSPOT_FACTOR_CHIP * ref.HOTSPOT_SPECIFIC_HEAT
+                * ref.HOTSPOT_CHIP_THICKNESS * ref.HOTSPOT_CHIP_SIDE * ref.HOTSPOT_CHIP_SIDE / 2)
+    want = 300.0 + step / cap_pair * (40.0 / rx + (ref.HOTSPOT_AMBIENT - 300.0) / rz_pair)
+    expect(abs(pair[0] - want) < 1e-9 * want,
+           f"hotspot: two cells exchange through their shared edge only ({pair[0]} vs {want})")
+    # k-means: two tight groups seeded by their first points; the second round moves nothing.
+    points = [[0.0, 0.0], [10.0, 10.0], [0.0, 2.0], [10.0, 12.0], [2.0, 0.0], [12.0, 10.0]]
+    centres, rounds = ref.kmeans(points, 2, 0.001)
+    expect(rounds == 2 and all(abs(c - w) < 1e-12 for got, want in
+                               zip(centres, [[2 / 3, 2 / 3], [32 / 3, 32 / 3]])
+                               for c, w in zip(got, want)),
+           f"kmeans: the groups' means after 2 rounds ({centres}, {rounds})")
+    # A tie goes to the lower index (the app's strict `<` over centres in order).
+    centres, rounds = ref.kmeans([[0.0], [2.0], [1.0]], 2, 0.001)
+    expect([c[0] for c in centres] == [0.5, 2.0] and rounds == 2,
+           f"kmeans: a point equally far from two centres joins the first ({centres})")
+    # 5.2 is nearer 10 than 0 in round 1; once the centres are 2.25 and 35.2 / 3 it is nearer
+    # the first: it changes centre in round 2, and round 3 changes nothing.
+    points = [[0.0], [10.0], [5.2], [4.5], [20.0]]
+    centres, rounds = ref.kmeans(points, 2, 0.001)
+    expect(rounds == 3 and [round(c[0], 9) for c in centres] == [round(9.7 / 3, 9), 15.0],
+           f"kmeans: a point that changes centre takes a third round ({centres}, {rounds})")
+    with tempfile.TemporaryDirectory() as tmp:
+        def write(name, text):
+            return write_file(tmp, name, text)
+        # linear-system, as the gaussian recipe: the app's solution file, then corrupted.
+        system = write("system.txt", "3\n\n" + "".join("\t".join(f"{v:.6f}" for v in r) + "\n"
+                                                     for r in a) + "\n" + "\t".join(map(str, b)))
+        status, out = reference("linear-system", system, os.path.join(tmp, "x.ref"))
+        expect(status == 0, f"reference linear-system: exit status 0 ({out})")
+        app = write("x.app", "1.0000001\n-2\n2.9999998\n")
+        status, out = compare(app, os.path.join(tmp, "x.ref"), "--rel", "1e-4", "--abs", "1e-5")
+        expect(status == 0, f"linear-system: a float solution matches ({out})")
+        bad = write("x.bad", "1.0000001\n-2.001\n2.9999998\n")
+        status, out = compare(bad, os.path.join(tmp, "x.ref"), "--rel", "1e-4", "--abs", "1e-5")
+        expect(status == 1 and "number 2" in out, f"linear-system: a corrupted value fails ({out})")
+        # hotspot, as its recipe: `index<TAB>value` files.
+        temp = write("temp", "".join(f"{t:.6f}\n" for t in temps))
+        power = write("power", "".join(f"{p:.8f}\n" for p in powers))
+        status, out = reference("hotspot", str(rows), str(cols), "2", temp, power,
+                                os.path.join(tmp, "hot.ref"))
+        expect(status == 0, f"reference hotspot: exit status 0 ({out})")
+        with open(os.path.join(tmp, "hot.ref")) as handle:
+            lines = handle.read().splitlines()
+        expect(len(lines) == rows * cols and lines[7].startswith("7\t"),
+               f"hotspot: one `index<TAB>value` line per cell ({lines[:2]})")
+        app = write("hot.app", "".join(f"{i}\t{float(l.split()[1]):g}\n"
+                                       for i, l in enumerate(lines)))
+        status, out = compare(app, os.path.join(tmp, "hot.ref"), "--rel", "2e-6")
+        expect(status == 0, f"hotspot: the app's %g output matches ({out})")
+        lines[7] = f"7\t{float(lines[7].split()[1]) + 0.01:g}"
+        bad = write("hot.bad", "".join(f"{l}\n" for l in lines))
+        status, out = compare(bad, os.path.join(tmp, "hot.ref"), "--rel", "2e-6")
+        expect(status == 1 and "number 16" in out, f"hotspot: a cell off by 0.01 fails ({out})")
+        status, out = reference("hotspot", "3", "3", "1", temp, power, os.path.join(tmp, "h"))
+        expect(status == 2 and "3 x 3 cells need 9" in out and out.count("\n") == 0
+               and not os.path.exists(os.path.join(tmp, "h")),
+               f"reference hotspot: a wrong size is one line, nothing written ({out})")
+        # kmeans, as its recipe: the app prints more than the centroids.
+        points = write("points", "".join(f"{i} {p[0]}\n" for i, p in enumerate(
+            [[0.0], [10.0], [5.2], [4.5], [20.0]])))
+        status, out = reference("kmeans", "2", "0.001", points, os.path.join(tmp, "k.ref"))
+        expect(status == 0, f"reference kmeans: exit status 0 ({out})")
+        lines = "^(iterated [0-9]+ times|[0-9]+:)"
+        app = write("k.app", "I/O completed\nNumber of objects: 5\niterated 3 times\n\n"
+                             "===== Centroid Coordinates =====\n0: 3.23\n\n1: 15.00\n\n"
+                             "Number of Iteration: 1\n")
+        status, out = compare(app, os.path.join(tmp, "k.ref"), "--lines", lines, "--rel", "0",
+                              "--abs", "0.006")
+        expect(status == 0 and "5 numbers match" in out, f"kmeans: the printed lines match ({out})")
+        bad = write("k.bad", open(app).read().replace("iterated 3", "iterated 2"))
+        status, out = compare(bad, os.path.join(tmp, "k.ref"), "--lines", lines, "--rel", "0",
+                              "--abs", "0.006")
+        expect(status == 1 and "number 1: 2.0 against 3.0" in out,
+               f"kmeans: a different round count fails ({out})")
+        bad = write("k.bad2", open(app).read().replace("1: 15.00", "1: 15.01"))
+        status, out = compare(bad, os.path.join(tmp, "k.ref"), "--lines", lines,
+                              "--rel", "0", "--abs", "0.006")
+        expect(status == 1 and "number 5" in out, f"kmeans: a centroid off by 0.01 fails ({out})")
+        status, out = reference("kmeans", "9", "0.001", points, os.path.join(tmp, "k2"))
+        expect(status == 2 and "k = 9 with 5 points" in out,
+               f"reference kmeans: more centres than points refused ({out})")
+        status, out = reference("no-such-kind")
+        expect(status == 2 and out.startswith("usage:"), f"reference: unknown kind ({out})")
 
 
 def test_end_to_end():
@@ -280,7 +464,9 @@ def test_end_to_end():
 def main():
     test_recipes()
     test_compare()
+    test_same_counts()
     test_avi()
+    test_reference()
     test_end_to_end()
     if FAILURES:
         print(f"test_suites: {len(FAILURES)} failure(s)")

@@ -492,7 +492,7 @@ fn place_counters(
             let forms: Vec<(u64, CountForm)> = region
                 .counts
                 .iter()
-                .filter(|(block, _)| !region.direct.contains(block))
+                .filter(|(block, _)| !region.direct.contains(block) && !plan.copied(*block))
                 .map(|(block, form)| {
                     let terms = form
                         .counters
@@ -508,7 +508,14 @@ fn place_counters(
                                 .filter_map(|(j, k)| exit_counter(j).map(|c| (c, *k))),
                         )
                         .collect();
-                    let count = CountForm { constant: 0, terms };
+                    // Every lane at the flush took the one exit (or its exit counter says
+                    // whether it did).
+                    let constant = if region.exit_taken_by_all {
+                        form.exits[0]
+                    } else {
+                        0
+                    };
+                    let count = CountForm { constant, terms };
                     (offset + *block as u64, count)
                 })
                 .collect();
@@ -545,7 +552,7 @@ fn place_counters(
             let forms: Vec<(u64, CountForm)> = region
                 .counts
                 .iter()
-                .filter(|(block, _)| !region.direct.contains(block))
+                .filter(|(block, _)| !region.direct.contains(block) && !plan.copied(*block))
                 .map(|(block, form)| {
                     let count = CountForm {
                         constant: form.exits[j],

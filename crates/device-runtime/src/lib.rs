@@ -468,8 +468,8 @@ fn distinct_forms(blocks: &[(u64, CountForm)]) -> Vec<(&CountForm, Vec<u64>)> {
 
 /// Code that evaluates `form` (into `{b64}1` unless it is a single counter or a constant);
 /// returns the operand that holds the value. Wrapping 64-bit arithmetic, exact because every
-/// final count fits. The first term starts from the constant, or, where that is zero and the
-/// term's coefficient one, from the counter itself.
+/// final count fits. The first term starts from the counter itself where its coefficient is
+/// one (plus the constant, in one `add`), else from the constant.
 fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>) -> Operand {
     let (constant, terms) = (form.constant, form.terms.as_slice());
     match (constant, terms) {
@@ -480,6 +480,13 @@ fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>
     let value = regs.r64(1);
     let (mut accumulated, rest) = match terms {
         [(counter, 1), rest @ ..] if constant == 0 => (regs.c(*counter), rest),
+        [(counter, 1), rest @ ..] => {
+            code.push(ins(
+                "add.s64",
+                vec![value.clone(), regs.c(*counter), Operand::int(constant)],
+            ));
+            (value.clone(), rest)
+        }
         _ => {
             code.push(ins("mov.u64", vec![value.clone(), Operand::int(constant)]));
             (value.clone(), terms)
@@ -588,9 +595,10 @@ pub fn shrinking_flush_fast(
     resume: &str,
 ) -> Option<(Vec<Statement>, Vec<Statement>)> {
     let forms = distinct_forms(blocks);
-    let weights_small = forms
-        .iter()
-        .all(|(form, _)| form.terms.iter().map(|(_, k)| k.abs()).sum::<i64>() <= SMALL_WEIGHT);
+    // A constant (an exit every lane took) weighs as one more counter would.
+    let weights_small = forms.iter().all(|(form, _)| {
+        form.terms.iter().map(|(_, k)| k.abs()).sum::<i64>() + form.constant.abs() <= SMALL_WEIGHT
+    });
     let mut counters: Vec<usize> = forms
         .iter()
         .flat_map(|(form, _)| form.terms.iter().map(|&(c, _)| c))

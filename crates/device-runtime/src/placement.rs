@@ -748,6 +748,10 @@ pub(crate) struct Region {
     /// In a shrinking region, the exits (indices into `exits`) that carry a counter register
     /// too, after the `counted` ones: those a flushed count needs.
     pub counted_exits: Vec<usize>,
+    /// A shrinking region with one exit, whose meeting block is entered only by it: every lane
+    /// at the flush took that exit once since its counters were last zero, so the exit's term
+    /// is a constant and its edge carries no counter.
+    pub exit_taken_by_all: bool,
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
     /// A thread may run the loop again after leaving it (a path leads from the flush back to
@@ -873,23 +877,39 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
         ..Plan::default()
     };
     let mut registers = 0;
-    for l in &loops {
-        if l.blocks.iter().any(|&b| plan.in_region(b)) {
-            continue;
-        }
-        let enclosed_divergence = placement == Placement::Derived;
-        let shrinking = enclosed_divergence && warp_reductions;
-        if let Some(region) = region_of(
-            function,
-            &cfg,
-            &divergence,
-            &ipdoms,
-            enclosed_divergence,
-            shrinking,
-            &depths,
-            l,
-            &loops,
-        ) {
+    let enclosed_divergence = placement == Placement::Derived;
+    let shrinking = enclosed_divergence && warp_reductions;
+    // Outermost loops first (`loops` is sorted by size). Then, in a second pass, loops that lie
+    // wholly in the divergent parts of chosen regions (e.g. an inner loop that only some lanes
+    // enter, or a grid-stride loop inside a round loop): nested regions, whose flushes count
+    // their blocks instead of updates at the blocks' tops. A region's flush writes only the
+    // blocks it does not count directly, so an outer and a nested region never write the same
+    // block, and their counter registers are disjoint.
+    for nested in [false, true] {
+        for l in &loops {
+            let candidate = if nested {
+                l.blocks
+                    .iter()
+                    .all(|&b| plan.in_region(b) && !plan.derived(b))
+            } else {
+                !l.blocks.iter().any(|&b| plan.in_region(b))
+            };
+            if !candidate {
+                continue;
+            }
+            let Some(region) = region_of(
+                function,
+                &cfg,
+                &divergence,
+                &ipdoms,
+                enclosed_divergence,
+                shrinking,
+                &depths,
+                l,
+                &loops,
+            ) else {
+                continue;
+            };
             let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
             if needs_new_blocks && !last_is_unconditional_transfer {
                 continue;
@@ -903,11 +923,43 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     }
     if placement == Placement::Derived {
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
+    }
+    plan.copies = with_flush_copies(plan.copies, &plan.regions);
+    if placement == Placement::Derived {
         let leaky = leaky_blocks(function, &cfg);
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
         plan.thread_flows = thread_flows_of(&cfg, &loops, &leaky, &mut plan);
     }
     plan
+}
+
+/// `copies` and, per region, each block the region derives with the same count form as an
+/// earlier one of its blocks: a copy of that block, so that the flush writes each distinct
+/// count once (equal forms evaluate to equal counts, threads and warps, on every flush; no
+/// assumption about the warps is involved). A copy whose source became such a copy is
+/// redirected to that copy's source, which the flush writes.
+fn with_flush_copies(mut copies: Vec<(usize, usize)>, regions: &[Region]) -> Vec<(usize, usize)> {
+    let mut flush_copies: Vec<(usize, usize)> = Vec::new();
+    for region in regions {
+        let mut firsts: Vec<(&Form, usize)> = Vec::new();
+        for (b, form) in region
+            .counts
+            .iter()
+            .filter(|(b, _)| !region.direct.contains(b))
+        {
+            match firsts.iter().find(|(f, _)| *f == form) {
+                Some(&(_, first)) => flush_copies.push((*b, first)),
+                None => firsts.push((form, *b)),
+            }
+        }
+    }
+    for copy in &mut copies {
+        if let Some(&(_, first)) = flush_copies.iter().find(|c| c.0 == copy.1) {
+            copy.1 = first;
+        }
+    }
+    copies.extend(flush_copies);
+    copies
 }
 
 /// Blocks that can end a thread or call a function (which could): the threads that enter them
@@ -1243,7 +1295,10 @@ fn region_of(
             if x == join || direct.contains(&x) {
                 continue;
             }
-            if x == b || x == l.header || !l.blocks.contains(&x) {
+            // The branch itself may be in its own divergent part: it ends an inner loop that
+            // lanes leave at different times (the join is after that loop, still in this one).
+            // Its lanes then run it apart too, so it is counted directly like the rest.
+            if x == l.header || !l.blocks.contains(&x) {
                 return None;
             }
             direct.insert(x);
@@ -1373,16 +1428,6 @@ fn region_of(
         .filter(|(_, t)| !**t)
         .map(|(e, _)| e.clone())
         .collect();
-    if counted.len()
-        + if shrinking_to.is_some() {
-            exits.len()
-        } else {
-            0
-        }
-        > MAX_COUNTER_REGISTERS
-    {
-        return None;
-    }
     // Solve the tree edges from flow conservation, leaves first. Node `blocks.len()` is the
     // outside; its one tree edge enters the header.
     let outside = blocks.len();
@@ -1513,12 +1558,18 @@ fn region_of(
     let kept: Vec<usize> = (0..counted.len())
         .filter(|&i| needed(&|form: &Form| form.counters[i]))
         .collect();
+    let exit_taken_by_all =
+        shrinking_to.is_some_and(|x| exits.len() == 1 && cfg.preds[x] == [exits[0].from]);
     let counted_exits: Vec<usize> = match shrinking_to {
-        Some(_) => (0..exits.len())
+        Some(_) if !exit_taken_by_all => (0..exits.len())
             .filter(|&j| needed(&|form: &Form| form.exits[j]))
             .collect(),
-        None => Vec::new(),
+        _ => Vec::new(),
     };
+    // (Counted only now: a cycle inside a divergent part needs no counter of this region.)
+    if kept.len() + counted_exits.len() > MAX_COUNTER_REGISTERS {
+        return None;
+    }
     let counted: Vec<RegionEdge> = kept.iter().map(|&i| counted[i].clone()).collect();
     let counts = counts
         .into_iter()
@@ -1546,6 +1597,7 @@ fn region_of(
         counted,
         exits,
         counted_exits,
+        exit_taken_by_all,
         counts,
         reentered,
     })
@@ -1758,9 +1810,83 @@ mod tests {
         let plan = plan(f, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
-        // One counter for the back edge, one for the exit edge.
-        assert_eq!(plan.counter_registers(), 2);
+        // One counter for the back edge; every lane at $L2 came through the one exit, so that
+        // edge needs none.
+        assert!(plan.regions[0].exit_taken_by_all);
+        assert_eq!(plan.counter_registers(), 1);
         // Without redux.sync (before sm_80) it is counted directly.
         assert!(super::plan(f, Placement::Derived, false).regions.is_empty());
+    }
+
+    #[test]
+    fn a_shrinking_loop_whose_meeting_block_is_entered_around_it_counts_its_exit() {
+        // Lanes with tid 0 skip the loop and reach $L2 holding zeros: the exit edge carries a
+        // counter, so that they add nothing.
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        assert_eq!(plan.regions[0].shrinking_to, Some(2));
+        assert!(!plan.regions[0].exit_taken_by_all);
+        assert_eq!(plan.counter_registers(), 2);
+    }
+
+    #[test]
+    fn a_uniform_loop_that_only_some_lanes_enter_is_nested_in_the_outer_region() {
+        // The outer loop's divergent branch skips $L2 and the inner loop $L3 (uniform trip
+        // count): both lie in its divergent part; $L3 becomes a region of its own.
+        let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L4;\n$L2:\n\tmov.u32 %r3, 0;\n$L3:\n\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p3, %r3, %r1;\n\t@%p3 bra $L3;\n$L4:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 2);
+        let (outer, nested) = (&plan.regions[0], &plan.regions[1]);
+        assert_eq!(outer.direct.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(nested.blocks.iter().copied().collect::<Vec<_>>(), vec![3]);
+        assert!(nested.shrinking_to.is_none() && nested.direct.is_empty());
+        assert!(plan.derived(1) && plan.derived(3) && plan.derived(4) && !plan.derived(2));
+        // Each region has its own counter registers.
+        assert_eq!(
+            plan.counter_registers(),
+            outer.counter_registers() + nested.counter_registers()
+        );
+        assert!(nested.counter_registers() >= 1);
+    }
+
+    #[test]
+    fn a_loop_whose_divergent_exit_meets_inside_an_outer_loop_is_nested_in_it() {
+        // $L2 runs once or twice per lane (its exit branch is divergent and in its own
+        // divergent part); the lanes meet again at $L3, inside the outer loop.
+        let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tmov.u32 %r3, %r4;\n$L2:\n\tadd.s32 %r3, %r3, 32;\n\tsetp.lt.u32 %p3, %r3, 64;\n\t@%p3 bra $L2;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 2);
+        assert_eq!(
+            plan.regions[0].direct.iter().copied().collect::<Vec<_>>(),
+            vec![2]
+        );
+        assert_eq!(plan.regions[1].shrinking_to, Some(3));
+        assert!((1..=3).all(|b| plan.derived(b)));
+        // Without redux.sync the inner loop is counted directly, the outer one still derived.
+        let plan = super::plan(f, Placement::Derived, false);
+        assert_eq!(plan.regions.len(), 1);
+        assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
+    }
+
+    #[test]
+    fn blocks_a_region_derives_with_equal_counts_are_copies_of_the_first() {
+        // $L1 and $L2 run once per iteration each: one count, flushed once.
+        let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n$L2:\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        for placement in [Placement::Derived, Placement::UniformLoops] {
+            let plan = plan(f, placement, true);
+            assert_eq!(plan.regions.len(), 1);
+            assert!(plan.derived(1) && plan.derived(2));
+            assert!(plan.copies.contains(&(2, 1)));
+            assert!(!plan.copied(1));
+        }
     }
 }

@@ -170,24 +170,51 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
 #[test]
 fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
     // `-g` PTX splits blocks at every `.loc` label: chains, blocks of a label alone.
-    let dir = scratch("cpu-target-debug-placements");
-    let programs = [
-        "loops",
-        "uniform_loops",
-        "switch_dense",
-        "device_calls",
-        "saxpy",
-    ];
-    let errors = support::parallel(&programs, |name| {
+    same_block_counts_in_placements(
+        "cpu-target-debug-placements",
+        &[
+            "loops",
+            "uniform_loops",
+            "switch_dense",
+            "device_calls",
+            "saxpy",
+        ],
+        &["-g"],
+        "derived",
+    );
+}
+
+#[test]
+fn the_uniform_loops_placement_counts_the_same_as_every_block() {
+    // Regions without divergent parts, nested regions, and blocks a region flushes once for
+    // several (copies), without the reconvergence assumption.
+    same_block_counts_in_placements(
+        "cpu-target-uniform-placement",
+        &["uniform_loops", "nested_loops", "loops"],
+        &[],
+        "uniform-loops",
+    );
+}
+
+/// Builds each corpus program with `flags` under `placement` and under `every-block`, runs
+/// both on one host thread, checks their witnesses and that every block has the same counts.
+fn same_block_counts_in_placements(
+    scratch_name: &str,
+    programs: &[&str],
+    flags: &[&str],
+    placement: &str,
+) {
+    let dir = scratch(scratch_name);
+    let errors = support::parallel(programs, |name| {
         let sources = [support::repo_root().join(format!("corpus/{name}.cu"))];
         let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
         let mut profiles = Vec::new();
-        for placement in ["derived", "every-block"] {
+        for placement in [placement, "every-block"] {
             let program = dir.join(format!("{name}-{placement}"));
-            build_cpu_placed(&sources, &program, &["-g"], placement)?;
+            build_cpu_placed(&sources, &program, flags, placement)?;
             let (output, profile) = run(&program, &one_thread)?;
             check_witness(
-                &format!("{name} -g ({placement})"),
+                &format!("{name} {flags:?} ({placement})"),
                 &output,
                 profile.as_ref(),
             )?;
@@ -195,7 +222,7 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
         }
         if block_counts(&profiles[0]) != block_counts(&profiles[1]) {
             return Err(format!(
-                "{name} -g: block counts differ between the placements"
+                "{name} {flags:?}: block counts differ between {placement} and every-block"
             ));
         }
         Ok(())
