@@ -178,6 +178,7 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
             "switch_dense",
             "device_calls",
             "saxpy",
+            "nested_loops",
         ],
         &["-g"],
         "derived",
