@@ -1305,28 +1305,16 @@ fn region_of(
             stack.extend(cfg.succs[x].iter().copied());
         }
     }
+    // Code on edges and flushes goes in line, in whatever `{ }` scope the edge is (the counter
+    // registers are the function's); only a flush on a taken exit is a block of its own at the
+    // end of the body, which must see the exit's target label (below).
     for &b in &l.blocks {
-        let block = &cfg.blocks[b];
-        if block.label_statement.is_some_and(|s| depths[s] != 0) {
-            return None;
-        }
-        for &s in &block.instructions {
+        for &s in &cfg.blocks[b].instructions {
             let instruction = statements[s].as_instruction()?;
             if matches!(
                 instruction.opcode.base(),
                 "call" | "ret" | "exit" | "trap" | "brx"
             ) {
-                return None;
-            }
-            if instruction.is_terminator() && depths[s] != 0 {
-                return None;
-            }
-        }
-        for &s in &cfg.succs[b] {
-            if cfg.blocks[s]
-                .label_statement
-                .is_some_and(|i| depths[i] != 0)
-            {
                 return None;
             }
         }
@@ -1371,6 +1359,18 @@ fn region_of(
     }
     if exits.is_empty() {
         return None; // a loop the warp never leaves has no place to flush
+    }
+    let nested_label = |t: usize| {
+        cfg.blocks[t]
+            .label_statement
+            .is_some_and(|i| depths[i] != 0)
+    };
+    if shrinking_to.is_none()
+        && exits
+            .iter()
+            .any(|e| e.site == EdgeSite::Taken && e.exit_to.is_some_and(nested_label))
+    {
+        return None; // the flush block at the end of the body could not branch there
     }
     if exits.iter().any(|e| direct.contains(&e.from)) {
         return None; // a warp may leave it divided
@@ -1888,5 +1888,19 @@ mod tests {
             assert!(plan.copies.contains(&(2, 1)));
             assert!(!plan.copied(1));
         }
+    }
+
+    #[test]
+    fn a_loop_inside_an_inline_asm_scope_is_a_region() {
+        // The loop's labels and branches are in a `{ }` scope of their own (inline asm): its
+        // counters and flush go in line there. Lanes leave it at different times (the trip
+        // count is the thread's), and meet again at DONE, inside the scope.
+        let src = "\tmov.u32 %r1, %tid.x;\n\t{\n\t.reg .pred p;\n\t.reg .u32 t;\n\tmov.u32 t, %r1;\nLOOP:\n\tsetp.eq.u32 p, t, 0;\n\t@p bra DONE;\n\tshr.u32 t, t, 1;\n\tbra LOOP;\nDONE:\n\tmov.u32 %r2, t;\n\t}\n\tret;";
+        let m = function(src);
+        let f = m.function("k").unwrap();
+        let plan = plan(f, Placement::Derived, true);
+        assert_eq!(plan.regions.len(), 1);
+        assert!(plan.regions[0].shrinking_to.is_some());
+        assert!((1..=2).all(|b| plan.derived(b)));
     }
 }
