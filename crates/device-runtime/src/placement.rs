@@ -1635,13 +1635,22 @@ mod tests {
         ptx_lexer::parse(ptx).unwrap()
     }
 
+    /// The plan of kernel `k` with `body`.
+    fn plan_of(body: &str, placement: Placement, warp_reductions: bool) -> Plan {
+        plan(
+            function(body).function("k").unwrap(),
+            placement,
+            warp_reductions,
+        )
+    }
+
     /// Blocks: 0 entry (guard), 1 first guarded, 2 `$L1` (second guard), 3 second guarded,
     /// 4 `$L2` (ret); `between` goes into block 2, before the second branch.
     fn guarded_twice(between: &str) -> Plan {
-        let m = function(&format!(
+        let src = &format!(
             "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n{between}\t@%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;"
-        ));
-        plan(m.function("k").unwrap(), Placement::Derived, false)
+        );
+        plan_of(src, Placement::Derived, false)
     }
 
     #[test]
@@ -1662,19 +1671,17 @@ mod tests {
     #[test]
     fn the_other_side_of_the_second_branch_is_not_a_copy_of_the_first_side() {
         // Negated: the second guarded block runs where the first does not.
-        let m = function(
-            "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n\t@!%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;",
-        );
-        let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
+        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n\t@!%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;";
+        let plan = plan_of(src, Placement::Derived, false);
         assert!(!plan.copied(3), "{:?}", plan.copies);
     }
 
     /// Blocks: 0 entry (branch on `condition`), 1 then, 2 `$ELSE`, 3 `$JOIN`.
     fn if_else(condition: &str) -> Plan {
-        let m = function(&format!(
+        let src = &format!(
             "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
-        ));
-        plan(m.function("k").unwrap(), Placement::Derived, false)
+        );
+        plan_of(src, Placement::Derived, false)
     }
 
     #[test]
@@ -1722,11 +1729,8 @@ mod tests {
 
     #[test]
     fn a_loop_with_a_uniform_trip_count_is_a_region_with_one_counter() {
-        let m = function(
-            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
-        );
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.counted.len(), 1);
@@ -1738,48 +1742,29 @@ mod tests {
 
     #[test]
     fn a_loop_bounded_by_the_thread_id_is_counted_directly() {
-        let m = function(
-            "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;",
-        );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
-            .regions
-            .is_empty());
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
     }
 
     #[test]
     fn a_value_set_on_both_sides_of_a_divergent_branch_is_divergent_where_they_meet() {
         // r3 is 1 or 2 depending on the thread, then bounds the loop.
-        let m = function(
-            "\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p2, %r1, 0;\n\tmov.u32 %r3, 1;\n\t@%p2 bra $L0;\n\tmov.u32 %r3, 2;\n$L0:\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r3;\n\t@%p1 bra $L1;\n\tret;",
-        );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
-            .regions
-            .is_empty());
+        let src = "\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p2, %r1, 0;\n\tmov.u32 %r3, 1;\n\t@%p2 bra $L0;\n\tmov.u32 %r3, 2;\n$L0:\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r3;\n\t@%p1 bra $L1;\n\tret;";
+        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
     }
 
     #[test]
     fn a_uniform_loop_inside_a_thread_guard_is_a_region() {
-        let m = function(
-            "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;",
-        );
-        assert_eq!(
-            plan(m.function("k").unwrap(), Placement::Derived, false)
-                .regions
-                .len(),
-            1
-        );
+        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;";
+        assert_eq!(plan_of(src, Placement::Derived, false).regions.len(), 1);
     }
 
     #[test]
     fn a_loop_counter_read_after_a_divergent_exit_is_divergent() {
         // The inner loop leaves at a thread-dependent iteration; its counter then bounds an
         // outer loop, which must not be a region.
-        let m = function(
-            "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tmov.u32 %r5, 0;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.u32 %p3, %r5, %r2;\n\t@%p3 bra $L2;\n\tret;",
-        );
-        assert!(plan(m.function("k").unwrap(), Placement::Derived, false)
-            .regions
-            .is_empty());
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tmov.u32 %r5, 0;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.u32 %p3, %r5, %r2;\n\t@%p3 bra $L2;\n\tret;";
+        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
     }
 
     #[test]
@@ -1787,15 +1772,13 @@ mod tests {
         // $L2 runs for some lanes only; $L3 (where they meet again), the header and the latch
         // are derived.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L3;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.direct.iter().copied().collect::<Vec<_>>(), vec![2]);
         assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
         // Without the reconvergence assumption the loop is counted directly.
-        assert!(super::plan(f, Placement::UniformLoops, true)
+        assert!(plan_of(src, Placement::UniformLoops, true)
             .regions
             .is_empty());
     }
@@ -1805,9 +1788,7 @@ mod tests {
         // The trip count depends on the thread: lanes leave in different iterations and meet
         // again at the block after the loop, where the counts are flushed.
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
         // One counter for the back edge; every lane at $L2 came through the one exit, so that
@@ -1815,7 +1796,7 @@ mod tests {
         assert!(plan.regions[0].exit_taken_by_all);
         assert_eq!(plan.counter_registers(), 1);
         // Without redux.sync (before sm_80) it is counted directly.
-        assert!(super::plan(f, Placement::Derived, false).regions.is_empty());
+        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
     }
 
     #[test]
@@ -1823,9 +1804,7 @@ mod tests {
         // Lanes with tid 0 skip the loop and reach $L2 holding zeros: the exit edge carries a
         // counter, so that they add nothing.
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
         assert!(!plan.regions[0].exit_taken_by_all);
@@ -1837,9 +1816,7 @@ mod tests {
         // The outer loop's divergent branch skips $L2 and the inner loop $L3 (uniform trip
         // count): both lie in its divergent part; $L3 becomes a region of its own.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L4;\n$L2:\n\tmov.u32 %r3, 0;\n$L3:\n\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p3, %r3, %r1;\n\t@%p3 bra $L3;\n$L4:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 2);
         let (outer, nested) = (&plan.regions[0], &plan.regions[1]);
         assert_eq!(outer.direct.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
@@ -1859,9 +1836,7 @@ mod tests {
         // $L2 runs once or twice per lane (its exit branch is divergent and in its own
         // divergent part); the lanes meet again at $L3, inside the outer loop.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tmov.u32 %r3, %r4;\n$L2:\n\tadd.s32 %r3, %r3, 32;\n\tsetp.lt.u32 %p3, %r3, 64;\n\t@%p3 bra $L2;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 2);
         assert_eq!(
             plan.regions[0].direct.iter().copied().collect::<Vec<_>>(),
@@ -1870,7 +1845,7 @@ mod tests {
         assert_eq!(plan.regions[1].shrinking_to, Some(3));
         assert!((1..=3).all(|b| plan.derived(b)));
         // Without redux.sync the inner loop is counted directly, the outer one still derived.
-        let plan = super::plan(f, Placement::Derived, false);
+        let plan = plan_of(src, Placement::Derived, false);
         assert_eq!(plan.regions.len(), 1);
         assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
     }
@@ -1879,10 +1854,8 @@ mod tests {
     fn blocks_a_region_derives_with_equal_counts_are_copies_of_the_first() {
         // $L1 and $L2 run once per iteration each: one count, flushed once.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n$L2:\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
         for placement in [Placement::Derived, Placement::UniformLoops] {
-            let plan = plan(f, placement, true);
+            let plan = plan_of(src, placement, true);
             assert_eq!(plan.regions.len(), 1);
             assert!(plan.derived(1) && plan.derived(2));
             assert!(plan.copies.contains(&(2, 1)));
@@ -1896,9 +1869,7 @@ mod tests {
         // counters and flush go in line there. Lanes leave it at different times (the trip
         // count is the thread's), and meet again at DONE, inside the scope.
         let src = "\tmov.u32 %r1, %tid.x;\n\t{\n\t.reg .pred p;\n\t.reg .u32 t;\n\tmov.u32 t, %r1;\nLOOP:\n\tsetp.eq.u32 p, t, 0;\n\t@p bra DONE;\n\tshr.u32 t, t, 1;\n\tbra LOOP;\nDONE:\n\tmov.u32 %r2, t;\n\t}\n\tret;";
-        let m = function(src);
-        let f = m.function("k").unwrap();
-        let plan = plan(f, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived, true);
         assert_eq!(plan.regions.len(), 1);
         assert!(plan.regions[0].shrinking_to.is_some());
         assert!((1..=2).all(|b| plan.derived(b)));
