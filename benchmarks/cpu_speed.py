@@ -16,6 +16,8 @@ at two repetition scales (BENCH_REPS_SCALE=S and 2S), with
   CUDA_FLUX_CPU_THREADS=1        one worker thread: a per-core rate
   CUDA_FLUX_KERNELS=<no match>   the original, uninstrumented kernels
   CUDA_FLUX_CPU_STATS=FILE       the interpreter's exact counts and kernel times per kernel
+  CUDA_FLUX_CPU_ENGINE=E         per side, with --old-engine / --new-engine E (interpreter or
+                                 native; unset by default: the runtime's default engine)
 
 Per run: thread- and warp-instructions (summed over kernels; they must be equal on both sides and
 in every run), kernel time from the program's CUDA events (`kernel_ms`), and the process's CPU
@@ -69,15 +71,18 @@ def build(driver, source, binary, runtime_lib):
         raise RuntimeError(f"build of {os.path.basename(source)} failed: {tail}")
 
 
-def run_once(binary, scale, work):
+def run_once(binary, scale, work, engine=None):
     stats = os.path.join(work, "stats.json")
     if os.path.exists(stats):
         os.remove(stats)
     env = dict(os.environ, CUDA_FLUX_CPU_THREADS="1", CUDA_FLUX_KERNELS=NO_KERNEL,
                CUDA_FLUX_CPU_STATS=stats, BENCH_REPS_SCALE=str(scale),
                CUDA_FLUX_OUTPUT=os.path.join(work, "discard.json"))
-    for var in ["CUDA_FLUX_MODE", "CUDA_FLUX_BANKS", "CUDA_FLUX_CPU_MEMCHECK"]:
+    for var in ["CUDA_FLUX_MODE", "CUDA_FLUX_BANKS", "CUDA_FLUX_CPU_MEMCHECK",
+                "CUDA_FLUX_CPU_ENGINE"]:
         env.pop(var, None)
+    if engine:
+        env["CUDA_FLUX_CPU_ENGINE"] = engine
     out_path = os.path.join(work, "out.txt")
     with open(out_path, "w") as out:
         proc = subprocess.Popen([binary], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -113,13 +118,15 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def measure(name, binaries, runs, scale, work):
-    """binaries: {"old": path, "new": path}. Returns a row, or raises on a failure."""
+def measure(name, binaries, runs, scale, work, engines=None):
+    """binaries: {"old": path, "new": path}; engines: {"old": E, "new": E} (None: unset).
+    Returns a row, or raises on a failure."""
+    engines = engines or {}
     samples = {side: {"low": [], "high": []} for side in binaries}
     for _ in range(runs):
         for level, s in (("low", scale), ("high", 2 * scale)):
             for side, binary in binaries.items():
-                samples[side][level].append(run_once(binary, s, work))
+                samples[side][level].append(run_once(binary, s, work, engines.get(side)))
     return summarize(name, samples)
 
 
@@ -163,7 +170,9 @@ def render(doc):
         f"# CPU target: interpreter speed ({doc['date']})",
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
-        f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`.",
+        f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
+        f"`CUDA_FLUX_CPU_ENGINE`: old {doc['engines'].get('old') or 'unset'}, new "
+        f"{doc['engines'].get('new') or 'unset'}.",
         f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
         f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
         f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "
@@ -216,6 +225,10 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=8,
                         help="BENCH_REPS_SCALE S of the lower scale (the higher is 2S)")
+    parser.add_argument("--old-engine", choices=["interpreter", "native"],
+                        help="CUDA_FLUX_CPU_ENGINE for the baseline's runs (default: unset)")
+    parser.add_argument("--new-engine", choices=["interpreter", "native"],
+                        help="CUDA_FLUX_CPU_ENGINE for this tree's runs (default: unset)")
     parser.add_argument("--out", help="Markdown file to write (default: stdout)")
     parser.add_argument("--json", help="also write the rows as JSON")
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS)
@@ -228,7 +241,8 @@ def main(argv=None):
             return 2
     start = time.monotonic()
     doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "baseline": args.baseline,
-           "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": []}
+           "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": [],
+           "engines": {"old": args.old_engine, "new": args.new_engine}}
     failed = False
     with tempfile.TemporaryDirectory(prefix="cf-cpu-speed-") as work:
         for name in args.programs:
@@ -240,7 +254,7 @@ def main(argv=None):
                     raise RuntimeError(f"no {source}")
                 build(driver, source, binaries["old"], baseline_lib)
                 build(driver, source, binaries["new"], None)
-                row = measure(name, binaries, args.runs, args.scale, work)
+                row = measure(name, binaries, args.runs, args.scale, work, doc["engines"])
             except (RuntimeError, OSError, ValueError, KeyError) as e:
                 row = {"name": name, "error": str(e)}
                 failed = True

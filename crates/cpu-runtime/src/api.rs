@@ -235,7 +235,11 @@ pub unsafe extern "C" fn __cudaInitModule(handle: Handle) -> c_char {
         let module = registry()
             .module_of_handle(handle as usize)
             .and_then(|id| registry().module(id));
-        match module.map(|m| m.program()) {
+        let engine = match runtime::engine() {
+            Ok(engine) => engine,
+            Err(error) => fatal(&error.to_string()),
+        };
+        match module.map(|m| m.program(engine)) {
             Some(Ok(_)) => 1,
             Some(Err(error)) => fatal(&error.to_string()),
             None => 0,

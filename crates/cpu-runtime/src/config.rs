@@ -1,7 +1,9 @@
-//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, `CUDA_FLUX_CPU_SMS` and
-//! `CUDA_FLUX_CPU_MEMCHECK`, each read once at first use.
+//! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, `CUDA_FLUX_CPU_SMS`,
+//! `CUDA_FLUX_CPU_MEMCHECK` and `CUDA_FLUX_CPU_ENGINE`, each read once at first use.
 
 use std::ffi::OsStr;
+
+use ptx_sim::Engine;
 
 use thiserror::Error;
 
@@ -21,6 +23,35 @@ pub enum ConfigError {
     BadMultiprocessors(String),
     #[error("{MEMCHECK_VAR} must be 0 or 1, not `{0}`")]
     BadMemcheck(String),
+    #[error("{ENGINE_VAR} must be `interpreter` or `native`, not `{0}`")]
+    BadEngine(String),
+}
+
+/// The variable that selects the engine that runs kernels: `interpreter` (the reference) or
+/// `native` (runs of ALU instructions compiled to machine code with LLVM, the same results
+/// and counts).
+pub const ENGINE_VAR: &str = "CUDA_FLUX_CPU_ENGINE";
+
+/// The engine when `CUDA_FLUX_CPU_ENGINE` is unset.
+pub const DEFAULT_ENGINE: Engine = Engine::Interpreter;
+
+/// The engine: `value` is the variable's value, if set.
+pub fn engine_from(value: Option<&OsStr>) -> Result<Engine, ConfigError> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_ENGINE);
+    };
+    let text = value.to_string_lossy();
+    match text.trim() {
+        "" => Ok(DEFAULT_ENGINE),
+        "interpreter" => Ok(Engine::Interpreter),
+        "native" => Ok(Engine::Native),
+        _ => Err(ConfigError::BadEngine(text.into_owned())),
+    }
+}
+
+/// The engine of this process (`CUDA_FLUX_CPU_ENGINE`).
+pub fn engine_from_env() -> Result<Engine, ConfigError> {
+    engine_from(std::env::var_os(ENGINE_VAR).as_deref())
 }
 
 /// The variable that sets the emulated device's multiprocessor count (`multiProcessorCount`).
@@ -137,6 +168,25 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "CUDA_FLUX_CPU_MEMCHECK must be 0 or 1, not `yes`"
+        );
+    }
+
+    #[test]
+    fn engine_is_interpreter_or_native() {
+        assert_eq!(engine_from(None), Ok(DEFAULT_ENGINE));
+        assert_eq!(engine_from(Some(OsStr::new(""))), Ok(DEFAULT_ENGINE));
+        assert_eq!(
+            engine_from(Some(OsStr::new("interpreter"))),
+            Ok(Engine::Interpreter)
+        );
+        assert_eq!(
+            engine_from(Some(OsStr::new(" native "))),
+            Ok(Engine::Native)
+        );
+        let error = engine_from(Some(OsStr::new("jit"))).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "CUDA_FLUX_CPU_ENGINE must be `interpreter` or `native`, not `jit`"
         );
     }
 

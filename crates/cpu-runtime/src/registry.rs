@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ptx_sim::image::ArchPtx;
-use ptx_sim::{ChannelKind, Program, SimError, Texture};
+use ptx_sim::{ChannelKind, Engine, Program, SimError, Texture};
 
 use crate::abi::ChannelFormatDesc;
 use crate::device::DEFAULT_ARCH;
@@ -36,14 +36,16 @@ impl Module {
         })
     }
 
-    /// The loaded program and whether this call loaded it. Parsing happens under this
-    /// module's own lock (others wait for it), never under the registry's.
-    pub fn program(&self) -> Result<(Arc<Program>, bool), SimError> {
+    /// The loaded program and whether this call loaded it (run by `engine`). Parsing happens
+    /// under this module's own lock (others wait for it), never under the registry's.
+    pub fn program(&self, engine: Engine) -> Result<(Arc<Program>, bool), SimError> {
         let mut slot = self.program.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(program) = slot.as_ref() {
             return Ok((Arc::clone(program), false));
         }
-        let program = Arc::new(Program::load(&self.ptx)?);
+        let mut program = Program::load(&self.ptx)?;
+        program.set_engine(engine);
+        let program = Arc::new(program);
         *slot = Some(Arc::clone(&program));
         Ok((program, true))
     }

@@ -13,7 +13,9 @@ use std::io::Write;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
-use ptx_sim::{ChannelKind, Environment, LaunchConfig, Program, SimError, Texture, TextureRef};
+use ptx_sim::{
+    ChannelKind, Engine, Environment, LaunchConfig, Program, SimError, Texture, TextureRef,
+};
 use thiserror::Error;
 
 use crate::abi::{ChannelFormatDesc, Dim3};
@@ -52,6 +54,7 @@ struct Runtime {
     workers: OnceLock<Result<usize, config::ConfigError>>,
     multiprocessors: OnceLock<Result<usize, config::ConfigError>>,
     memcheck: OnceLock<Result<bool, config::ConfigError>>,
+    engine: OnceLock<Result<Engine, config::ConfigError>>,
 }
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
@@ -60,6 +63,7 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
     workers: OnceLock::new(),
     multiprocessors: OnceLock::new(),
     memcheck: OnceLock::new(),
+    engine: OnceLock::new(),
 });
 
 /// The registry, locked. (A panic while it was held ends the process, so poisoning carries
@@ -114,6 +118,16 @@ pub fn memcheck() -> Result<bool> {
         .map_err(|e| Failure::Fault(e.to_string()))
 }
 
+/// The engine that runs kernels (`CUDA_FLUX_CPU_ENGINE`): the interpreter, or native code for
+/// runs of ALU instructions.
+pub fn engine() -> Result<Engine> {
+    RUNTIME
+        .engine
+        .get_or_init(config::engine_from_env)
+        .clone()
+        .map_err(|e| Failure::Fault(e.to_string()))
+}
+
 /// The emulated device's shape now.
 pub fn device_shape() -> Result<DeviceShape> {
     // The shape does not depend on the host threads, but a bad CUDA_FLUX_CPU_THREADS is
@@ -147,7 +161,7 @@ pub fn note(message: &str) {
 
 /// The loaded program of `module`; a fresh load records its variables' ranges.
 fn program_of(module: &Module) -> Result<Arc<Program>> {
-    let (program, fresh) = module.program()?;
+    let (program, fresh) = module.program(engine()?)?;
     if fresh {
         registry().add_symbols(module.id, &program);
     }

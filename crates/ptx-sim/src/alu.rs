@@ -21,7 +21,9 @@ use float::{Approx, FCmp, Prec};
 use int::{ICmp, IntTy};
 use round::Rnd;
 
+pub(crate) use float::FCmp as FloatCmp;
 pub(crate) use int::low_mask;
+pub(crate) use int::ICmp as IntCmp;
 
 /// How the engine must read a source operand that is an immediate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1615,6 +1617,174 @@ impl AluOp {
             Op::Cvt(op) => value(op.eval(a)),
             Op::CvtPack { bf16, rnd, relu } => value(cvt::pack(bf16, rnd, relu, a, b)),
         }
+    }
+}
+
+/// An operation in the form the native engine (`crate::native`) generates code for: the
+/// subset of [`AluOp`]s whose semantics it reproduces bit for bit (checked against
+/// [`AluOp::eval`] on edge values by its tests). Values are the register file's `u64`s; every
+/// result is what `eval` writes, zero-extended from `bits` where a width is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lowered {
+    /// `add`, `sub`, `mul.lo`, `and`, `or`, `xor` without `.sat` or carry: modulo `2^bits`.
+    Int { op: IntOp, bits: u8 },
+    /// `mad.lo` without carry: `a * b + c` modulo `2^bits`.
+    MadLo { bits: u8 },
+    /// `mul.wide.s32` / `.u32`: the exact 64-bit product of the low 32 bits.
+    MulWide { signed: bool },
+    /// `mad.wide.s32` / `.u32` without carry: that product plus `c`, modulo `2^64`.
+    MadWide { signed: bool },
+    /// `not`.
+    Not { bits: u8 },
+    /// `shl`: shifts by the width or more give 0 (the amount is the low 32 bits of `b`).
+    Shl { bits: u8 },
+    /// `shr`: shifts by the width or more give 0 (unsigned) or the sign (signed).
+    Shr { bits: u8, signed: bool },
+    /// Integer `min` / `max` without `.relu`.
+    MinMax { bits: u8, signed: bool, max: bool },
+    /// `selp`: `c & 1 != 0 ? a : b`.
+    Selp { bits: u8 },
+    /// `setp` of integers without a combining predicate: `t`, and `!t` as the second result.
+    SetpInt { cmp: IntCmp, bits: u8, signed: bool },
+    /// `setp` of f32 without `.ftz` or a combining predicate.
+    SetpF32 { cmp: FloatCmp },
+    /// `cvt` between integers without `.sat` (not to `.s8`, which `eval` sign-extends).
+    Convert {
+        from_bits: u8,
+        from_signed: bool,
+        to_bits: u8,
+    },
+    /// `add`, `sub`, `mul` `.rn.f32` without `.ftz`/`.sat`: a NaN result is the canonical NaN.
+    F32 { op: F32Op },
+    /// `fma.rn.f32` without `.ftz`/`.sat`: fused, a NaN result is the canonical NaN.
+    F32Fma,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IntOp {
+    Add,
+    Sub,
+    MulLo,
+    And,
+    Or,
+    Xor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum F32Op {
+    Add,
+    Sub,
+    Mul,
+}
+
+/// The f32 NaN every f32 operation without `.sat` returns for a NaN result.
+pub(crate) fn canonical_f32_nan() -> u32 {
+    round::SINGLE.canonical_nan() as u32
+}
+
+impl AluOp {
+    /// The operation in the native engine's form, `None` when it has none (the native engine
+    /// then calls this operation's [`WarpKernel`]).
+    pub(crate) fn lowered(&self) -> Option<Lowered> {
+        if self.reads_carry || self.writes_carry {
+            return None;
+        }
+        let rn_f32 = |prec: Prec, ftz: bool, sat: bool| prec == Prec::F32 && !ftz && !sat;
+        Some(match self.op {
+            Op::Add { ty, sat: false } => Lowered::Int {
+                op: IntOp::Add,
+                bits: ty.bits,
+            },
+            Op::Sub { ty, sat: false } => Lowered::Int {
+                op: IntOp::Sub,
+                bits: ty.bits,
+            },
+            Op::Mul { ty, half: Half::Lo } => Lowered::Int {
+                op: IntOp::MulLo,
+                bits: ty.bits,
+            },
+            Op::Mul {
+                ty: IntTy { bits: 32, signed },
+                half: Half::Wide,
+            } => Lowered::MulWide { signed },
+            Op::Mad { ty, half: Half::Lo } => Lowered::MadLo { bits: ty.bits },
+            Op::Mad {
+                ty: IntTy { bits: 32, signed },
+                half: Half::Wide,
+            } => Lowered::MadWide { signed },
+            Op::And(bits) => Lowered::Int {
+                op: IntOp::And,
+                bits,
+            },
+            Op::Or(bits) => Lowered::Int {
+                op: IntOp::Or,
+                bits,
+            },
+            Op::Xor(bits) => Lowered::Int {
+                op: IntOp::Xor,
+                bits,
+            },
+            Op::Not(bits) => Lowered::Not { bits },
+            Op::Shl(bits) => Lowered::Shl { bits },
+            Op::Shr(ty) => Lowered::Shr {
+                bits: ty.bits,
+                signed: ty.signed,
+            },
+            Op::Min { ty, relu: false } => Lowered::MinMax {
+                bits: ty.bits,
+                signed: ty.signed,
+                max: false,
+            },
+            Op::Max { ty, relu: false } => Lowered::MinMax {
+                bits: ty.bits,
+                signed: ty.signed,
+                max: true,
+            },
+            Op::Selp(bits) => Lowered::Selp { bits },
+            Op::Set {
+                cmp: Compare::Int(cmp, ty),
+                combine: None,
+                out: SetOut::Pred,
+            } => Lowered::SetpInt {
+                cmp,
+                bits: ty.bits,
+                signed: ty.signed,
+            },
+            Op::Set {
+                cmp: Compare::Float(cmp, Prec::F32, false),
+                combine: None,
+                out: SetOut::Pred,
+            } => Lowered::SetpF32 { cmp },
+            Op::Cvt(cvt) => match cvt.int_to_int() {
+                Some((from, to)) if !(to.bits == 8 && to.signed) => Lowered::Convert {
+                    from_bits: from.bits,
+                    from_signed: from.signed,
+                    to_bits: to.bits,
+                },
+                _ => return None,
+            },
+            Op::FBin {
+                op,
+                prec,
+                rnd: FRound::Ieee(Rnd::Rn),
+                ftz,
+                sat,
+            } if rn_f32(prec, ftz, sat) => Lowered::F32 {
+                op: match op {
+                    FBin::Add => F32Op::Add,
+                    FBin::Sub => F32Op::Sub,
+                    FBin::Mul => F32Op::Mul,
+                    FBin::Div => return None,
+                },
+            },
+            Op::Fma {
+                prec,
+                rnd: Rnd::Rn,
+                ftz,
+                sat,
+            } if rn_f32(prec, ftz, sat) => Lowered::F32Fma,
+            _ => return None,
+        })
     }
 }
 

@@ -10,6 +10,7 @@ use crate::decode::{
 };
 use crate::launch::CtaContext;
 use crate::memory;
+use crate::native::NativeCode;
 use crate::warp::{Entry, Frame, PendingReduction, Warp, WarpState};
 use crate::{AddressMode, ChannelKind, SimError, TextureRef};
 
@@ -51,6 +52,8 @@ pub(crate) struct Exec<'a, 'w> {
     cta: &'a CtaContext<'a>,
     warp: &'w mut Warp,
     func: &'a DecodedFunction,
+    /// `func`'s native code ([`crate::Engine::Native`]).
+    native: Option<&'a NativeCode>,
     reg_base: usize,
     local_base: u64,
 }
@@ -69,11 +72,13 @@ pub(crate) fn run(
         return Ok(Yield::Done);
     };
     let func = &program.functions[frame.function as usize];
+    let native = program.native_code(frame.function);
     let (reg_base, local_base) = (frame.reg_base, frame.local_base);
     let mut exec = Exec {
         cta,
         warp,
         func,
+        native,
         reg_base,
         local_base,
     };
@@ -242,6 +247,31 @@ impl<'a> Exec<'a, '_> {
                 let population = u64::from(active.count_ones());
                 let mut pc = start;
                 let result = loop {
+                    // A run of ALU instructions translated to native code, entered at its
+                    // first instruction when the slice has budget for all of it and no
+                    // reconvergence point falls inside it: counted as the loop below counts
+                    // each of its instructions (none is a visible access).
+                    if let Some(run) = self.native.and_then(|native| native.run_at(pc)) {
+                        let end = pc + run.len;
+                        let regs = &mut self.warp.regs[self.reg_base..];
+                        if u64::from(run.len) <= budget
+                            && (rpc <= pc || rpc >= end)
+                            && regs.len() >= self.func.registers as usize * 32
+                        {
+                            // SAFETY: the run touches the rows of registers below
+                            // `func.registers` only (checked at compilation), all in `regs`.
+                            unsafe { (run.entry)(regs.as_mut_ptr(), active) };
+                            let len = u64::from(run.len);
+                            budget -= len;
+                            self.warp.clock += len;
+                            self.warp.thread_instructions += population * len;
+                            pc = end;
+                            if pc == rpc {
+                                break Ok(());
+                            }
+                            continue;
+                        }
+                    }
                     let Some(inst) = func.code.get(pc as usize) else {
                         break Ok(());
                     };
@@ -1582,6 +1612,7 @@ impl<'a> Exec<'a, '_> {
             returned: 0,
         });
         self.func = target;
+        self.native = program.native_code(callee);
         self.reg_base = reg_base;
         self.local_base = new_base;
         Ok(())
@@ -1599,6 +1630,7 @@ impl<'a> Exec<'a, '_> {
         };
         let callee_func = self.func;
         self.func = &program.functions[caller.function as usize];
+        self.native = program.native_code(caller.function);
         self.reg_base = caller.reg_base;
         self.local_base = caller.local_base;
         let lanes = done.returned & !self.warp.exited;

@@ -27,10 +27,12 @@ mod exec;
 pub mod image;
 mod launch;
 mod memory;
+mod native;
 mod program;
 mod uninit;
 mod warp;
 
+pub use native::Engine;
 pub use program::{KernelInfo, Program};
 
 use thiserror::Error;

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use ptx_lexer::{Instruction, Module};
 
@@ -14,6 +14,7 @@ use crate::decode::{
 };
 use crate::launch::{run_grid, Launch};
 use crate::memory::HostBuffer;
+use crate::native::{self, Engine, NativeCode};
 use crate::{Environment, LaunchConfig, LaunchStats, SimError};
 
 /// What the CPU runtime reports for a kernel (`cudaFuncGetAttributes`).
@@ -69,6 +70,10 @@ pub struct Program {
     layouts: HashMap<u32, KernelLayout>,
     heap: Mutex<Heap>,
     arch: u32,
+    engine: Engine,
+    /// Per decoded function, its native code once compiled ([`Engine::Native`] only; `None`
+    /// when it has no run to translate or LLVM failed, then it is interpreted).
+    native: Vec<OnceLock<Option<NativeCode>>>,
 }
 
 fn unsupported(what: impl Into<String>, line: u32) -> SimError {
@@ -264,6 +269,7 @@ impl Program {
                 );
             }
         }
+        let function_count = functions.len();
         Ok(Program {
             module,
             functions,
@@ -275,7 +281,43 @@ impl Program {
             layouts,
             heap: Mutex::new(Heap::default()),
             arch,
+            engine: Engine::default(),
+            native: (0..function_count).map(|_| OnceLock::new()).collect(),
         })
+    }
+
+    /// Selects the engine that runs this program's kernels from now on.
+    pub fn set_engine(&mut self, engine: Engine) {
+        self.engine = engine;
+    }
+
+    /// The engine that runs this program's kernels.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The native code of decoded function `function`, compiled at the first call
+    /// ([`Engine::Native`]; `None` with the interpreter, or when there is nothing to compile).
+    /// A function LLVM cannot compile is interpreted, and says so once on stderr.
+    pub(crate) fn native_code(&self, function: u32) -> Option<&NativeCode> {
+        if self.engine != Engine::Native {
+            return None;
+        }
+        let func = self.functions.get(function as usize)?;
+        self.native
+            .get(function as usize)?
+            .get_or_init(|| match native::compile(func) {
+                Ok(code) => code,
+                Err(why) => {
+                    eprintln!(
+                        "cuda-flux: the native engine cannot compile `{}` ({why}); it is \
+                         interpreted",
+                        func.name
+                    );
+                    None
+                }
+            })
+            .as_ref()
     }
 
     /// The kernels (`.entry` functions with bodies) of the module.

@@ -1,0 +1,1346 @@
+//! The native engine: runs of consecutive ALU instructions (and register moves) of a decoded
+//! function translated to machine code with LLVM, compiled lazily the first time a warp runs
+//! the function, kept with the [`crate::Program`].
+//!
+//! A *run* is a maximal sequence of straight instructions the engine can translate (an
+//! [`Op::Alu`] without carry whose sources are registers or immediates, or an [`Op::Mov`] of a
+//! register or immediate), guarded or not, that no branch target or reconvergence point
+//! interrupts. Its native function takes the frame's register file (register-major, 32 lanes a
+//! row, as [`crate::warp::Warp::regs`]) and the active mask, and does what the interpreter does
+//! for each instruction in turn: the guard row to a mask, the operation on all 32 lanes as
+//! vectors, the result stored into the lanes the guard lets through. Operations with a
+//! [`Lowered`] form are generated inline; the others call the interpreter's own
+//! [`WarpKernel`] for the instruction. The interpreter (`exec.rs`) enters a run only at its
+//! first instruction, with budget for all of it and no reconvergence point inside it, and
+//! counts its instructions exactly as it would have counted them one by one; everywhere else
+//! it interprets. The semantics of each lowered form are [`AluOp::eval`]'s bit for bit (the
+//! tests below compare them on edge values for every form and for partial masks).
+
+use std::sync::OnceLock;
+
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::execution_engine::ExecutionEngine;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::types::{IntType, VectorType};
+use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+
+use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
+use crate::decode::{AluInst, DecodedFunction, Inst, Op, Src, NO_REG};
+
+/// Which engine runs a [`crate::Program`]'s kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// The interpreter alone: the reference.
+    #[default]
+    Interpreter,
+    /// Runs of ALU instructions as native code, the rest interpreted; the same results and
+    /// counts as the interpreter.
+    Native,
+}
+
+/// A run's native function: the frame's register file and the active mask.
+type RunEntry = unsafe extern "C" fn(regs: *mut u64, active: u32);
+
+/// One translated run.
+#[derive(Clone, Copy)]
+pub(crate) struct NativeRun {
+    pub entry: RunEntry,
+    /// Instructions in the run.
+    pub len: u32,
+}
+
+/// "No run starts here" in [`NativeCode::starts`].
+const NO_RUN: u32 = u32::MAX;
+
+/// The native code of one decoded function.
+pub(crate) struct NativeCode {
+    /// Per instruction: the index in `runs` of the run that starts there, or [`NO_RUN`].
+    starts: Vec<u32>,
+    runs: Vec<NativeRun>,
+    _jit: Jit,
+}
+
+impl NativeCode {
+    /// The run that starts at `pc`, if any.
+    #[inline(always)]
+    pub fn run_at(&self, pc: u32) -> Option<NativeRun> {
+        let index = *self.starts.get(pc as usize)?;
+        self.runs.get(index as usize).copied()
+    }
+}
+
+/// The LLVM objects the native functions live in. They are not used after compilation, only
+/// kept alive (and dropped in order: module, engine, context).
+struct Jit {
+    module: std::mem::ManuallyDrop<Module<'static>>,
+    engine: std::mem::ManuallyDrop<ExecutionEngine<'static>>,
+    context: *mut Context,
+}
+
+impl Drop for Jit {
+    fn drop(&mut self) {
+        // SAFETY: each is dropped once, the context last (the others borrow it); it came from
+        // `Box::into_raw`.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.module);
+            std::mem::ManuallyDrop::drop(&mut self.engine);
+            drop(Box::from_raw(self.context));
+        }
+    }
+}
+
+// SAFETY: after compilation nothing calls into these LLVM objects (their reference counts
+// included) until they are dropped, once, by the owner; the compiled functions are plain
+// machine code that any thread may call.
+unsafe impl Send for Jit {}
+unsafe impl Sync for Jit {}
+
+/// Why a function could not be compiled (it is then interpreted).
+#[derive(Debug)]
+pub(crate) struct CompileError(String);
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn error(what: impl std::fmt::Display) -> CompileError {
+    CompileError(what.to_string())
+}
+
+/// Whether the native engine can translate `inst`: registers below `registers` only.
+fn translatable(inst: &Inst, registers: u32) -> bool {
+    let reg_ok = |r: u32| r == NO_REG || r < registers;
+    let src_ok = |s: &Src| match *s {
+        Src::Reg(r) => r < registers,
+        Src::Imm(_) => true,
+        _ => false,
+    };
+    if inst.guard != NO_REG && inst.guard >= registers {
+        return false;
+    }
+    match &inst.op {
+        Op::Alu(alu) => {
+            !alu.reads_carry
+                && !alu.writes_carry
+                && usize::from(alu.count) <= 4
+                && alu.srcs[..usize::from(alu.count)].iter().all(src_ok)
+                && reg_ok(alu.dst)
+                && reg_ok(alu.second)
+                && alu.immediates.len()
+                    == alu.srcs[..usize::from(alu.count)]
+                        .iter()
+                        .filter(|s| matches!(s, Src::Imm(_)))
+                        .count()
+        }
+        Op::Mov { dst, src, .. } => reg_ok(*dst) && src_ok(src),
+        _ => false,
+    }
+}
+
+/// Where runs must start: branch targets and reconvergence points (where the interpreter may
+/// arrive from elsewhere or stop).
+fn leaders(func: &DecodedFunction) -> Vec<bool> {
+    let mut leader = vec![false; func.code.len() + 1];
+    let mut mark = |pc: u32| {
+        if let Some(slot) = leader.get_mut(pc as usize) {
+            *slot = true;
+        }
+    };
+    for inst in &func.code {
+        match &inst.op {
+            Op::Bra { target, reconverge } => {
+                mark(*target);
+                mark(*reconverge);
+            }
+            Op::Brx {
+                targets,
+                reconverge,
+                ..
+            } => {
+                targets.iter().for_each(|&t| mark(t));
+                mark(*reconverge);
+            }
+            _ => {}
+        }
+    }
+    leader
+}
+
+/// Shortest run worth a native call.
+const MIN_RUN: usize = 2;
+
+/// The runs of `func`: `(start, len)`.
+fn find_runs(func: &DecodedFunction) -> Vec<(u32, u32)> {
+    let leader = leaders(func);
+    let mut runs = Vec::new();
+    let mut pc = 0usize;
+    while pc < func.code.len() {
+        if !translatable(&func.code[pc], func.registers) {
+            pc += 1;
+            continue;
+        }
+        let start = pc;
+        pc += 1;
+        while pc < func.code.len() && !leader[pc] && translatable(&func.code[pc], func.registers) {
+            pc += 1;
+        }
+        if pc - start >= MIN_RUN {
+            runs.push((start as u32, (pc - start) as u32));
+        }
+    }
+    runs
+}
+
+/// Compiles the runs of `func` (`None`: it has none).
+pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, CompileError> {
+    let runs = find_runs(func);
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    let context = Box::into_raw(Box::new(Context::create()));
+    // SAFETY: the context lives until `Jit` drops it, after everything borrowing it.
+    let ctx: &'static Context = unsafe { &*context };
+    let result = (|| {
+        let module = ctx.create_module("cuda_flux_native");
+        let mut names = Vec::new();
+        {
+            let gen = Gen::new(ctx, &module)?;
+            for (i, &(start, len)) in runs.iter().enumerate() {
+                let name = format!("run{i}");
+                let code = &func.code[start as usize..(start + len) as usize];
+                gen.run_function(&name, code)?;
+                names.push(name);
+            }
+        }
+        optimize(&module)?;
+        let engine = module
+            .create_jit_execution_engine(OptimizationLevel::Aggressive)
+            .map_err(error)?;
+        let mut compiled = Vec::new();
+        for (name, &(_, len)) in names.iter().zip(&runs) {
+            let address = engine.get_function_address(name).map_err(error)?;
+            if address == 0 {
+                return Err(error(format!("no address for {name}")));
+            }
+            // SAFETY: the function was generated with `RunEntry`'s signature and C calling
+            // convention.
+            let entry = unsafe { std::mem::transmute::<usize, RunEntry>(address) };
+            compiled.push(NativeRun { entry, len });
+        }
+        Ok((module, engine, compiled))
+    })();
+    match result {
+        Ok((module, engine, compiled)) => {
+            let mut starts = vec![NO_RUN; func.code.len()];
+            for (i, &(start, _)) in runs.iter().enumerate() {
+                starts[start as usize] = i as u32;
+            }
+            Ok(Some(NativeCode {
+                starts,
+                runs: compiled,
+                _jit: Jit {
+                    module: std::mem::ManuallyDrop::new(module),
+                    engine: std::mem::ManuallyDrop::new(engine),
+                    context,
+                },
+            }))
+        }
+        Err(e) => {
+            // SAFETY: nothing borrows the context any more (the closure's values are gone).
+            drop(unsafe { Box::from_raw(context) });
+            Err(e)
+        }
+    }
+}
+
+/// The host CPU's name and features (LLVM's view), once.
+fn host() -> &'static (String, String) {
+    static HOST: OnceLock<(String, String)> = OnceLock::new();
+    HOST.get_or_init(|| {
+        (
+            TargetMachine::get_host_cpu_name().to_string(),
+            TargetMachine::get_host_cpu_features().to_string(),
+        )
+    })
+}
+
+/// Runs LLVM's standard O2 pipeline on `module` for the host CPU.
+fn optimize(module: &Module<'_>) -> Result<(), CompileError> {
+    Target::initialize_native(&InitializationConfig::default()).map_err(error)?;
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(error)?;
+    let (cpu, features) = host();
+    let machine = target
+        .create_target_machine(
+            &triple,
+            cpu,
+            features,
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::JITDefault,
+        )
+        .ok_or_else(|| error("no target machine for the host"))?;
+    module.set_triple(&triple);
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    module
+        .run_passes("default<O2>", &machine, PassBuilderOptions::create())
+        .map_err(error)
+}
+
+/// The interpreter's [`WarpKernel`] for an instruction without a lowered form, called from
+/// native code (a C entry point: `WarpKernel::run` has Rust's calling convention). Returns
+/// the second results, one bit per lane.
+///
+/// # Safety
+/// As [`WarpKernel::run`], `kernel` pointing to the instruction's kernel.
+unsafe extern "C" fn call_warp_kernel(
+    kernel: *const WarpKernel,
+    s0: *const u64,
+    s1: *const u64,
+    s2: *const u64,
+    s3: *const u64,
+    exec: u32,
+    dst: *mut u64,
+) -> u32 {
+    // SAFETY: as the caller guarantees; no carry (runs hold no carry instructions).
+    unsafe { (*kernel).run([s0, s1, s2, s3], exec, 0, dst).second }
+}
+
+/// IR generation for one module.
+struct Gen<'ctx, 'm> {
+    ctx: &'ctx Context,
+    module: &'m Module<'ctx>,
+    builder: Builder<'ctx>,
+    i64v: VectorType<'ctx>,
+    i32v: VectorType<'ctx>,
+    f32v: VectorType<'ctx>,
+    boolv: VectorType<'ctx>,
+    i64t: IntType<'ctx>,
+    i32t: IntType<'ctx>,
+    call_kernel: FunctionValue<'ctx>,
+}
+
+/// Lanes of a warp.
+const LANES: u32 = 32;
+
+impl<'ctx, 'm> Gen<'ctx, 'm> {
+    fn new(ctx: &'ctx Context, module: &'m Module<'ctx>) -> Result<Self, CompileError> {
+        let ptr = ctx.ptr_type(AddressSpace::default());
+        let i32t = ctx.i32_type();
+        let call_kernel = module.add_function(
+            "cuda_flux_call_warp_kernel",
+            i32t.fn_type(
+                &[
+                    ptr.into(),
+                    ptr.into(),
+                    ptr.into(),
+                    ptr.into(),
+                    ptr.into(),
+                    i32t.into(),
+                    ptr.into(),
+                ],
+                false,
+            ),
+            None,
+        );
+        Ok(Gen {
+            ctx,
+            module,
+            builder: ctx.create_builder(),
+            i64v: ctx.i64_type().vec_type(LANES),
+            i32v: ctx.i32_type().vec_type(LANES),
+            f32v: ctx.f32_type().vec_type(LANES),
+            boolv: ctx.bool_type().vec_type(LANES),
+            i64t: ctx.i64_type(),
+            i32t,
+            call_kernel,
+        })
+    }
+
+    /// Generates the function `name` for the instructions `code`.
+    fn run_function(&self, name: &str, code: &[Inst]) -> Result<(), CompileError> {
+        let ptr = self.ctx.ptr_type(AddressSpace::default());
+        let fn_type = self
+            .ctx
+            .void_type()
+            .fn_type(&[ptr.into(), self.i32t.into()], false);
+        let function = self.module.add_function(name, fn_type, None);
+        let (cpu, features) = host();
+        function.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_string_attribute("target-cpu", cpu),
+        );
+        function.add_attribute(
+            AttributeLoc::Function,
+            self.ctx
+                .create_string_attribute("target-features", features),
+        );
+        function.add_attribute(AttributeLoc::Function, self.enum_attribute("nounwind"));
+        let entry = self.ctx.append_basic_block(function, "entry");
+        self.builder.position_at_end(entry);
+        let regs = function
+            .get_nth_param(0)
+            .ok_or_else(|| error("parameter"))?
+            .into_pointer_value();
+        let active = function
+            .get_nth_param(1)
+            .ok_or_else(|| error("parameter"))?
+            .into_int_value();
+        // A sink for results without a destination register (`_`) of called kernels.
+        let sink = self
+            .builder
+            .build_array_alloca(self.i64t, self.i64t.const_int(LANES.into(), false), "sink")
+            .map_err(error)?;
+        for inst in code {
+            self.instruction(inst, regs, active, sink)?;
+        }
+        self.builder.build_return(None).map_err(error)?;
+        Ok(())
+    }
+
+    fn enum_attribute(&self, name: &str) -> Attribute {
+        self.ctx
+            .create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
+    }
+
+    /// Pointer to register `r`'s row.
+    fn row(&self, regs: PointerValue<'ctx>, r: u32) -> Result<PointerValue<'ctx>, CompileError> {
+        let offset = self.i64t.const_int(u64::from(r) * u64::from(LANES), false);
+        // SAFETY: in bounds of the frame (registers checked by `translatable`, the frame's
+        // size by the caller of the run).
+        unsafe {
+            self.builder
+                .build_in_bounds_gep(self.i64t, regs, &[offset], "row")
+        }
+        .map_err(error)
+    }
+
+    fn load_row(
+        &self,
+        regs: PointerValue<'ctx>,
+        r: u32,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        let ptr = self.row(regs, r)?;
+        let value = self
+            .builder
+            .build_load(self.i64v, ptr, "r")
+            .map_err(error)?;
+        if let Some(inst) = value.as_instruction_value() {
+            inst.set_alignment(8).map_err(error)?;
+        }
+        Ok(value.into_vector_value())
+    }
+
+    /// Stores `value` into the lanes of `exec` of register `r`.
+    fn store_row(
+        &self,
+        regs: PointerValue<'ctx>,
+        r: u32,
+        value: VectorValue<'ctx>,
+        exec: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        if r == NO_REG {
+            return Ok(());
+        }
+        let old = self.load_row(regs, r)?;
+        let mask = self.mask_vector(exec)?;
+        let merged = self
+            .builder
+            .build_select(mask, value, old, "merge")
+            .map_err(error)?;
+        let ptr = self.row(regs, r)?;
+        let store = self.builder.build_store(ptr, merged).map_err(error)?;
+        store.set_alignment(8).map_err(error)?;
+        Ok(())
+    }
+
+    /// A lane mask (`i32`) as a vector of 32 booleans.
+    fn mask_vector(&self, mask: IntValue<'ctx>) -> Result<VectorValue<'ctx>, CompileError> {
+        Ok(self
+            .builder
+            .build_bit_cast(mask, self.boolv, "lanes")
+            .map_err(error)?
+            .into_vector_value())
+    }
+
+    fn splat(&self, value: u64) -> VectorValue<'ctx> {
+        let lanes: Vec<_> = (0..LANES)
+            .map(|_| self.i64t.const_int(value, false))
+            .collect();
+        VectorType::const_vector(&lanes)
+    }
+
+    fn splat32(&self, value: u32) -> VectorValue<'ctx> {
+        let lanes: Vec<_> = (0..LANES)
+            .map(|_| self.i32t.const_int(u64::from(value), false))
+            .collect();
+        VectorType::const_vector(&lanes)
+    }
+
+    /// Source `src` of all lanes.
+    fn source(
+        &self,
+        regs: PointerValue<'ctx>,
+        src: &Src,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        match *src {
+            Src::Reg(r) => self.load_row(regs, r),
+            Src::Imm(v) => Ok(self.splat(v)),
+            _ => Err(error("source neither register nor immediate")),
+        }
+    }
+
+    /// The lanes of `active` whose guard holds.
+    fn guard(
+        &self,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        if inst.guard == NO_REG {
+            return Ok(active);
+        }
+        let row = self.load_row(regs, inst.guard)?;
+        let bits = self.to_mask(row)?;
+        let b = &self.builder;
+        let bits = if inst.guard_negated {
+            b.build_not(bits, "not").map_err(error)?
+        } else {
+            bits
+        };
+        b.build_and(active, bits, "exec").map_err(error)
+    }
+
+    /// Bit 0 of each lane as a mask.
+    fn to_mask(&self, row: VectorValue<'ctx>) -> Result<IntValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let bools = b
+            .build_int_truncate(row, self.boolv, "bit0")
+            .map_err(error)?;
+        Ok(b.build_bit_cast(bools, self.i32t, "mask")
+            .map_err(error)?
+            .into_int_value())
+    }
+
+    fn instruction(
+        &self,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        sink: PointerValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let exec = self.guard(inst, regs, active)?;
+        match &inst.op {
+            Op::Mov { dst, src, mask } => {
+                if *dst == NO_REG {
+                    return Ok(());
+                }
+                let value = self.source(regs, src)?;
+                let value = self
+                    .builder
+                    .build_and(value, self.splat(*mask), "mov")
+                    .map_err(error)?;
+                self.store_row(regs, *dst, value, exec)
+            }
+            Op::Alu(alu) => match alu.op.lowered() {
+                Some(lowered) => self.lowered(alu, lowered, regs, exec),
+                None => self.call(alu, regs, exec, sink),
+            },
+            _ => Err(error("not a run instruction")),
+        }
+    }
+
+    /// An instruction through its interpreter kernel.
+    fn call(
+        &self,
+        alu: &AluInst,
+        regs: PointerValue<'ctx>,
+        exec: IntValue<'ctx>,
+        sink: PointerValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let address = |p: usize| -> Result<PointerValue<'ctx>, CompileError> {
+            b.build_int_to_ptr(
+                self.i64t.const_int(p as u64, false),
+                self.ctx.ptr_type(AddressSpace::default()),
+                "p",
+            )
+            .map_err(error)
+        };
+        let count = usize::from(alu.count);
+        let mut immediates = alu.immediates.iter();
+        // Unused source slots: any readable row (the kernel does not read them).
+        let mut sources = [sink; 4];
+        for (i, src) in alu.srcs[..count].iter().enumerate() {
+            sources[i] = match *src {
+                Src::Reg(r) => self.row(regs, r)?,
+                Src::Imm(_) => {
+                    let row = immediates
+                        .next()
+                        .ok_or_else(|| error("an immediate without its row"))?;
+                    // The row lives in the decoded instruction, which outlives the code.
+                    address(row.as_ptr() as usize)?
+                }
+                _ => return Err(error("source neither register nor immediate")),
+            };
+        }
+        let dst = if alu.dst == NO_REG {
+            sink
+        } else {
+            self.row(regs, alu.dst)?
+        };
+        // The kernel lives in the decoded instruction (boxed), which outlives the code.
+        let kernel = address(&alu.kernel as *const WarpKernel as usize)?;
+        let callee = address(call_warp_kernel as *const () as usize)?;
+        let fn_type = self.call_kernel.get_type();
+        let second = b
+            .build_indirect_call(
+                fn_type,
+                callee,
+                &[
+                    kernel.into(),
+                    sources[0].into(),
+                    sources[1].into(),
+                    sources[2].into(),
+                    sources[3].into(),
+                    exec.into(),
+                    dst.into(),
+                ],
+                "second",
+            )
+            .map_err(error)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("call without a value"))?
+            .into_int_value();
+        if alu.second != NO_REG {
+            let bools = self.mask_vector(second)?;
+            let row = b
+                .build_int_z_extend(bools, self.i64v, "second")
+                .map_err(error)?;
+            self.store_row(regs, alu.second, row, exec)?;
+        }
+        Ok(())
+    }
+
+    /// The low `bits` of each lane (`bits` ≥ 64: all).
+    fn wrap(&self, v: VectorValue<'ctx>, bits: u8) -> Result<VectorValue<'ctx>, CompileError> {
+        if bits >= 64 {
+            return Ok(v);
+        }
+        self.builder
+            .build_and(v, self.splat(crate::alu::low_mask(bits)), "wrap")
+            .map_err(error)
+    }
+
+    /// Each lane sign-extended from `bits`.
+    fn sext(&self, v: VectorValue<'ctx>, bits: u8) -> Result<VectorValue<'ctx>, CompileError> {
+        if bits >= 64 {
+            return Ok(v);
+        }
+        let shift = self.splat(64 - u64::from(bits));
+        let b = &self.builder;
+        let up = b.build_left_shift(v, shift, "up").map_err(error)?;
+        b.build_right_shift(up, shift, true, "sext").map_err(error)
+    }
+
+    /// Each lane of `v` as `bits` wide, extended per `signed` (a comparison's view).
+    fn extend(
+        &self,
+        v: VectorValue<'ctx>,
+        bits: u8,
+        signed: bool,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        if signed {
+            self.sext(v, bits)
+        } else {
+            self.wrap(v, bits)
+        }
+    }
+
+    /// The low 32 bits of each lane as an f32 vector.
+    fn f32s(&self, v: VectorValue<'ctx>) -> Result<VectorValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let low = b.build_int_truncate(v, self.i32v, "lo").map_err(error)?;
+        Ok(b.build_bit_cast(low, self.f32v, "f")
+            .map_err(error)?
+            .into_vector_value())
+    }
+
+    /// An f32 result's bits, NaN as the canonical NaN, zero-extended.
+    fn f32_out(&self, r: VectorValue<'ctx>) -> Result<VectorValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let nan = b
+            .build_float_compare(FloatPredicate::UNO, r, r, "nan")
+            .map_err(error)?;
+        let bits = b
+            .build_bit_cast(r, self.i32v, "bits")
+            .map_err(error)?
+            .into_vector_value();
+        let canonical = self.splat32(crate::alu::canonical_f32_nan());
+        let bits = b
+            .build_select(nan, canonical, bits, "canonical")
+            .map_err(error)?
+            .into_vector_value();
+        b.build_int_z_extend(bits, self.i64v, "out").map_err(error)
+    }
+
+    /// A predicate vector as 0/1 lanes.
+    fn bool_row(&self, t: VectorValue<'ctx>) -> Result<VectorValue<'ctx>, CompileError> {
+        self.builder
+            .build_int_z_extend(t, self.i64v, "p")
+            .map_err(error)
+    }
+
+    fn lowered(
+        &self,
+        alu: &AluInst,
+        lowered: Lowered,
+        regs: PointerValue<'ctx>,
+        exec: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let count = usize::from(alu.count);
+        let mut src = Vec::with_capacity(count);
+        for s in &alu.srcs[..count] {
+            src.push(self.source(regs, s)?);
+        }
+        let arg = |i: usize| {
+            src.get(i)
+                .copied()
+                .ok_or_else(|| error("missing source operand"))
+        };
+        let e = error;
+        let mut second = None;
+        let value = match lowered {
+            Lowered::Int { op, bits } => {
+                let (a, c) = (arg(0)?, arg(1)?);
+                let r = match op {
+                    IntOp::Add => b.build_int_add(a, c, "add"),
+                    IntOp::Sub => b.build_int_sub(a, c, "sub"),
+                    IntOp::MulLo => b.build_int_mul(a, c, "mul"),
+                    IntOp::And => b.build_and(a, c, "and"),
+                    IntOp::Or => b.build_or(a, c, "or"),
+                    IntOp::Xor => b.build_xor(a, c, "xor"),
+                }
+                .map_err(e)?;
+                self.wrap(r, bits)?
+            }
+            Lowered::MadLo { bits } => {
+                let p = b.build_int_mul(arg(0)?, arg(1)?, "mul").map_err(e)?;
+                let r = b.build_int_add(p, arg(2)?, "mad").map_err(e)?;
+                self.wrap(r, bits)?
+            }
+            Lowered::MulWide { signed } | Lowered::MadWide { signed } => {
+                let x = self.extend(arg(0)?, 32, signed)?;
+                let y = self.extend(arg(1)?, 32, signed)?;
+                let p = b.build_int_mul(x, y, "wide").map_err(e)?;
+                if matches!(lowered, Lowered::MadWide { .. }) {
+                    b.build_int_add(p, arg(2)?, "mad").map_err(e)?
+                } else {
+                    p
+                }
+            }
+            Lowered::Not { bits } => {
+                let r = b.build_not(arg(0)?, "not").map_err(e)?;
+                self.wrap(r, bits)?
+            }
+            Lowered::Shl { bits } => {
+                let (a, n) = (arg(0)?, self.wrap(arg(1)?, 32)?);
+                let over = b
+                    .build_int_compare(IntPredicate::UGE, n, self.splat(bits.into()), "over")
+                    .map_err(e)?;
+                let n = b
+                    .build_select(over, self.splat(0), n, "n")
+                    .map_err(e)?
+                    .into_vector_value();
+                let r = b.build_left_shift(a, n, "shl").map_err(e)?;
+                let r = self.wrap(r, bits)?;
+                b.build_select(over, self.splat(0), r, "shl")
+                    .map_err(e)?
+                    .into_vector_value()
+            }
+            Lowered::Shr { bits, signed } => {
+                let (a, n) = (arg(0)?, self.wrap(arg(1)?, 32)?);
+                if signed {
+                    // Amounts clamp to width - 1: the sign fills.
+                    let limit = self.splat(u64::from(bits) - 1);
+                    let over = b
+                        .build_int_compare(IntPredicate::UGT, n, limit, "over")
+                        .map_err(e)?;
+                    let n = b
+                        .build_select(over, limit, n, "n")
+                        .map_err(e)?
+                        .into_vector_value();
+                    let x = self.sext(a, bits)?;
+                    let r = b.build_right_shift(x, n, true, "shr").map_err(e)?;
+                    self.wrap(r, bits)?
+                } else {
+                    let over = b
+                        .build_int_compare(IntPredicate::UGE, n, self.splat(bits.into()), "over")
+                        .map_err(e)?;
+                    let n = b
+                        .build_select(over, self.splat(0), n, "n")
+                        .map_err(e)?
+                        .into_vector_value();
+                    let x = self.wrap(a, bits)?;
+                    let r = b.build_right_shift(x, n, false, "shr").map_err(e)?;
+                    b.build_select(over, self.splat(0), r, "shr")
+                        .map_err(e)?
+                        .into_vector_value()
+                }
+            }
+            Lowered::MinMax { bits, signed, max } => {
+                let x = self.extend(arg(0)?, bits, signed)?;
+                let y = self.extend(arg(1)?, bits, signed)?;
+                let predicate = match (signed, max) {
+                    (true, true) => IntPredicate::SGT,
+                    (true, false) => IntPredicate::SLT,
+                    (false, true) => IntPredicate::UGT,
+                    (false, false) => IntPredicate::ULT,
+                };
+                let pick = b.build_int_compare(predicate, x, y, "pick").map_err(e)?;
+                let r = b
+                    .build_select(pick, x, y, "minmax")
+                    .map_err(e)?
+                    .into_vector_value();
+                self.wrap(r, bits)?
+            }
+            Lowered::Selp { bits } => {
+                let c = b.build_int_truncate(arg(2)?, self.boolv, "c").map_err(e)?;
+                let r = b
+                    .build_select(c, arg(0)?, arg(1)?, "selp")
+                    .map_err(e)?
+                    .into_vector_value();
+                self.wrap(r, bits)?
+            }
+            Lowered::SetpInt { cmp, bits, signed } => {
+                let x = self.extend(arg(0)?, bits, signed)?;
+                let y = self.extend(arg(1)?, bits, signed)?;
+                let predicate = match (cmp, signed) {
+                    (IntCmp::Eq, _) => IntPredicate::EQ,
+                    (IntCmp::Ne, _) => IntPredicate::NE,
+                    (IntCmp::Lt, true) => IntPredicate::SLT,
+                    (IntCmp::Le, true) => IntPredicate::SLE,
+                    (IntCmp::Gt, true) => IntPredicate::SGT,
+                    (IntCmp::Ge, true) => IntPredicate::SGE,
+                    (IntCmp::Lt, false) => IntPredicate::ULT,
+                    (IntCmp::Le, false) => IntPredicate::ULE,
+                    (IntCmp::Gt, false) => IntPredicate::UGT,
+                    (IntCmp::Ge, false) => IntPredicate::UGE,
+                };
+                let t = b.build_int_compare(predicate, x, y, "t").map_err(e)?;
+                let not_t = b.build_not(t, "not_t").map_err(e)?;
+                second = Some(self.bool_row(not_t)?);
+                self.bool_row(t)?
+            }
+            Lowered::SetpF32 { cmp } => {
+                let x = self.f32s(arg(0)?)?;
+                let y = self.f32s(arg(1)?)?;
+                let predicate = match cmp {
+                    FloatCmp::Eq => FloatPredicate::OEQ,
+                    FloatCmp::Ne => FloatPredicate::ONE,
+                    FloatCmp::Lt => FloatPredicate::OLT,
+                    FloatCmp::Le => FloatPredicate::OLE,
+                    FloatCmp::Gt => FloatPredicate::OGT,
+                    FloatCmp::Ge => FloatPredicate::OGE,
+                    FloatCmp::Equ => FloatPredicate::UEQ,
+                    FloatCmp::Neu => FloatPredicate::UNE,
+                    FloatCmp::Ltu => FloatPredicate::ULT,
+                    FloatCmp::Leu => FloatPredicate::ULE,
+                    FloatCmp::Gtu => FloatPredicate::UGT,
+                    FloatCmp::Geu => FloatPredicate::UGE,
+                    FloatCmp::Num => FloatPredicate::ORD,
+                    FloatCmp::Nan => FloatPredicate::UNO,
+                };
+                let t = b.build_float_compare(predicate, x, y, "t").map_err(e)?;
+                let not_t = b.build_not(t, "not_t").map_err(e)?;
+                second = Some(self.bool_row(not_t)?);
+                self.bool_row(t)?
+            }
+            Lowered::Convert {
+                from_bits,
+                from_signed,
+                to_bits,
+            } => {
+                let x = self.extend(arg(0)?, from_bits, from_signed)?;
+                self.wrap(x, to_bits)?
+            }
+            Lowered::F32 { op } => {
+                let x = self.f32s(arg(0)?)?;
+                let y = self.f32s(arg(1)?)?;
+                let r = match op {
+                    F32Op::Add => b.build_float_add(x, y, "fadd"),
+                    // `a + (-b)`, as the interpreter computes it.
+                    F32Op::Sub => {
+                        let negated = b.build_float_neg(y, "neg").map_err(e)?;
+                        b.build_float_add(x, negated, "fsub")
+                    }
+                    F32Op::Mul => b.build_float_mul(x, y, "fmul"),
+                }
+                .map_err(e)?;
+                self.f32_out(r)?
+            }
+            Lowered::F32Fma => {
+                let x = self.f32s(arg(0)?)?;
+                let y = self.f32s(arg(1)?)?;
+                let z = self.f32s(arg(2)?)?;
+                let fma = inkwell::intrinsics::Intrinsic::find("llvm.fma")
+                    .ok_or_else(|| error("no llvm.fma"))?
+                    .get_declaration(self.module, &[self.f32v.into()])
+                    .ok_or_else(|| error("no llvm.fma for <32 x float>"))?;
+                let r = b
+                    .build_call(fma, &[x.into(), y.into(), z.into()], "fma")
+                    .map_err(e)?
+                    .try_as_basic_value()
+                    .left()
+                    .ok_or_else(|| error("fma without a value"))?
+                    .into_vector_value();
+                self.f32_out(r)?
+            }
+        };
+        self.store_row(regs, alu.dst, value, exec)?;
+        if alu.second != NO_REG {
+            // Forms without a second result give `false` there, as `eval` does.
+            let row = second.unwrap_or_else(|| self.splat(0));
+            self.store_row(regs, alu.second, row, exec)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alu::{decode, AluOp, ValueKind};
+    use crate::decode::AluInst;
+    use ptx_lexer::Opcode;
+
+    /// Registers of the test frame: sources 0-3, destination 4, second destination 5, guard 6,
+    /// the moved copy 7.
+    const REGISTERS: u32 = 8;
+
+    /// Values that find the edges of integer and f32 semantics (widths, signs, shift amounts,
+    /// NaNs, infinities, zeros, subnormals), with and without garbage above the low 32 bits.
+    const EDGES: &[u64] = &[
+        0,
+        1,
+        2,
+        7,
+        15,
+        16,
+        17,
+        31,
+        32,
+        33,
+        63,
+        64,
+        65,
+        0xff,
+        0xffff,
+        0x8000,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0x1_0000_0000,
+        0xdead_beef_0000_0021,
+        0x7fff_ffff_ffff_ffff,
+        0x8000_0000_0000_0000,
+        u64::MAX,
+        u64::MAX - 1,
+        0x3f80_0000, // 1.0
+        0xbfc0_0000, // -1.5
+        0x8000_0000_0000_0000 | 0x3f80_0000,
+        0x7f80_0000,           // inf
+        0xff80_0000,           // -inf
+        0x7fc0_0000,           // quiet NaN
+        0x7f80_0001,           // signalling NaN
+        0xffc0_0123,           // negative NaN with payload
+        0x0000_0001,           // smallest subnormal
+        0x807f_ffff,           // largest negative subnormal
+        0x7f7f_ffff,           // largest finite
+        0x0080_0000,           // smallest normal
+        0x4b80_0000,           // 2^24
+        0xcf00_0000,           // -2^31
+        0x1234_5678_4049_0fdb, // pi with garbage above
+    ];
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn value(&mut self) -> u64 {
+            let r = self.next();
+            if r % 3 == 0 {
+                r
+            } else {
+                EDGES[(r >> 8) as usize % EDGES.len()]
+            }
+        }
+    }
+
+    fn op(text: &str) -> AluOp {
+        match decode(&Opcode::new(text)) {
+            Ok(Some(op)) => op,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    fn inst(op: Op, guard: u32, guard_negated: bool) -> Inst {
+        Inst {
+            op,
+            guard,
+            guard_negated,
+            line: 0,
+            statement: 0,
+            visible: false,
+        }
+    }
+
+    /// The ALU instruction `alu` with destination 4 (and 5), its sources registers 0.. except
+    /// those in `immediate` (bit per source), which take `imm`.
+    fn alu_inst(alu: AluOp, immediate: u32, imm: u64) -> AluInst {
+        let count = alu.source_count();
+        let mut srcs = [Src::Imm(0); 4];
+        for (i, src) in srcs.iter_mut().enumerate().take(count) {
+            *src = if immediate >> i & 1 != 0 {
+                Src::Imm(imm)
+            } else {
+                Src::Reg(i as u32)
+            };
+        }
+        let immediates = srcs[..count]
+            .iter()
+            .filter_map(|s| match s {
+                Src::Imm(v) => Some([*v; 32]),
+                _ => None,
+            })
+            .collect();
+        AluInst {
+            kernel: alu.select(),
+            op: alu,
+            dst: 4,
+            second: 5,
+            srcs,
+            count: count as u8,
+            reads_carry: false,
+            writes_carry: false,
+            immediates,
+        }
+    }
+
+    fn function(code: Vec<Inst>) -> DecodedFunction {
+        DecodedFunction {
+            name: "test".into(),
+            is_entry: true,
+            code,
+            registers: REGISTERS,
+            zeroed_registers: Vec::new(),
+            frame_bytes: 0,
+            params: Vec::new(),
+            rets: Vec::new(),
+            shared_vars: Vec::new(),
+            callees: Vec::new(),
+            indirect_calls: false,
+            line: 0,
+        }
+    }
+
+    /// Runs `text` natively (as the first instruction of a run, followed by a masked move of
+    /// its result) and by [`AluOp::eval`] lane by lane, over many register files, guards,
+    /// active masks and immediate placements; the register files must be equal bit for bit.
+    fn check(text: &str, expect_lowered: bool) {
+        let alu = op(text);
+        assert_eq!(
+            alu.lowered().is_some(),
+            expect_lowered,
+            "{text}: lowered form"
+        );
+        let count = alu.source_count();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ text.len() as u64);
+        // Each configuration (guard, immediates, move mask) compiled once, then run on many
+        // register files and active masks.
+        for config in 0..6u32 {
+            let immediate = if config >= 3 && count > 0 {
+                (rng.next() as u32 | 1) & ((1 << count) - 1)
+            } else {
+                0
+            };
+            let imm = match alu.source_kind(immediate.trailing_zeros().min(3) as usize) {
+                ValueKind::F32 => rng.value() & 0xffff_ffff,
+                _ => rng.value(),
+            };
+            let (guard, negated) = match config % 3 {
+                0 => (NO_REG, false),
+                1 => (6, false),
+                _ => (6, true),
+            };
+            let mask = [u64::MAX, 0xffff_ffff, 1, 0xff][(rng.next() % 4) as usize];
+            let code = vec![
+                inst(
+                    Op::Alu(Box::new(alu_inst(alu, immediate, imm))),
+                    guard,
+                    negated,
+                ),
+                inst(
+                    Op::Mov {
+                        dst: 7,
+                        src: Src::Reg(4),
+                        mask,
+                    },
+                    NO_REG,
+                    false,
+                ),
+            ];
+            let func = function(code);
+            let native = compile(&func)
+                .unwrap_or_else(|e| panic!("{text}: {e}"))
+                .expect("a run");
+            let run = native.run_at(0).expect("a run at 0");
+            assert_eq!(run.len, 2);
+            for round in 0..16u32 {
+                let mut regs = vec![0u64; REGISTERS as usize * 32];
+                for v in regs.iter_mut() {
+                    *v = rng.value();
+                }
+                // Predicates are 0 or 1 (sources of `selp`'s c, the guard).
+                for lane in 0..32 {
+                    regs[6 * 32 + lane] = rng.next() & 1;
+                }
+                let active = match round % 5 {
+                    0 => u32::MAX,
+                    1 => 0,
+                    _ => rng.next() as u32,
+                };
+                let mut expected = regs.clone();
+                let Op::Alu(decoded) = &func.code[0].op else {
+                    unreachable!()
+                };
+                for lane in 0..32 {
+                    if active >> lane & 1 == 0 {
+                        continue;
+                    }
+                    let guard_holds = match guard {
+                        NO_REG => true,
+                        g => (expected[g as usize * 32 + lane] & 1 != 0) != negated,
+                    };
+                    if guard_holds {
+                        let mut sources = [0u64; 4];
+                        for (i, src) in decoded.srcs[..count].iter().enumerate() {
+                            sources[i] = match *src {
+                                Src::Reg(r) => expected[r as usize * 32 + lane],
+                                Src::Imm(v) => v,
+                                _ => unreachable!(),
+                            };
+                        }
+                        let out = alu.eval(&sources, false);
+                        expected[4 * 32 + lane] = out.value;
+                        expected[5 * 32 + lane] = u64::from(out.second);
+                    }
+                    expected[7 * 32 + lane] = expected[4 * 32 + lane] & mask;
+                }
+                // SAFETY: `regs` holds the frame's registers.
+                unsafe { (run.entry)(regs.as_mut_ptr(), active) };
+                for r in 0..REGISTERS as usize {
+                    for lane in 0..32 {
+                        let (got, want) = (regs[r * 32 + lane], expected[r * 32 + lane]);
+                        assert_eq!(
+                            got, want,
+                            "{text} round {round}: register {r} lane {lane}: native {got:#x}, \
+                             eval {want:#x} (active {active:#x}, guard {guard} negated {negated}, \
+                             immediates {immediate:#b} = {imm:#x})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lowered_forms_equal_eval_bit_for_bit() {
+        for text in [
+            "add.s32",
+            "add.u32",
+            "add.s64",
+            "add.u16",
+            "sub.s32",
+            "sub.u64",
+            "sub.s16",
+            "mul.lo.s32",
+            "mul.lo.u32",
+            "mul.lo.s64",
+            "mul.lo.u16",
+            "mul.wide.s32",
+            "mul.wide.u32",
+            "mad.lo.s32",
+            "mad.lo.u32",
+            "mad.lo.s64",
+            "mad.wide.s32",
+            "mad.wide.u32",
+            "and.b32",
+            "and.b64",
+            "and.pred",
+            "and.b16",
+            "or.b32",
+            "or.pred",
+            "or.b64",
+            "xor.b32",
+            "xor.pred",
+            "xor.b64",
+            "not.b32",
+            "not.pred",
+            "not.b64",
+            "shl.b32",
+            "shl.b64",
+            "shl.b16",
+            "shr.u32",
+            "shr.s32",
+            "shr.u64",
+            "shr.s64",
+            "shr.s16",
+            "shr.u16",
+            "shr.b32",
+            "min.s32",
+            "min.u32",
+            "max.s32",
+            "max.u32",
+            "min.s64",
+            "max.u64",
+            "min.s16",
+            "max.u16",
+            "selp.b32",
+            "selp.b64",
+            "selp.f32",
+            "selp.b16",
+            "setp.eq.s32",
+            "setp.ne.u32",
+            "setp.lt.s32",
+            "setp.le.u32",
+            "setp.gt.s64",
+            "setp.ge.u64",
+            "setp.lo.u32",
+            "setp.hs.u64",
+            "setp.lt.s16",
+            "setp.eq.b32",
+            "setp.ne.b64",
+            "setp.eq.f32",
+            "setp.ne.f32",
+            "setp.lt.f32",
+            "setp.le.f32",
+            "setp.gt.f32",
+            "setp.ge.f32",
+            "setp.equ.f32",
+            "setp.neu.f32",
+            "setp.ltu.f32",
+            "setp.leu.f32",
+            "setp.gtu.f32",
+            "setp.geu.f32",
+            "setp.num.f32",
+            "setp.nan.f32",
+            "cvt.s64.s32",
+            "cvt.u64.u32",
+            "cvt.u32.u64",
+            "cvt.s32.s64",
+            "cvt.u16.u32",
+            "cvt.s32.s16",
+            "cvt.u32.u16",
+            "cvt.s64.s16",
+            "cvt.u8.u32",
+            "cvt.u32.s8",
+            "add.f32",
+            "add.rn.f32",
+            "sub.f32",
+            "sub.rn.f32",
+            "mul.f32",
+            "mul.rn.f32",
+            "fma.rn.f32",
+        ] {
+            check(text, true);
+        }
+    }
+
+    /// Instructions without a lowered form run their interpreter kernel from native code.
+    #[test]
+    fn other_forms_call_the_interpreter_kernel() {
+        for text in [
+            "div.s32",
+            "rem.u32",
+            "add.sat.s32",
+            "mul.hi.s32",
+            "mad.hi.u32",
+            "min.f32",
+            "max.f32",
+            "div.rn.f32",
+            "add.ftz.f32",
+            "fma.rn.ftz.f32",
+            "setp.lt.and.s32",
+            "setp.lt.ftz.f32",
+            "setp.eq.f64",
+            "cvt.rn.f32.s32",
+            "cvt.rzi.s32.f32",
+            "cvt.s8.s32",
+            "add.f64",
+            "fma.rn.f64",
+            "abs.s32",
+            "neg.f32",
+            "popc.b32",
+            "clz.b32",
+            "brev.b32",
+            "bfe.u32",
+            "prmt.b32",
+            "lop3.b32",
+            "shf.l.wrap.b32",
+            "sqrt.rn.f32",
+            "rcp.rn.f32",
+            "ex2.approx.f32",
+            "set.lt.u32.s32",
+        ] {
+            check(text, false);
+        }
+    }
+
+    /// Runs start after branch targets and stop before instructions the engine does not
+    /// translate; single instructions are left to the interpreter.
+    #[test]
+    fn runs_stop_at_leaders_and_untranslatable_instructions() {
+        let add = || {
+            inst(
+                Op::Alu(Box::new(alu_inst(op("add.s32"), 0, 0))),
+                NO_REG,
+                false,
+            )
+        };
+        let code = vec![
+            add(),
+            add(),
+            add(),
+            inst(
+                Op::Bra {
+                    target: 4,
+                    reconverge: 6,
+                },
+                NO_REG,
+                false,
+            ),
+            add(),
+            add(),
+            add(),
+            inst(Op::Fence, NO_REG, false),
+            add(),
+            inst(Op::Exit, NO_REG, false),
+        ];
+        assert_eq!(find_runs(&function(code)), vec![(0, 3), (4, 2)]);
+    }
+}
