@@ -154,7 +154,15 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
             &output,
             reference_profile.as_ref(),
         )?;
-        let (_, profile) = run(&program, &one_thread)?;
+        // The derived placement's run by the interpreter (the reference) and by the native
+        // engine: the same output, profile and instruction counts.
+        let (interpreted, profile) = engine_observation(name, &program, "interpreter", &[])?;
+        let (native, _) = engine_observation(name, &program, "native", &[])?;
+        if native != interpreted {
+            return Err(format!(
+                "{name}: the engines differ\n--- interpreter\n{interpreted}\n--- native\n{native}"
+            ));
+        }
         match (profile, reference_profile) {
             (Some(derived), Some(every)) if block_counts(&derived) == block_counts(&every) => {
                 Ok(())
@@ -1196,4 +1204,98 @@ fn a_bad_counter_placement_is_one_line() {
     assert!(stderr.contains(
         "CUDA_FLUX_COUNTERS: 'sometimes' is not a counter placement (derived, uniform-loops, every-block)"
     ));
+}
+
+/// What a run with one host thread must give identically under both engines
+/// (`CUDA_FLUX_CPU_ENGINE`): exit status, output (timing lines left out), the profile's counts
+/// block by block, and the interpreter's statistics per kernel (launches, warp- and
+/// thread-instructions, global atomics; not the time). Also the profile.
+fn engine_observation(
+    name: &str,
+    program: &Path,
+    engine: &str,
+    env: &[(&str, &str)],
+) -> Result<(String, Option<Value>), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let stats = dir.path().join("stats.json");
+    let mut env = env.to_vec();
+    env.extend([
+        ("CUDA_FLUX_CPU_ENGINE", engine),
+        ("CUDA_FLUX_CPU_THREADS", "1"),
+        ("CUDA_FLUX_CPU_STATS", stats.to_str().unwrap()),
+    ]);
+    let (output, profile) = run(program, &env)?;
+    let printed: Vec<String> = text(&output)
+        .lines()
+        .filter(|line| !line.starts_with("kernel_ms:"))
+        .map(String::from)
+        .collect();
+    let stats: Value = std::fs::read_to_string(&stats)
+        .map_err(|e| format!("{name} ({engine}): no statistics: {e}"))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{name}: {e}")))?;
+    let counts: Vec<(String, u64, u64, u64, u64)> = stats["kernels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let field = |f: &str| k[f].as_u64().unwrap_or(u64::MAX);
+            (
+                k["name"].as_str().unwrap_or("").to_owned(),
+                field("launches"),
+                field("warp_instructions"),
+                field("thread_instructions"),
+                field("global_atomics"),
+            )
+        })
+        .collect();
+    let observed = format!(
+        "status {:?}\noutput {printed:#?}\nstatistics {counts:?}\nblocks {:?}",
+        output.status.code(),
+        profile.as_ref().map(block_counts)
+    );
+    Ok((observed, profile))
+}
+
+#[test]
+fn the_native_engine_gives_the_interpreters_results_and_counts_on_the_benchmark_programs() {
+    // Every benchmark program (small inputs), instrumented and with its original kernels (no
+    // kernel counted: the statistics are the kernels' own instructions), run by the interpreter
+    // (the reference) and by the native engine: the same output, profile and instruction
+    // counts per kernel. (The corpus programs are compared in the corpus test above.)
+    let dir = scratch("cpu-target-engines");
+    let benchmarks = support::repo_root().join("benchmarks/programs");
+    let mut names: Vec<String> = std::fs::read_dir(&benchmarks)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 8, "the benchmark programs shrank: {names:?}");
+    let errors = support::parallel(&names, |name| {
+        let program = dir.join(name);
+        build_cpu(
+            &[benchmarks.join(format!("{name}.cu"))],
+            &program,
+            &["-DBENCH_SMALL"],
+        )?;
+        for env in [
+            vec![],
+            vec![("CUDA_FLUX_KERNELS", "no_kernel_has_this_name")],
+        ] {
+            let (interpreted, _) = engine_observation(name, &program, "interpreter", &env)?;
+            let (native, _) = engine_observation(name, &program, "native", &env)?;
+            if native != interpreted {
+                return Err(format!(
+                    "{name} {env:?}: the engines differ\n--- interpreter\n{interpreted}\n\
+                     --- native\n{native}"
+                ));
+            }
+            if !interpreted.contains("result: PASS") {
+                return Err(format!("{name}: did not pass:\n{interpreted}"));
+            }
+        }
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
 }
