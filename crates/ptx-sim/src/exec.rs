@@ -10,7 +10,7 @@ use crate::decode::{
 };
 use crate::launch::CtaContext;
 use crate::memory;
-use crate::native::NativeCode;
+use crate::native::{NativeCode, RunContext};
 use crate::warp::{Entry, Frame, PendingReduction, Warp, WarpState};
 use crate::{AddressMode, ChannelKind, SimError, TextureRef};
 
@@ -247,29 +247,58 @@ impl<'a> Exec<'a, '_> {
                 let population = u64::from(active.count_ones());
                 let mut pc = start;
                 let result = loop {
-                    // A run of ALU instructions translated to native code, entered at its
-                    // first instruction when the slice has budget for all of it and no
+                    // A run translated to native code, entered at its first instruction when
+                    // the slice has budget for all of it and a visible access left, and no
                     // reconvergence point falls inside it: counted as the loop below counts
-                    // each of its instructions (none is a visible access).
+                    // each instruction it executes. It stops where this loop would (after the
+                    // visible access that uses up the allowance) or before a load that
+                    // faults, which the loop below then executes.
                     if let Some(run) = self.native.and_then(|native| native.run_at(pc)) {
                         let end = pc + run.len;
                         let regs = &mut self.warp.regs[self.reg_base..];
                         if u64::from(run.len) <= budget
+                            && visible > 0
                             && (rpc <= pc || rpc >= end)
                             && regs.len() >= self.func.registers as usize * 32
                         {
+                            let context = RunContext {
+                                shared_base: self.cta.shared_base,
+                                shared_len: self.cta.shared_len,
+                            };
                             // SAFETY: the run touches the rows of registers below
-                            // `func.registers` only (checked at compilation), all in `regs`.
-                            unsafe { (run.entry)(regs.as_mut_ptr(), active) };
-                            let len = u64::from(run.len);
-                            budget -= len;
-                            self.warp.clock += len;
-                            self.warp.thread_instructions += population * len;
-                            pc = end;
+                            // `func.registers` only (checked at compilation), all in `regs`,
+                            // and shared memory inside the CTA's window (checked per lane).
+                            let allowance = u32::try_from(visible)
+                                .unwrap_or(u32::MAX)
+                                .saturating_add(run.visible_before);
+                            let stopped = unsafe {
+                                (run.entry)(
+                                    regs.as_mut_ptr(),
+                                    active,
+                                    &context,
+                                    run.offset,
+                                    allowance,
+                                )
+                            };
+                            let done = stopped.saturating_sub(run.offset).min(run.len);
+                            let executed = &func.code[pc as usize..(pc + done) as usize];
+                            let seen = if done == run.len {
+                                run.visible
+                            } else {
+                                executed.iter().filter(|inst| inst.visible).count() as u32
+                            };
+                            let done_count = u64::from(done);
+                            budget -= done_count;
+                            visible -= u64::from(seen);
+                            self.warp.clock += done_count;
+                            self.warp.thread_instructions += population * done_count;
+                            pc += done;
                             if pc == rpc {
                                 break Ok(());
                             }
-                            continue;
+                            if done > 0 {
+                                continue;
+                            }
                         }
                     }
                     let Some(inst) = func.code.get(pc as usize) else {

@@ -30,7 +30,7 @@ use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorV
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 
 use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
-use crate::decode::{AluInst, DecodedFunction, Inst, Op, Src, NO_REG};
+use crate::decode::{AluInst, DecodedFunction, Inst, Op, Space, Src, NO_REG};
 
 /// Which engine runs a [`crate::Program`]'s kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,15 +43,42 @@ pub enum Engine {
     Native,
 }
 
-/// A run's native function: the frame's register file and the active mask.
-type RunEntry = unsafe extern "C" fn(regs: *mut u64, active: u32);
+/// What a run reads besides the registers: the CTA's shared window.
+#[repr(C)]
+pub(crate) struct RunContext {
+    pub shared_base: u64,
+    pub shared_len: u64,
+}
 
-/// One translated run.
+/// A run's native function: the frame's register file, the active mask, the context, the
+/// instruction of the run to start at (a segment's first, [`NativeRun::offset`]) and the
+/// slice's allowance of visible accesses plus [`NativeRun::visible_before`]. Returns the
+/// instruction of the run it stopped before: the run's length when it ran to the end; a load
+/// that would fault (an address outside the shared window or misaligned in some lane), which
+/// the interpreter then executes and reports; or the one after the visible access that used up
+/// the allowance, where the interpreter would end the slice.
+type RunEntry = unsafe extern "C" fn(
+    regs: *mut u64,
+    active: u32,
+    context: *const RunContext,
+    start: u32,
+    allowance: u32,
+) -> u32;
+
+/// An entry point of a translated run: its first instruction, or the first of a later segment
+/// (the run's code between kernel calls and loads), where a slice that ended inside the run
+/// resumes.
 #[derive(Clone, Copy)]
 pub(crate) struct NativeRun {
     pub entry: RunEntry,
-    /// Instructions in the run.
+    /// The entry's instruction in the run.
+    pub offset: u32,
+    /// Instructions from the entry to the run's end.
     pub len: u32,
+    /// Of which accesses other warps can see ([`Inst::visible`]).
+    pub visible: u32,
+    /// Visible accesses in the run before the entry.
+    pub visible_before: u32,
 }
 
 /// "No run starts here" in [`NativeCode::starts`].
@@ -59,14 +86,14 @@ const NO_RUN: u32 = u32::MAX;
 
 /// The native code of one decoded function.
 pub(crate) struct NativeCode {
-    /// Per instruction: the index in `runs` of the run that starts there, or [`NO_RUN`].
+    /// Per instruction: the index in `runs` of the entry point there, or [`NO_RUN`].
     starts: Vec<u32>,
     runs: Vec<NativeRun>,
     _jit: Jit,
 }
 
 impl NativeCode {
-    /// The run that starts at `pc`, if any.
+    /// The run entry point at `pc`, if any.
     #[inline(always)]
     pub fn run_at(&self, pc: u32) -> Option<NativeRun> {
         let index = *self.starts.get(pc as usize)?;
@@ -140,6 +167,20 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                         .count()
         }
         Op::Mov { dst, src, .. } => reg_ok(*dst) && src_ok(src),
+        Op::Ld {
+            space: Space::Shared,
+            addr,
+            dsts,
+            count,
+            ty,
+        } => {
+            let total = u64::from(ty.bytes) * u64::from(*count);
+            matches!(addr.base, Src::Reg(r) if r < registers)
+                && matches!(ty.bytes, 1 | 2 | 4 | 8)
+                && matches!(count, 1 | 2 | 4)
+                && total.is_power_of_two()
+                && dsts[..usize::from(*count)].iter().all(|&d| reg_ok(d))
+        }
         _ => false,
     }
 }
@@ -198,6 +239,32 @@ fn find_runs(func: &DecodedFunction) -> Vec<(u32, u32)> {
     runs
 }
 
+/// Visible accesses among `code`.
+fn visible_in(code: &[Inst]) -> u32 {
+    code.iter().filter(|inst| inst.visible).count() as u32
+}
+
+/// Whether the native code runs `inst` on its own (a segment of one instruction): a kernel
+/// call, or a load (checked for all lanes first; a slice may end right after it).
+fn alone(inst: &Inst) -> bool {
+    calls_kernel(inst) || matches!(inst.op, Op::Ld { .. })
+}
+
+/// The first instruction of each segment of a run: the run's first, and each instruction
+/// that runs alone and the one after it.
+fn segment_starts(code: &[Inst]) -> Vec<u32> {
+    let mut starts = vec![0u32];
+    for (i, inst) in code.iter().enumerate() {
+        if alone(inst) {
+            starts.extend([i as u32, i as u32 + 1]);
+        }
+    }
+    starts.retain(|&s| (s as usize) < code.len());
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
 /// Compiles the runs of `func` (`None`: it has none).
 pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, CompileError> {
     let runs = find_runs(func);
@@ -224,7 +291,8 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             .create_jit_execution_engine(OptimizationLevel::Less)
             .map_err(error)?;
         let mut compiled = Vec::new();
-        for (name, &(_, len)) in names.iter().zip(&runs) {
+        let mut pcs = Vec::new();
+        for (name, &(start, len)) in names.iter().zip(&runs) {
             let address = engine.get_function_address(name).map_err(error)?;
             if address == 0 {
                 return Err(error(format!("no address for {name}")));
@@ -232,15 +300,26 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             // SAFETY: the function was generated with `RunEntry`'s signature and C calling
             // convention.
             let entry = unsafe { std::mem::transmute::<usize, RunEntry>(address) };
-            compiled.push(NativeRun { entry, len });
+            let code = &func.code[start as usize..(start + len) as usize];
+            for offset in segment_starts(code) {
+                let visible_before = visible_in(&code[..offset as usize]);
+                compiled.push(NativeRun {
+                    entry,
+                    offset,
+                    len: len - offset,
+                    visible: visible_in(&code[offset as usize..]),
+                    visible_before,
+                });
+                pcs.push(start + offset);
+            }
         }
-        Ok((module, engine, compiled))
+        Ok((module, engine, compiled, pcs))
     })();
     match result {
-        Ok((module, engine, compiled)) => {
+        Ok((module, engine, compiled, pcs)) => {
             let mut starts = vec![NO_RUN; func.code.len()];
-            for (i, &(start, _)) in runs.iter().enumerate() {
-                starts[start as usize] = i as u32;
+            for (i, &pc) in pcs.iter().enumerate() {
+                starts[pc as usize] = i as u32;
             }
             Ok(Some(NativeCode {
                 starts,
@@ -337,6 +416,8 @@ struct GroupLanes<'ctx> {
     first: IntValue<'ctx>,
     /// The active lanes of the group.
     active: VectorValue<'ctx>,
+    /// The CTA's shared window (`i64`).
+    shared_base: IntValue<'ctx>,
 }
 
 /// IR generation for one module.
@@ -397,10 +478,16 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     /// them.
     fn run_function(&self, name: &str, code: &[Inst]) -> Result<(), CompileError> {
         let ptr = self.ctx.ptr_type(AddressSpace::default());
-        let fn_type = self
-            .ctx
-            .void_type()
-            .fn_type(&[ptr.into(), self.i32t.into()], false);
+        let fn_type = self.i32t.fn_type(
+            &[
+                ptr.into(),
+                self.i32t.into(),
+                ptr.into(),
+                self.i32t.into(),
+                self.i32t.into(),
+            ],
+            false,
+        );
         let function = self.module.add_function(name, fn_type, None);
         let (cpu, features) = host();
         function.add_attribute(
@@ -423,25 +510,120 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .get_nth_param(1)
             .ok_or_else(|| error("parameter"))?
             .into_int_value();
+        let context = function
+            .get_nth_param(2)
+            .ok_or_else(|| error("parameter"))?
+            .into_pointer_value();
+        let shared = |field: u64, name: &str| -> Result<IntValue<'ctx>, CompileError> {
+            // SAFETY: `RunContext` is two `u64`s.
+            let ptr = unsafe {
+                self.builder.build_in_bounds_gep(
+                    self.i64t,
+                    context,
+                    &[self.i64t.const_int(field, false)],
+                    name,
+                )
+            }
+            .map_err(error)?;
+            Ok(self
+                .builder
+                .build_load(self.i64t, ptr, name)
+                .map_err(error)?
+                .into_int_value())
+        };
+        let start = function
+            .get_nth_param(3)
+            .ok_or_else(|| error("parameter"))?
+            .into_int_value();
+        let allowance = function
+            .get_nth_param(4)
+            .ok_or_else(|| error("parameter"))?
+            .into_int_value();
+        let shared_base = shared(0, "shared_base")?;
+        let shared_len = shared(1, "shared_len")?;
         // A sink for results without a destination register (`_`) of called kernels.
         let sink = self
             .builder
             .build_array_alloca(self.i64t, self.i64t.const_int(LANES.into(), false), "sink")
             .map_err(error)?;
-        let mut i = 0;
-        while i < code.len() {
-            if calls_kernel(&code[i]) {
-                self.call(&code[i], regs, active, sink)?;
-                i += 1;
-                continue;
+        // Segments: kernel calls on the whole warp, each load alone after its addresses are
+        // checked for all lanes (a fault leaves the run before the load, nothing of it done),
+        // the other inline instructions in loops over lane groups. The entry jumps to the
+        // segment `start` names.
+        let segments = segment_starts(code);
+        let blocks: Vec<_> = segments
+            .iter()
+            .map(|_| self.ctx.append_basic_block(function, "segment"))
+            .collect();
+        let nowhere = self.ctx.append_basic_block(function, "nowhere");
+        let cases: Vec<_> = segments
+            .iter()
+            .zip(&blocks)
+            .map(|(&s, &block)| (self.i32t.const_int(s.into(), false), block))
+            .collect();
+        self.builder
+            .build_switch(start, nowhere, &cases)
+            .map_err(error)?;
+        self.builder.position_at_end(nowhere);
+        self.builder.build_return(Some(&start)).map_err(error)?;
+        for (k, (&first, &block)) in segments.iter().zip(&blocks).enumerate() {
+            let end = segments
+                .get(k + 1)
+                .map_or(code.len(), |&next| next as usize);
+            let first = first as usize;
+            self.builder.position_at_end(block);
+            let segment = &code[first..end];
+            if calls_kernel(&code[first]) {
+                self.call(&code[first], regs, active, sink)?;
+            } else if matches!(code[first].op, Op::Ld { .. }) {
+                let index = self.i32t.const_int(first as u64, false);
+                // The allowance counts from the run's first instruction (the caller adds the
+                // visible accesses before the entry).
+                let ordinal = self
+                    .i32t
+                    .const_int(u64::from(visible_in(&code[..first])) + 1, false);
+                if code[first].visible {
+                    // The interpreter stops before a visible access when none is left.
+                    let spent = self
+                        .builder
+                        .build_int_compare(IntPredicate::ULT, allowance, ordinal, "spent")
+                        .map_err(error)?;
+                    self.leave_if(function, spent, index)?;
+                }
+                self.check_load(
+                    function,
+                    &code[first],
+                    first as u32,
+                    regs,
+                    active,
+                    shared_base,
+                    shared_len,
+                )?;
+                self.group_loop(function, segment, regs, active, shared_base)?;
+                if code[first].visible {
+                    // ... and right after the one that uses up the allowance.
+                    let last = self
+                        .builder
+                        .build_int_compare(IntPredicate::EQ, allowance, ordinal, "last")
+                        .map_err(error)?;
+                    self.leave_if(function, last, self.i32t.const_int(end as u64, false))?;
+                }
+            } else {
+                self.group_loop(function, segment, regs, active, shared_base)?;
             }
-            let start = i;
-            while i < code.len() && !calls_kernel(&code[i]) {
-                i += 1;
+            match blocks.get(k + 1) {
+                Some(&next) => self
+                    .builder
+                    .build_unconditional_branch(next)
+                    .map(|_| ())
+                    .map_err(error)?,
+                None => self
+                    .builder
+                    .build_return(Some(&self.i32t.const_int(code.len() as u64, false)))
+                    .map(|_| ())
+                    .map_err(error)?,
             }
-            self.group_loop(function, &code[start..i], regs, active)?;
         }
-        self.builder.build_return(None).map_err(error)?;
         Ok(())
     }
 
@@ -457,6 +639,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         code: &[Inst],
         regs: PointerValue<'ctx>,
         active: IntValue<'ctx>,
+        shared_base: IntValue<'ctx>,
     ) -> Result<(), CompileError> {
         let b = &self.builder;
         let before = b
@@ -488,6 +671,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             regs,
             first,
             active,
+            shared_base,
         };
         for inst in code {
             self.inline_instruction(inst, &lanes)?;
@@ -648,8 +832,216 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 Some(lowered) => self.lowered(alu, lowered, lanes, exec),
                 None => Err(error("an instruction without a lowered form inline")),
             },
+            Op::Ld {
+                addr,
+                dsts,
+                count,
+                ty,
+                ..
+            } => {
+                // Checked for all lanes before the loop (`check_load`): every lane of `exec`
+                // reads inside the window, aligned; the others read nothing.
+                let b = &self.builder;
+                let e = error;
+                let Src::Reg(base) = addr.base else {
+                    return Err(error("a load address without a base register"));
+                };
+                let row = self.load(self.row_at(lanes.regs, base, lanes.first)?, GROUP)?;
+                let address = b
+                    .build_int_add(row, self.splat(addr.offset as u64, GROUP), "address")
+                    .map_err(e)?;
+                let undef = self.i64v(GROUP).get_undef();
+                let one = b
+                    .build_insert_element(undef, lanes.shared_base, self.i32t.const_zero(), "b")
+                    .map_err(e)?;
+                let base_vec = b
+                    .build_shuffle_vector(one, undef, self.i32t.vec_type(GROUP).const_zero(), "b")
+                    .map_err(e)?;
+                let host = b.build_int_add(address, base_vec, "host").map_err(e)?;
+                let element = self.ctx.custom_width_int_type(u32::from(ty.bytes) * 8);
+                let element_vec = element.vec_type(GROUP);
+                let ptr_vec = self.ctx.ptr_type(AddressSpace::default()).vec_type(GROUP);
+                let gather = inkwell::intrinsics::Intrinsic::find("llvm.masked.gather")
+                    .ok_or_else(|| error("no llvm.masked.gather"))?
+                    .get_declaration(self.module, &[element_vec.into(), ptr_vec.into()])
+                    .ok_or_else(|| error("no llvm.masked.gather for the element vector"))?;
+                for (i, &d) in dsts[..usize::from(*count)].iter().enumerate() {
+                    if d == NO_REG {
+                        continue;
+                    }
+                    let at = b
+                        .build_int_add(
+                            host,
+                            self.splat(i as u64 * u64::from(ty.bytes), GROUP),
+                            "at",
+                        )
+                        .map_err(e)?;
+                    let pointers = b.build_int_to_ptr(at, ptr_vec, "ptrs").map_err(e)?;
+                    let loaded = b
+                        .build_call(
+                            gather,
+                            &[
+                                pointers.into(),
+                                self.i32t.const_int(ty.bytes.into(), false).into(),
+                                exec.into(),
+                                element_vec.const_zero().into(),
+                            ],
+                            "ld",
+                        )
+                        .map_err(e)?
+                        .try_as_basic_value()
+                        .left()
+                        .ok_or_else(|| error("gather without a value"))?
+                        .into_vector_value();
+                    let value = if ty.bytes == 8 {
+                        loaded
+                    } else if ty.signed {
+                        b.build_int_s_extend(loaded, self.i64v(GROUP), "sext")
+                            .map_err(e)?
+                    } else {
+                        b.build_int_z_extend(loaded, self.i64v(GROUP), "zext")
+                            .map_err(e)?
+                    };
+                    self.group_store(lanes, d, value, exec)?;
+                }
+                Ok(())
+            }
             _ => Err(error("not a run instruction")),
         }
+    }
+
+    /// The lanes of the warp that run `inst` (`i32`): active, and bit 0 of the guard's row.
+    fn warp_exec(
+        &self,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        if inst.guard == NO_REG {
+            return Ok(active);
+        }
+        let b = &self.builder;
+        let bits = self.load(
+            self.row_at(regs, inst.guard, self.i64t.const_zero())?,
+            LANES,
+        )?;
+        let bools = b
+            .build_int_truncate(bits, self.boolv(LANES), "guard")
+            .map_err(error)?;
+        let holds = b
+            .build_bit_cast(bools, self.i32t, "holds")
+            .map_err(error)?
+            .into_int_value();
+        let holds = if inst.guard_negated {
+            b.build_not(holds, "not").map_err(error)?
+        } else {
+            holds
+        };
+        b.build_and(active, holds, "exec").map_err(error)
+    }
+
+    /// Leaves the run, returning `index` (the instructions done), unless every lane that runs
+    /// load `inst` has its whole access inside the shared window and aligned to its size: what
+    /// the interpreter accepts (`Exec::resolve_aligned`), which otherwise reports the fault.
+    #[allow(clippy::too_many_arguments)]
+    fn check_load(
+        &self,
+        function: FunctionValue<'ctx>,
+        inst: &Inst,
+        index: u32,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        shared_base: IntValue<'ctx>,
+        shared_len: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let Op::Ld {
+            addr, count, ty, ..
+        } = &inst.op
+        else {
+            return Err(error("a load check for another instruction"));
+        };
+        let Src::Reg(base) = addr.base else {
+            return Err(error("a load address without a base register"));
+        };
+        let b = &self.builder;
+        let e = error;
+        let total = u64::from(ty.bytes) * u64::from(*count);
+        let exec = self.warp_exec(inst, regs, active)?;
+        let row = self.load(self.row_at(regs, base, self.i64t.const_zero())?, LANES)?;
+        let splat = |v: IntValue<'ctx>, name: &str| -> Result<VectorValue<'ctx>, CompileError> {
+            let undef = self.i64v(LANES).get_undef();
+            let one = b
+                .build_insert_element(undef, v, self.i32t.const_zero(), name)
+                .map_err(e)?;
+            let zeros = self.i32t.vec_type(LANES).const_zero();
+            b.build_shuffle_vector(one, undef, zeros, name).map_err(e)
+        };
+        let address = b
+            .build_int_add(row, self.splat(addr.offset as u64, LANES), "address")
+            .map_err(e)?;
+        // `address + total <= shared_len`, without wrapping: `address <= shared_len - total`,
+        // no address passing when the window is smaller than the access.
+        let too_small = b
+            .build_int_compare(
+                IntPredicate::ULT,
+                shared_len,
+                self.i64t.const_int(total, false),
+                "too_small",
+            )
+            .map_err(e)?;
+        let last = b
+            .build_int_sub(shared_len, self.i64t.const_int(total, false), "last")
+            .map_err(e)?;
+        let outside = b
+            .build_int_compare(IntPredicate::UGT, address, splat(last, "last")?, "outside")
+            .map_err(e)?;
+        let host = b
+            .build_int_add(address, splat(shared_base, "base")?, "host")
+            .map_err(e)?;
+        let misaligned_bits = b
+            .build_and(host, self.splat(total - 1, LANES), "misaligned")
+            .map_err(e)?;
+        let misaligned = b
+            .build_int_compare(
+                IntPredicate::NE,
+                misaligned_bits,
+                self.splat(0, LANES),
+                "misaligned",
+            )
+            .map_err(e)?;
+        let bad = b.build_or(outside, misaligned, "bad").map_err(e)?;
+        let bad = b
+            .build_bit_cast(bad, self.i32t, "bad")
+            .map_err(e)?
+            .into_int_value();
+        let all = self.i32t.const_all_ones();
+        let bad = b
+            .build_select(too_small, all, bad, "bad")
+            .map_err(e)?
+            .into_int_value();
+        let bad = b.build_and(bad, exec, "bad").map_err(e)?;
+        let fault = b
+            .build_int_compare(IntPredicate::NE, bad, self.i32t.const_zero(), "fault")
+            .map_err(e)?;
+        self.leave_if(function, fault, self.i32t.const_int(index.into(), false))
+    }
+
+    /// Returns `done` from the run when `condition` holds; continues in a new block otherwise.
+    fn leave_if(
+        &self,
+        function: FunctionValue<'ctx>,
+        condition: IntValue<'ctx>,
+        done: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let leave = self.ctx.append_basic_block(function, "leave");
+        let go = self.ctx.append_basic_block(function, "go");
+        b.build_conditional_branch(condition, leave, go)
+            .map_err(error)?;
+        b.position_at_end(leave);
+        b.build_return(Some(&done)).map_err(error)?;
+        b.position_at_end(go);
+        Ok(())
     }
 
     /// An instruction through its interpreter kernel, on the whole warp.
@@ -666,25 +1058,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let b = &self.builder;
         let zero = self.i64t.const_zero();
         let row = |r: u32| self.row_at(regs, r, zero);
-        // The guard over the warp: bit 0 of each lane of the predicate's row.
-        let exec = if inst.guard == NO_REG {
-            active
-        } else {
-            let bits = self.load(row(inst.guard)?, LANES)?;
-            let bools = b
-                .build_int_truncate(bits, self.boolv(LANES), "guard")
-                .map_err(error)?;
-            let holds = b
-                .build_bit_cast(bools, self.i32t, "holds")
-                .map_err(error)?
-                .into_int_value();
-            let holds = if inst.guard_negated {
-                b.build_not(holds, "not").map_err(error)?
-            } else {
-                holds
-            };
-            b.build_and(active, holds, "exec").map_err(error)?
-        };
+        let exec = self.warp_exec(inst, regs, active)?;
         let address = |p: usize| -> Result<PointerValue<'ctx>, CompileError> {
             b.build_int_to_ptr(
                 self.i64t.const_int(p as u64, false),
@@ -1057,7 +1431,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
 mod tests {
     use super::*;
     use crate::alu::{decode, AluOp, ValueKind};
-    use crate::decode::AluInst;
+    use crate::decode::{Addr, AluInst, MemType};
     use ptx_lexer::Opcode;
 
     /// Registers of the test frame: sources 0-3, destination 4, second destination 5, guard 6,
@@ -1288,8 +1662,13 @@ mod tests {
                     }
                     expected[7 * 32 + lane] = expected[4 * 32 + lane] & mask;
                 }
-                // SAFETY: `regs` holds the frame's registers.
-                unsafe { (run.entry)(regs.as_mut_ptr(), active) };
+                let context = RunContext {
+                    shared_base: 0,
+                    shared_len: 0,
+                };
+                // SAFETY: `regs` holds the frame's registers; no shared memory is read.
+                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                assert_eq!(done, 2, "{text}: the whole run");
                 for r in 0..REGISTERS as usize {
                     for lane in 0..32 {
                         let (got, want) = (regs[r * 32 + lane], expected[r * 32 + lane]);
@@ -1445,6 +1824,142 @@ mod tests {
             "set.lt.u32.s32",
         ] {
             check(text, false);
+        }
+    }
+
+    /// `ld.shared` in a run: every lane of `exec` gets the element at its address, extended as
+    /// its type says (the interpreter's `load_lanes`), vectors element by element; an address
+    /// outside the window or misaligned in any running lane leaves the run before the load,
+    /// with nothing of it done, whatever the other lanes.
+    #[test]
+    fn shared_loads_read_the_window_and_stop_before_a_fault() {
+        let mut rng = Rng(0x5eed);
+        let mut window = vec![0u64; 64];
+        for word in window.iter_mut() {
+            *word = rng.next();
+        }
+        let window_bytes = (window.len() * 8) as u64;
+        let base = window.as_ptr() as u64;
+        let read = |address: u64, bytes: u8, signed: bool| -> u64 {
+            let mut v = 0u64;
+            for i in 0..u64::from(bytes) {
+                let byte =
+                    (window[((address + i) / 8) as usize] >> (8 * ((address + i) % 8))) & 0xff;
+                v |= byte << (8 * i);
+            }
+            let shift = 64 - 8 * u32::from(bytes);
+            if signed && shift > 0 {
+                (((v << shift) as i64) >> shift) as u64
+            } else {
+                v
+            }
+        };
+        for (bytes, signed, count) in [
+            (4u8, false, 1u8),
+            (4, true, 1),
+            (1, true, 1),
+            (1, false, 1),
+            (2, true, 1),
+            (8, false, 1),
+            (4, false, 2),
+            (4, false, 4),
+            (8, false, 2),
+            (2, false, 4),
+        ] {
+            let total = u64::from(bytes) * u64::from(count);
+            for (offset, guard) in [(0i64, NO_REG), (8, 6), (-16, NO_REG)] {
+                let ld = Op::Ld {
+                    space: Space::Shared,
+                    addr: Addr {
+                        base: Src::Reg(0),
+                        offset,
+                    },
+                    dsts: [4, 5, 7, 3],
+                    count,
+                    ty: MemType { bytes, signed },
+                };
+                // The loaded value used by the next instruction of the run.
+                let add = Op::Alu(Box::new(alu_inst(op("add.s64"), 0b10, 1)));
+                let mut add_inst = inst(add, NO_REG, false);
+                if let Op::Alu(alu) = &mut add_inst.op {
+                    alu.srcs[0] = Src::Reg(4);
+                    alu.dst = 2;
+                    alu.second = NO_REG;
+                }
+                let func = function(vec![inst(ld, guard, false), add_inst]);
+                let native = compile(&func).unwrap().expect("a run");
+                let run = native.run_at(0).expect("a run at 0");
+                assert_eq!((run.len, run.visible), (2, 0), "visible is the decoder's");
+                for round in 0..24 {
+                    let mut regs = vec![0u64; REGISTERS as usize * 32];
+                    for v in regs.iter_mut() {
+                        *v = rng.value();
+                    }
+                    for lane in 0..32 {
+                        regs[6 * 32 + lane] = rng.next() & 1;
+                        // In-window, aligned addresses, one in some rounds not.
+                        let slot = rng.next() % (window_bytes / total);
+                        regs[lane] = (slot * total).wrapping_sub(offset as u64);
+                    }
+                    let active = if round % 3 == 0 {
+                        u32::MAX
+                    } else {
+                        rng.next() as u32
+                    };
+                    let exec = match guard {
+                        NO_REG => active,
+                        g => {
+                            (0..32).fold(0u32, |m, l| {
+                                m | (((regs[g as usize * 32 + l] & 1) as u32) << l)
+                            }) & active
+                        }
+                    };
+                    let faulty = round % 4 == 1 && exec != 0;
+                    if faulty {
+                        let lane = exec.trailing_zeros() as usize;
+                        // Past the end, or inside the window but misaligned.
+                        let bad = if round % 8 == 5 && total > 1 {
+                            total + total / 2
+                        } else {
+                            window_bytes - total + 1
+                        };
+                        regs[lane] = bad.wrapping_sub(offset as u64);
+                    }
+                    let mut expected = regs.clone();
+                    if !faulty {
+                        for lane in 0..32 {
+                            if exec >> lane & 1 != 0 {
+                                let address = regs[lane].wrapping_add(offset as u64);
+                                for (i, d) in
+                                    [4usize, 5, 7, 3][..usize::from(count)].iter().enumerate()
+                                {
+                                    expected[d * 32 + lane] =
+                                        read(address + i as u64 * u64::from(bytes), bytes, signed);
+                                }
+                            }
+                            if active >> lane & 1 != 0 {
+                                expected[2 * 32 + lane] = expected[4 * 32 + lane].wrapping_add(1);
+                            }
+                        }
+                    }
+                    let context = RunContext {
+                        shared_base: base,
+                        shared_len: window_bytes,
+                    };
+                    // SAFETY: `regs` holds the frame; the window is `window`.
+                    let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                    assert_eq!(
+                        done,
+                        if faulty { 0 } else { 2 },
+                        "{bytes}x{count} signed {signed} offset {offset} round {round}"
+                    );
+                    assert!(
+                        regs == expected,
+                        "{bytes}x{count} signed {signed} offset {offset} round {round}: \
+                         registers differ"
+                    );
+                }
+            }
         }
     }
 

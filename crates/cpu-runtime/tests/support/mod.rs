@@ -42,10 +42,12 @@ pub fn build(dir: &Path, name: &str, source: &str, link: bool) -> PathBuf {
     if link {
         // The native engine (ptx-sim) links LLVM's shared library.
         let llvm = std::env::var("LLVM_SYS_160_PREFIX").unwrap_or("/usr/lib/llvm-16".into());
-        command
-            .arg(staticlib())
-            .arg(format!("-L{llvm}/lib"))
-            .args(["-lLLVM-16", "-ldl", "-lpthread", "-lm"]);
+        command.arg(staticlib()).arg(format!("-L{llvm}/lib")).args([
+            "-lLLVM-16",
+            "-ldl",
+            "-lpthread",
+            "-lm",
+        ]);
     }
     let output = command.output().expect("clang++-16 runs");
     assert!(
