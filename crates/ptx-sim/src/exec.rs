@@ -198,12 +198,24 @@ impl<'a> Exec<'a, '_> {
     }
 
     fn run(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
+        // The interpreter alone gets a loop without the native engine's checks.
+        let native = self.cta.launch.program.engine() == crate::Engine::Native;
         #[cfg(target_arch = "x86_64")]
         if alu::x86_v3() {
             // SAFETY: the CPU has the features `run_v3` is compiled for.
-            return unsafe { self.run_v3(budget, visible) };
+            return unsafe {
+                if native {
+                    self.run_v3::<true>(budget, visible)
+                } else {
+                    self.run_v3::<false>(budget, visible)
+                }
+            };
         }
-        self.run_loop(budget, visible)
+        if native {
+            self.run_loop::<true>(budget, visible)
+        } else {
+            self.run_loop::<false>(budget, visible)
+        }
     }
 
     /// [`Exec::run_loop`] compiled for CPUs with AVX2 (x86-64-v3), where the interpreter's
@@ -212,14 +224,22 @@ impl<'a> Exec<'a, '_> {
     /// [`alu::AluOp::eval_warp`]), so the results are the same bits.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
-    unsafe fn run_v3(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
-        self.run_loop(budget, visible)
+    unsafe fn run_v3<const NATIVE: bool>(
+        &mut self,
+        budget: u64,
+        visible: u64,
+    ) -> Result<Yield, SimError> {
+        self.run_loop::<NATIVE>(budget, visible)
     }
 
     /// The interpreter loop: runs the warp until its slice ends, it waits at a barrier or it
-    /// finishes.
+    /// finishes. `NATIVE`: enters the runs of the native engine's code where there is some.
     #[inline(always)]
-    fn run_loop(&mut self, mut budget: u64, mut visible: u64) -> Result<Yield, SimError> {
+    fn run_loop<const NATIVE: bool>(
+        &mut self,
+        mut budget: u64,
+        mut visible: u64,
+    ) -> Result<Yield, SimError> {
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -246,6 +266,9 @@ impl<'a> Exec<'a, '_> {
                 let func = self.func;
                 let population = u64::from(active.count_ones());
                 let mut pc = start;
+                // In a local: `straight` takes `self` mutably, so the field would be reloaded
+                // at every instruction.
+                let native = if NATIVE { self.native } else { None };
                 let result = loop {
                     // A run translated to native code, entered at its first instruction when
                     // the slice has budget for all of it and a visible access left, and no
@@ -253,7 +276,7 @@ impl<'a> Exec<'a, '_> {
                     // each instruction it executes. It stops where this loop would (after the
                     // visible access that uses up the allowance) or before a load that
                     // faults, which the loop below then executes.
-                    if let Some(run) = self.native.and_then(|native| native.run_at(pc)) {
+                    if let Some(run) = native.and_then(|native| native.run_at(pc)) {
                         let end = pc + run.len;
                         let regs = &mut self.warp.regs[self.reg_base..];
                         if u64::from(run.len) <= budget
