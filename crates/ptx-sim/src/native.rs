@@ -1,22 +1,25 @@
-//! The native engine: runs of consecutive ALU instructions (and register moves) of a decoded
-//! function translated to machine code with LLVM, compiled lazily the first time a warp runs
-//! the function, kept with the [`crate::Program`].
+//! The native engine: runs of straight instructions of a decoded function translated to
+//! machine code with LLVM, compiled lazily the first time a warp runs the function, kept with
+//! the [`crate::Program`].
 //!
 //! A *run* is a maximal sequence of straight instructions the engine can translate (an
-//! [`Op::Alu`] without carry whose sources are registers or immediates, or an [`Op::Mov`] of a
-//! register or immediate), guarded or not, that no branch target or reconvergence point
-//! interrupts. Its native function takes the frame's register file (register-major, 32 lanes a
-//! row, as [`crate::warp::Warp::regs`]) and the active mask, and does what the interpreter does
-//! for each instruction in turn: the guard row to a mask, the operation on all 32 lanes as
-//! vectors, the result stored into the lanes the guard lets through. Operations with a
-//! [`Lowered`] form are generated inline; the others call the interpreter's own
-//! [`WarpKernel`] for the instruction. The interpreter (`exec.rs`) enters a run only at its
-//! first instruction, with budget for all of it and no reconvergence point inside it, and
-//! counts its instructions exactly as it would have counted them one by one; everywhere else
-//! it interprets. The semantics of each lowered form are [`AluOp::eval`]'s bit for bit (the
-//! tests below compare them on edge values for every form and for partial masks).
+//! [`Op::Alu`] without carry whose sources are registers or immediates, an [`Op::Mov`] of a
+//! register or immediate, an `ld.shared` with a register base), guarded or not, that no branch
+//! target or reconvergence point interrupts. Its native function takes the frame's register
+//! file (register-major, 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the
+//! interpreter does for each instruction in turn: the guard row to a mask, the operation on the
+//! lanes as vectors, the result stored into the lanes the guard lets through. Operations with
+//! a [`Lowered`] form are generated inline; the others call the interpreter's own
+//! [`WarpKernel`]. A run is *segments* (kernel calls, each load alone, loops over lane groups
+//! of the other inline instructions), each an entry point. The interpreter (`exec.rs`) enters
+//! a run at a segment when the slice has budget for the rest of it and no reconvergence point
+//! falls inside it; the native code stops where the interpreter would (before a load that
+//! would fault, after the visible access that ends the slice), and the interpreter counts
+//! what it executed exactly as it counts instructions one by one. The semantics of each
+//! lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests below compare them on edge values,
+//! guards, partial masks and immediates).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -271,6 +274,10 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
     if runs.is_empty() {
         return Ok(None);
     }
+    // One compilation at a time in the process: LLVM's target registry (initialized by the
+    // first) is global, and workers of several launches may compile at once.
+    static LLVM: Mutex<()> = Mutex::new(());
+    let _serialized = LLVM.lock().unwrap_or_else(|e| e.into_inner());
     let context = Box::into_raw(Box::new(Context::create()));
     // SAFETY: the context lives until `Jit` drops it, after everything borrowing it.
     let ctx: &'static Context = unsafe { &*context };
