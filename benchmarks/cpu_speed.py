@@ -166,13 +166,14 @@ def fmt_ratio(a, b):
 
 def render(doc):
     m = doc["machine"]
+    engines = doc.get("engines") or {}
     lines = [
         f"# CPU target: interpreter speed ({doc['date']})",
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
         f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
-        f"`CUDA_FLUX_CPU_ENGINE`: old {doc['engines'].get('old') or 'unset'}, new "
-        f"{doc['engines'].get('new') or 'unset'}.",
+        f"`CUDA_FLUX_CPU_ENGINE`: old {engines.get('old') or 'unset'}, new "
+        f"{engines.get('new') or 'unset'}.",
         f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
         f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
         f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "
