@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # clang leaves an empty directory in the temporary directory for each CUDA compilation it runs
 # itself (the corpus check and the tests call it directly, hundreds of times): keep them, and
-# every other scratch file of the tests, in one directory removed at the end.
-TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/cuda-flux-test.XXXXXX")"
+# every other scratch file of the tests, in one directory removed at the end. (Its name must not
+# contain `cuda-flux-`: tests look for that prefix, the drivers' work directories', in outputs.)
+TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/cfx-tests.XXXXXX")"
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 echo "test: cargo fmt --check"
