@@ -52,6 +52,10 @@ and CUDA_FLUX_KEEP=<keep dir> (the drivers keep the instrumented PTX there); `ru
 as the benchmark programs do. An extra program passes when it exits with status 0 (a
 `result: FAIL` line fails it too).
 
+The apps of the public suites (benchmarks/suites.toml's recipes: build, input, run, check) are
+measured by `benchmarks/suites.py cost`, which calls measure, document and write_document below
+and adds the placements' comparison (compare_placements).
+
 Python 3 standard library only. Not a test: scripts/test.sh runs only tests/test_cost.py, which
 checks the arithmetic below on made-up numbers.
 """

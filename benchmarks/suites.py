@@ -10,6 +10,8 @@
         [--radius R] [--noise A]
     benchmarks/suites.py reference linear-system|hotspot|kmeans ARGS...
     benchmarks/suites.py same-counts WORK_A WORK_B
+    benchmarks/suites.py cost --suite NAME=PATH ... [--only NAME...] [--skip NAME...] [--runs N]
+        [--counters PLACEMENT...] [--timeout S] [--bin DIR] [--work-dir DIR] [--out FILE.md]
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -36,6 +38,12 @@ a seed.
 built with `CUDA_FLUX_COUNTERS=derived` and `every-block`: per app and kernel, the thread and
 warp counts of every block summed over its launches must be equal; exit status 0 when they all
 are, 1 naming each app and kernel that differs, 2 on bad input (no profiles, unreadable JSON).
+
+`cost` measures what the counter code costs on the apps (benchmarks/cost.py's figures and
+report): each app is built by its recipe with CUDA_FLUX_COUNTERS=PLACEMENT and its instrumented
+PTX kept, run and checked as above, and if correct measured by cost.measure, instrumented and
+with its original kernels, --runs times each; with several --counters, once per placement,
+compared side by side (cost.compare_placements), block counts checked equal across them.
 
 `reference` computes, in Python, the result of an app that has neither a check of its own nor
 a CPU version to compare with, from the same input (suites_reference.py says which and how).
