@@ -94,10 +94,6 @@ ERROR_LINE = [re.compile(p) for p in (
 NOT_AN_ERROR = re.compile(r"\bnote: |\bwarning\b|-Werror|-Wno-error")
 
 
-# The kinds of kernel-heavy code a recipe's `cost_kind` may name (defined in cost.py).
-HEAVY_KINDS = cost.HEAVY_KINDS
-
-
 class RecipeError(Exception):
     """A recipe file that cannot be used, with the reason."""
 
@@ -148,9 +144,9 @@ def load_recipes(path):
                     raise RecipeError(f"{where}: `{key}` {pattern!r}: {error}") from None
                 if key in ("time", "native_time") and compiled.groups != 1:
                     raise RecipeError(f"{where}: `{key}` must have exactly one group (the seconds)")
-        if app.get("cost_kind", HEAVY_KINDS[0]) not in HEAVY_KINDS:
+        if app.get("cost_kind", cost.HEAVY_KINDS[0]) not in cost.HEAVY_KINDS:
             raise RecipeError(f"{where}: `cost_kind` must be one of "
-                              f"{', '.join(repr(k) for k in HEAVY_KINDS)}")
+                              f"{', '.join(repr(k) for k in cost.HEAVY_KINDS)}")
         if "skip" not in app and "run" not in app:
             raise RecipeError(f"{where}: needs `run` (or `skip` with the reason)")
         if "timeout" in app and not (isinstance(app["timeout"], (int, float))
@@ -1134,12 +1130,12 @@ def cost_main(argv):
             doc["comparison"] = cost.compare_placements(records)
             doc["block_counts"] = checks
         cost.write_document(doc, out_path, cost_appendix(doc))  # after each app: partial runs count
-    summary_ = doc["summary"]
-    expansion = summary_["expansion"]
-    log(f"suites cost: {summary_['programs_passed']} of {summary_['programs']} apps measured, "
-        f"{summary_['kernels']} kernels; expansion geomean {cost.fmt(expansion['geomean'])}x "
+    figures = doc["summary"]
+    expansion = figures["expansion"]
+    log(f"suites cost: {figures['programs_passed']} of {figures['programs']} apps measured, "
+        f"{figures['kernels']} kernels; expansion geomean {cost.fmt(expansion['geomean'])}x "
         f"worst {cost.fmt(expansion['worst'])}x; counter atomics/1k aggregate "
-        f"{cost.fmt(summary_['counter_atomics_per_1k']['aggregate'], 1)}; wrote {out_path}")
+        f"{cost.fmt(figures['counter_atomics_per_1k']['aggregate'], 1)}; wrote {out_path}")
     return 0
 
 

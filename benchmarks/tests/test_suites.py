@@ -79,7 +79,7 @@ def test_recipes():
     expect(recipe_error(good + 'cost_kind = "tiled matmul"\n') is None,
            "a recipe naming a kind of kernel-heavy code loads")
     kinds = {a.get("cost_kind") for a in apps} - {None}
-    expect(kinds == set(suites.HEAVY_KINDS),
+    expect(kinds == set(suites.cost.HEAVY_KINDS),
            f"suites.toml names apps of every kind issue 11's target names ({sorted(kinds)})")
     for text, reason in cases:
         error = recipe_error(text)
