@@ -857,9 +857,21 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def setup(args, title, threads):
-    """Loads the recipes, selects the apps, makes the CPU-target prefix and copies the suites
-    into the work directory; returns (defaults, apps, chosen apps, context). Raises SetupError."""
+def copy_suites(suites, work, names, reuse):
+    """{suite: its copy under WORK/src}, copied from the checkouts `suites` (kept with `reuse`)."""
+    copies = {}
+    for name in sorted(names):
+        copies[name] = os.path.join(work, "src", name)
+        if not (reuse and os.path.isdir(copies[name])):
+            log(f"suites: copying {suites[name]} to {copies[name]}")
+            copy_suite(suites[name], copies[name])
+    return copies
+
+
+def setup(args, title, threads, copy=True):
+    """Loads the recipes, selects the apps, makes the CPU-target prefix and (with `copy`) copies
+    the suites into the work directory; returns (defaults, apps, chosen apps, context). Raises
+    SetupError."""
     try:
         defaults, apps = load_recipes(args.recipes)
     except RecipeError as error:
@@ -904,18 +916,14 @@ def setup(args, title, threads):
     if status.returncode != 0:
         raise SetupError(f"cuda-flux-nvcc --cuda-flux-prefix failed: "
                          f"{(status.stderr or status.stdout).strip()}")
-    copies = {}
-    for name in sorted({app["suite"] for app in chosen}):
-        copies[name] = os.path.join(work, "src", name)
-        if not (args.reuse and os.path.isdir(copies[name])):
-            log(f"suites: copying {suites[name]} to {copies[name]}")
-            copy_suite(suites[name], copies[name])
+    names = {app["suite"] for app in chosen}
+    copies = copy_suites(suites, work, names, args.reuse) if copy else {}
     step_timeout = args.timeout if args.timeout is not None else defaults.get("timeout", 120.0)
     context = {
         "title": title, "date": datetime.date.today().isoformat(),
         "machine": machine_description(), "commit": git_commit(ROOT) or "unknown",
         "bin": os.path.abspath(args.bin), "prefix": prefix, "suites": copies,
-        "suite_args": {name: suites[name] for name in copies}, "work": work,
+        "suite_args": {name: suites[name] for name in sorted(names)}, "work": work,
         "threads": str(threads),
         # Seconds per step of this run; "timeout", what the table says, stays the first run's
         # when it is updated.
@@ -1063,10 +1071,18 @@ def cost_main(argv):
               file=sys.stderr)
         return 2
     try:
-        defaults, _, chosen, context = setup(args, args.title, 1)
+        defaults, _, chosen, context = setup(args, args.title, 1, copy=False)
     except SetupError as error:
         print(f"suites cost: {error}", file=sys.stderr)
         return 2
+    # Each placement builds in a copy of its own: a recipe that builds incrementally (`make`
+    # without `clean`) would otherwise keep the first placement's objects.
+    contexts = {}
+    for placement in args.counters:
+        work = os.path.join(context["work"], placement)
+        contexts[placement] = dict(
+            context, work=work, env={"CUDA_FLUX_COUNTERS": placement}, keep_ptx=True,
+            suites=copy_suites(context["suite_args"], work, context["suite_args"], args.reuse))
     out_path = args.out or os.path.join(
         HERE, "results", f"{datetime.date.today().isoformat()}-cost-suites-cpu.md")
     title = args.title or "apps of " + ", ".join(sorted(context["suites"]))
@@ -1081,8 +1097,7 @@ def cost_main(argv):
         name = f"{app['suite']}/{app['name']}"
         profiles = {}
         for placement in placements:
-            placed = dict(context, work=os.path.join(context["work"], placement),
-                          env={"CUDA_FLUX_COUNTERS": placement}, keep_ptx=True)
+            placed = contexts[placement]
             log(f"suites cost: {name} ({placement})")
             row = run_app(app, defaults, placed)
             if row["correct"]:

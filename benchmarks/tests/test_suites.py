@@ -489,10 +489,17 @@ def test_cost_end_to_end():
         return
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "cost.md")
+        # add built incrementally (no `make clean`), as many suites' recipes do: each placement
+        # must still build it afresh (a copy of the suite per placement).
+        with open(os.path.join(HERE, "mini-suite", "recipes.toml")) as handle:
+            recipes = handle.read()
+        incremental = recipes.replace("build = 'make clean; make CUDA_DIR=", "build = 'make CUDA_DIR=")
+        expect(incremental != recipes, "cost: the mini recipes' add builds with make clean")
+        recipes_path = write_file(work, "recipes.toml", incremental)
         result = subprocess.run(
             [sys.executable, os.path.join(BENCH, "suites.py"), "cost",
              "--suite", f"mini={os.path.join(HERE, 'mini-suite')}",
-             "--recipes", os.path.join(HERE, "mini-suite", "recipes.toml"), "--bin", bin_dir,
+             "--recipes", recipes_path, "--bin", bin_dir,
              "--work-dir", os.path.join(work, "w"), "--out", out, "--runs", "2",
              "--counters", "derived", "every-block", "--only", "add", "mismatch"],
             capture_output=True, text=True)
@@ -515,6 +522,11 @@ def test_cost_end_to_end():
             if not add["passed"]:
                 continue
             row = add["kernels"][0]
+            keep = os.path.join(work, "w", placement, "apps", "mini", "add", "keep")
+            kept = os.listdir(keep) if os.path.isdir(keep) else []
+            expect(any(name.endswith(".instrumented.ptx") for name in kept),
+                   f"cost ({placement}): add was built under this placement, its PTX kept "
+                   f"({kept})")
             profile = os.path.join(work, "w", placement, "apps", "mini", "add", "profile.json")
             _, launches, counted, _ = suites.read_profile(profile)
             expect(row["launches"] == launches == 3
