@@ -341,6 +341,11 @@ def summarize(programs, heavy_ms=20.0, heavy_share=0.5, kinds=None):
     }
 
 
+# The kernel_row figures compare_placements keeps per kernel and placement.
+COMPARED = ("counter_warp_instructions", "counter_global_atomics", "expansion",
+            "counter_atomics_per_1k", "clone_registers", "occupancy_drops")
+
+
 def compare_placements(placements):
     """The same programs measured under several counter placements (built with different
     CUDA_FLUX_COUNTERS). `placements`: {placement: records of measure}, the first the
@@ -394,6 +399,10 @@ def compare_placements(placements):
                 ratio(by_program[p][n]["clone_kernel_ns"], by_program[p][n]["original_kernel_ns"])
                 for p in common_programs),
         }
+    # Per kernel and placement, only what the comparison shows (the records hold the rest).
+    for k in kernels:
+        k["placements"] = {n: {key: row[key] for key in COMPARED} for n, row in
+                           k["placements"].items()}
     return {"placements": names, "programs": len(common_programs), "kernels": kernels,
             "mismatches": mismatches, "figures": figures}
 
