@@ -15,12 +15,12 @@ use ptx_lexer::{
     RewriteError, Statement, StatementKind,
 };
 
-use crate::placement::{self, EdgeSite, Placement, Plan};
+use crate::placement::{self, EdgeSite, Induction, Placement, Plan, RegionEdge};
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, packed_update, region_flush, shrinking_flush, shrinking_flush_fast,
-    warp_update, CountForm, CounterRegisters,
+    function_prologue, guarded, induction_count, induction_snapshot, packed_update, region_flush,
+    shrinking_flush, shrinking_flush_fast, warp_update, CountForm, CounterRegisters,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -465,27 +465,76 @@ fn place_counters(
                     .map_or(block.insertion_point(), |&s| s + 1)
             })
         };
-        let counted_edges = region.counted.iter().zip(&counters).chain(
-            region
-                .counted_exits
+        // Where code on an edge goes, in line, and the guard that makes it run only on it.
+        let in_line = |edge: &RegionEdge| match edge.site {
+            EdgeSite::EndOfSource => (end_of(edge.from), None),
+            EdgeSite::Taken => {
+                let at = end_of(edge.from);
+                (
+                    at,
+                    statements[at]
+                        .as_instruction()
+                        .and_then(|i| i.guard.clone()),
+                )
+            }
+            EdgeSite::FallThrough => (end_of(edge.from) + 1, None),
+        };
+        // Counters read off an induction variable: no increment on their edge, a snapshot on
+        // each entry edge, the count recovered on each exit edge before anything reads it.
+        let inductions: Vec<(usize, &Induction)> = region
+            .inductions
+            .iter()
+            .zip(&counters)
+            .filter_map(|(induction, &counter)| induction.as_ref().map(|i| (counter, i)))
+            .collect();
+        let induction_counts = |j: usize| -> Vec<Statement> {
+            inductions
                 .iter()
-                .map(|&j| &region.exits[j])
-                .zip(&exit_counters),
-        );
+                .flat_map(|&(counter, induction)| induction_count(regs, counter, induction, j))
+                .collect()
+        };
+        // Where a thread may run the loop again, the flush resets the counters; induction
+        // counters take a new snapshot on entry instead, unless a lane may reach the flush
+        // without running the loop (then it must find zeros there).
+        let recovered_at_meeting = region.shrinking_to.is_some() && region.exit_taken_by_all;
+        let skippable = region.shrinking_to.is_some() && !region.exit_taken_by_all;
+        let reset: Vec<usize> = if region.reentered {
+            counters
+                .iter()
+                .zip(&region.inductions)
+                .filter(|(_, induction)| skippable || induction.is_none())
+                .map(|(&c, _)| c)
+                .chain(exit_counters.iter().copied())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for edge in &region.entries {
+            let (at, guard) = in_line(edge);
+            let snapshots = inductions
+                .iter()
+                .map(|&(counter, induction)| {
+                    induction_snapshot(regs, counter, induction, guard.clone())
+                })
+                .collect();
+            inserts.push((at, 0, snapshots));
+        }
+        let counted_edges = region
+            .counted
+            .iter()
+            .zip(&counters)
+            .zip(&region.inductions)
+            .filter(|(_, induction)| induction.is_none())
+            .map(|(edge, _)| edge)
+            .chain(
+                region
+                    .counted_exits
+                    .iter()
+                    .map(|&j| &region.exits[j])
+                    .zip(&exit_counters),
+            );
         for (edge, &counter) in counted_edges {
-            let (at, guard) = match edge.site {
-                EdgeSite::EndOfSource => (end_of(edge.from), None),
-                EdgeSite::Taken => {
-                    let at = end_of(edge.from);
-                    (
-                        at,
-                        statements[at]
-                            .as_instruction()
-                            .and_then(|i| i.guard.clone()),
-                    )
-                }
-                EdgeSite::FallThrough => (end_of(edge.from) + 1, None),
-            };
+            let (at, guard) = in_line(edge);
             inserts.push((at, 0, vec![counter_increment(regs, counter, guard)]));
         }
         if let Some(meeting) = region.shrinking_to {
@@ -519,11 +568,6 @@ fn place_counters(
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let reset: Vec<usize> = if region.reentered {
-                counters.iter().chain(&exit_counters).copied().collect()
-            } else {
-                Vec::new()
-            };
             // The fast path returns from its out-of-line block to a label after it, which must
             // be in the body's own scope.
             let at = cfg.blocks[meeting].insertion_point();
@@ -538,13 +582,27 @@ fn place_counters(
             } else {
                 None
             };
-            let flush = match fast {
+            // Induction counters are recovered once per lane: where the lanes meet when every
+            // lane there left by the one exit, else on each exit edge (placement allows them
+            // only where no exit is a taken branch, whose code would run on every trip).
+            let mut flush = if recovered_at_meeting {
+                induction_counts(0)
+            } else {
+                for (j, edge) in region.exits.iter().enumerate() {
+                    let code = induction_counts(j);
+                    if !code.is_empty() {
+                        inserts.push((in_line(edge).0, 0, code));
+                    }
+                }
+                Vec::new()
+            };
+            flush.append(&mut match fast {
                 Some((at_meeting, mut out_of_line)) => {
                     new_blocks.append(&mut out_of_line);
                     at_meeting
                 }
                 None => shrinking_flush(regs, &forms, &reset),
-            };
+            });
             inserts.push((at, 1, flush));
             continue;
         }
@@ -567,8 +625,8 @@ fn place_counters(
                     (offset + *block as u64, count)
                 })
                 .collect();
-            let reset: &[usize] = if region.reentered { &counters } else { &[] };
-            let mut flush = region_flush(regs, &forms, reset);
+            let mut flush = induction_counts(j);
+            flush.append(&mut region_flush(regs, &forms, &reset));
             match edge.site {
                 EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
                 EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),

@@ -69,6 +69,9 @@ pub fn ranged_banks_param(mask: u32, shift: u32) -> u32 {
 const B32_REGISTERS: u32 = 10;
 const B64_REGISTERS: u32 = 6;
 const PRED_REGISTERS: u32 = 5;
+/// `{b32}6`: scratch for recovering a 32-bit induction counter on a loop's exit, before the
+/// flush (which uses it too) and where no other counter code is live.
+const INDUCTION_SCRATCH: u32 = 6;
 /// `{b32}5`: `%lanemask_lt` where this thread is counted, all ones where it is not, so that
 /// "no lower active lane" (`activemask & it == 0`) elects a leader only among counted threads.
 const LOWER_LANES: u32 = 5;
@@ -443,6 +446,120 @@ pub fn counter_increment(
     ))
 }
 
+/// An induction counter's snapshot of its variable as a lane enters the loop, into
+/// `{counter}i` (guarded by `guard`): see [`placement::Recovery`].
+pub(crate) fn induction_snapshot(
+    regs: &CounterRegisters,
+    counter: usize,
+    induction: &placement::Induction,
+    guard: Option<Guard>,
+) -> Statement {
+    let c = regs.c(counter);
+    let v = Operand::reg(induction.register.as_str());
+    let (opcode, operands) = match &induction.recovery {
+        placement::Recovery::Wide {
+            snapshot_offset: 0, ..
+        } => ("mov.b64", vec![c, v]),
+        placement::Recovery::Wide {
+            snapshot_offset, ..
+        } => ("add.s64", vec![c, v, Operand::int(snapshot_offset)]),
+        placement::Recovery::Narrow { .. } => ("cvt.u64.u32", vec![c, v]),
+    };
+    Statement::instruction(Instruction::new(
+        guard,
+        ptx_lexer::Opcode::new(opcode),
+        operands,
+    ))
+}
+
+/// Turns an induction counter's snapshot in `{counter}i` into its count as a lane leaves the
+/// loop by exit `exit` (see [`placement::Recovery`]).
+///
+/// Wide: `(register - snapshot) / step + correction`. `register - snapshot` is
+/// `count × step` modulo 2^64; times the inverse of the step's odd part (modulo 2^64) it is
+/// `count × 2^s`, and shifted right by `s` it is the count modulo 2^(64 - s), that is the
+/// count. A negative step subtracts the other way round.
+///
+/// Narrow: `d = (register - snapshot) × step` in 32 bits (less one on the exit its equality
+/// test takes, where the runs are 1 to 2^32), zero-extended, plus `1 - x` on that exit, `-x`
+/// on others (the runs less the exit's term), negated when the sign is -1.
+pub(crate) fn induction_count(
+    regs: &CounterRegisters,
+    counter: usize,
+    induction: &placement::Induction,
+    exit: usize,
+) -> Vec<Statement> {
+    let c = || regs.c(counter);
+    let v = || Operand::reg(induction.register.as_str());
+    let mut code = Vec::new();
+    match &induction.recovery {
+        placement::Recovery::Wide {
+            step,
+            exit_corrections,
+            ..
+        } => {
+            let magnitude = step.unsigned_abs();
+            let shift = magnitude.trailing_zeros();
+            let odd = magnitude >> shift;
+            code.push(if *step > 0 {
+                ins("sub.s64", vec![c(), v(), c()])
+            } else {
+                ins("sub.s64", vec![c(), c(), v()])
+            });
+            if odd != 1 {
+                let inverse = Operand::int(format!("0x{:016X}", odd_inverse(odd)));
+                code.push(ins("mul.lo.u64", vec![c(), c(), inverse]));
+            }
+            if shift != 0 {
+                code.push(ins("shr.b64", vec![c(), c(), Operand::int(shift)]));
+            }
+            let correction = exit_corrections.get(exit).copied().unwrap_or(0);
+            if correction != 0 {
+                code.push(ins("add.s64", vec![c(), c(), Operand::int(correction)]));
+            }
+        }
+        placement::Recovery::Narrow {
+            step,
+            sign,
+            exit_terms,
+            test_exit,
+        } => {
+            let d = regs.r32(INDUCTION_SCRATCH);
+            code.push(ins("cvt.u32.u64", vec![d.clone(), c()]));
+            code.push(if *step > 0 {
+                ins("sub.u32", vec![d.clone(), v(), d.clone()])
+            } else {
+                ins("sub.u32", vec![d.clone(), d.clone(), v()])
+            });
+            let on_test = i64::from(exit == *test_exit);
+            if on_test == 1 {
+                code.push(ins("add.s32", vec![d.clone(), d.clone(), Operand::int(-1)]));
+            }
+            code.push(ins("cvt.u64.u32", vec![c(), d]));
+            // runs - x = d + on_test - x; the counter is sign × that.
+            let term = exit_terms.get(exit).copied().unwrap_or(0);
+            let constant = i128::from(on_test) - i128::from(term);
+            if *sign < 0 {
+                code.push(ins("sub.s64", vec![c(), Operand::int(-constant), c()]));
+            } else if constant != 0 {
+                code.push(ins("add.s64", vec![c(), c(), Operand::int(constant)]));
+            }
+        }
+    }
+    code
+}
+
+/// The inverse of an odd number modulo 2^64 (Newton's iteration: each step doubles the
+/// number of correct low bits, from 3 for `x = odd`).
+fn odd_inverse(odd: u64) -> u64 {
+    debug_assert!(odd % 2 == 1);
+    let mut x = odd;
+    for _ in 0..5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(x)));
+    }
+    x
+}
+
 /// A block count as the flush computes it: `constant + Σ coefficient × {counter}i`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CountForm {
@@ -697,6 +814,13 @@ pub fn counter_params(kernel_name: &str) -> (Param, Param) {
 mod tests {
     use super::*;
     use ptx_lexer::StatementKind;
+
+    #[test]
+    fn odd_inverse_inverts_modulo_2_to_the_64() {
+        for odd in [1u64, 3, 5, 255, 0x1234_5677, u64::MAX, u64::MAX - 2] {
+            assert_eq!(odd.wrapping_mul(odd_inverse(odd)), 1, "{odd}");
+        }
+    }
 
     fn regs() -> CounterRegisters {
         CounterRegisters {

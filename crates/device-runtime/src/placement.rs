@@ -23,7 +23,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use ptx_lexer::{
-    Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand, StatementKind,
+    Directive, Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand, RegDeclaration,
+    StatementKind,
 };
 
 use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
@@ -758,7 +759,72 @@ pub(crate) struct Region {
     /// its header), so the flush resets the counters; otherwise the prologue's zeroing is all
     /// they need.
     pub reentered: bool,
+    /// Per counted edge (in `counted` order): the program's induction variable its count is
+    /// read from, instead of an `add` on the edge, if it has one.
+    pub inductions: Vec<Option<Induction>>,
+    /// The edges into the header from outside, where each induction counter takes its
+    /// snapshot of its variable; empty when the region has no induction counters.
+    pub entries: Vec<RegionEdge>,
 }
+
+/// A counted edge whose count follows from a register of the program that one block B of the
+/// loop steps by a constant each time it runs, and nothing else in the loop writes (a pointer,
+/// index or trip counter the compiler advances each trip). B's count is `k × counter + x_j` on
+/// exit `j` (k = ±1; its form has no other counter), so `counter = k × (runs(B) - x_j)`, and
+/// `runs(B)` follows from the register's value on leaving and a snapshot taken on entering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Induction {
+    /// The program's register.
+    pub register: String,
+    pub recovery: Recovery,
+}
+
+/// How an induction counter is taken on entry and recovered on exit `j`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// A 64-bit register stepped by σ: the snapshot is `v0 + x × σ` (x the first exit's term),
+    /// and on exit `j` the counter is `(v - snapshot) / step + exit_corrections[j]`, with
+    /// `step = k × σ` and corrections `k × (x - x_j)`. `v - snapshot` is
+    /// `counter × step` modulo 2^64, so the division is exact while a lane runs B fewer than
+    /// 2^(64 - s) times in one execution of the loop, s being the step's trailing zero bits,
+    /// at most [`MAX_INDUCTION_SHIFT`].
+    Wide {
+        step: i64,
+        snapshot_offset: i64,
+        exit_corrections: Vec<i64>,
+    },
+    /// A 32-bit register stepped by σ = ±1 in B, whose equality with a value the loop does not
+    /// change, tested after the step, sends the lane out of the loop by exit `test_exit`. The
+    /// values after each step are distinct until 2^32 steps, and the one equal to the bound
+    /// ends the loop, so a lane runs B at most 2^32 times, and that often only when it leaves
+    /// by `test_exit`: with `d = (v - v0) × σ` modulo 2^32, `runs(B)` is `d` on other exits
+    /// and `((d - 1) mod 2^32) + 1` on `test_exit`. The snapshot is `v0`, zero-extended.
+    Narrow {
+        step: i64,
+        sign: i64,
+        exit_terms: Vec<i64>,
+        test_exit: usize,
+    },
+}
+
+impl Recovery {
+    /// Instructions its recovery takes on exit `j` (for choosing among variables).
+    fn cost(&self) -> usize {
+        match self {
+            Recovery::Wide { step, .. } => {
+                let magnitude = step.unsigned_abs();
+                let shift = magnitude.trailing_zeros();
+                1 + usize::from(magnitude >> shift != 1) + usize::from(shift != 0)
+            }
+            Recovery::Narrow { .. } => 5,
+        }
+    }
+}
+
+/// Steps with more trailing zero bits than this are not used: a lane would have to run the
+/// stepping block 2^(64 - 8) = 2^56 times in one execution of the loop (over two years at one
+/// run per nanosecond) before the count, taken modulo 2^(64 - s), could wrap.
+pub(crate) const MAX_INDUCTION_SHIFT: u32 = 8;
 
 impl Region {
     /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
@@ -1323,27 +1389,8 @@ fn region_of(
     let mut internal: Vec<RegionEdge> = Vec::new();
     let mut exits: Vec<RegionEdge> = Vec::new();
     for &b in &l.blocks {
-        let last = cfg.blocks[b]
-            .instructions
-            .last()
-            .and_then(|&s| statements[s].as_instruction());
-        let conditional = last.is_some_and(|i| i.is_terminator() && i.guard.is_some());
         for &s in &cfg.succs[b] {
-            let kinds: Vec<EdgeKind> = cfg
-                .edges
-                .iter()
-                .filter(|e| e.from == b && e.to == s)
-                .map(|e| e.kind)
-                .collect();
-            let site = if cfg.succs[b].len() == 1 {
-                EdgeSite::EndOfSource
-            } else if !conditional || kinds.len() != 1 {
-                return None;
-            } else if kinds[0] == EdgeKind::Branch {
-                EdgeSite::Taken
-            } else {
-                EdgeSite::FallThrough
-            };
+            let site = edge_site(function, cfg, b, s)?;
             let edge = RegionEdge {
                 from: b,
                 to: l.blocks.contains(&s).then_some(s),
@@ -1590,7 +1637,7 @@ fn region_of(
         None => exits.iter().filter_map(|e| e.exit_to).collect(),
     };
     let reentered = reaches(cfg, &flushed_at, l.header);
-    Some(Region {
+    let mut region = Region {
         blocks: l.blocks.clone(),
         direct,
         shrinking_to,
@@ -1600,7 +1647,302 @@ fn region_of(
         exit_taken_by_all,
         counts,
         reentered,
-    })
+        inductions: Vec::new(),
+        entries: Vec::new(),
+    };
+    region.inductions = vec![None; region.counted.len()];
+    // Where lanes leave at different times, counts are recovered where they meet when every
+    // lane there left by the one exit, else on each exit edge, which must then not be a taken
+    // branch (code for it would be guarded, and run on every trip).
+    let recoverable = region.shrinking_to.is_none()
+        || region.exit_taken_by_all
+        || region.exits.iter().all(|e| e.site != EdgeSite::Taken);
+    if let Some(entries) = entry_edges(function, cfg, l).filter(|_| recoverable) {
+        region.inductions = inductions(function, cfg, depths, &region);
+        if region.inductions.iter().any(Option::is_some) {
+            region.entries = entries;
+        }
+    }
+    Some(region)
+}
+
+/// The edges into loop `l`'s header from outside it, with where code on each goes; `None`
+/// when one has no such place, or when the header is the function's first block (entered from
+/// the function's start, where the loop's variables hold nothing yet).
+fn entry_edges(function: &Function, cfg: &Cfg, l: &NaturalLoop) -> Option<Vec<RegionEdge>> {
+    if l.header == 0 {
+        return None;
+    }
+    cfg.preds[l.header]
+        .iter()
+        .filter(|p| !l.blocks.contains(p))
+        .map(|&p| {
+            Some(RegionEdge {
+                from: p,
+                to: Some(l.header),
+                exit_to: None,
+                site: edge_site(function, cfg, p, l.header)?,
+            })
+        })
+        .collect()
+}
+
+/// The register, its width in bits and the step of `add.{s,u}{32,64} r, r, c` (or
+/// `add r, c, r`) and `sub.{s,u}{32,64} r, r, c` without a guard, `c` an integer literal: the
+/// register advances by the step each time the instruction runs.
+fn induction_step(instruction: &Instruction) -> Option<(&str, u32, i64)> {
+    if instruction.guard.is_some() {
+        return None;
+    }
+    let (negate, width) = match instruction.opcode.as_str() {
+        "add.s64" | "add.u64" => (false, 64),
+        "sub.s64" | "sub.u64" => (true, 64),
+        "add.s32" | "add.u32" => (false, 32),
+        "sub.s32" | "sub.u32" => (true, 32),
+        _ => return None,
+    };
+    let (register, literal) = match instruction.operands.as_slice() {
+        [Operand::Register(d), Operand::Register(a), Operand::Integer(c)] if d == a => (d, c),
+        [Operand::Register(d), Operand::Integer(c), Operand::Register(a)] if d == a && !negate => {
+            (d, c)
+        }
+        _ => return None,
+    };
+    let value = ptx_lexer::declaration::parse_integer(literal)?;
+    let step = match width {
+        // A 32-bit literal is taken modulo 2^32, as a signed value.
+        32 => i64::from(value as i32),
+        _ => value,
+    };
+    let step = if negate { step.checked_neg()? } else { step };
+    (step != 0).then_some((register.as_str(), width, step))
+}
+
+/// The exit of `region` that block `b` takes whenever `register` (32-bit, written in `b` by the
+/// instruction at statement `step_at` and by nothing else in the loop) equals a value the loop
+/// does not change: `b` ends in `@p bra` (or `@!p bra`) where `p` is last written in `b`, after
+/// the step, by `setp.eq` or `setp.ne` of the register against a literal or a register the
+/// loop does not write, and the side that equality takes leaves the loop.
+fn equality_exit(
+    function: &Function,
+    cfg: &Cfg,
+    region: &Region,
+    b: usize,
+    register: &str,
+    step_at: usize,
+    written_in_loop: &dyn Fn(&str) -> bool,
+) -> Option<usize> {
+    let statements = function.statements();
+    let instructions = &cfg.blocks[b].instructions;
+    let (&branch_at, body) = instructions.split_last()?;
+    let branch = statements[branch_at].as_instruction()?;
+    let guard = branch.guard.as_ref()?;
+    if branch.opcode.base() != "bra" || cfg.succs[b].len() != 2 {
+        return None;
+    }
+    let is_register = |name: &str| function.declares_register(name);
+    let (test_at, test) = body.iter().rev().find_map(|&s| {
+        let instruction = statements[s].as_instruction()?;
+        defs_and_uses(instruction, &is_register)
+            .0
+            .iter()
+            .any(|d| *d == guard.predicate)
+            .then_some((s, instruction))
+    })?;
+    if test_at < step_at || test.guard.is_some() {
+        return None;
+    }
+    let equal_when_true = match test.opcode.as_str() {
+        "setp.eq.s32" | "setp.eq.u32" | "setp.eq.b32" => true,
+        "setp.ne.s32" | "setp.ne.u32" | "setp.ne.b32" => false,
+        _ => return None,
+    };
+    let bound = match test.operands.as_slice() {
+        [Operand::Register(p), Operand::Register(a), bound]
+            if *p == guard.predicate && a == register =>
+        {
+            bound
+        }
+        [Operand::Register(p), bound, Operand::Register(a)]
+            if *p == guard.predicate && a == register =>
+        {
+            bound
+        }
+        _ => return None,
+    };
+    let invariant = match bound {
+        Operand::Integer(_) => true,
+        Operand::Register(r) => r != register && !written_in_loop(r),
+        _ => false,
+    };
+    if !invariant {
+        return None;
+    }
+    // The branch is taken when its guard holds: on equality when `p` means "equal" and the
+    // guard is not negated, or `p` means "differ" and it is.
+    let taken_on_equality = equal_when_true != guard.negated;
+    let kind = if taken_on_equality {
+        EdgeKind::Branch
+    } else {
+        EdgeKind::FallThrough
+    };
+    let target = cfg.edges.iter().find(|e| e.from == b && e.kind == kind)?.to;
+    region
+        .exits
+        .iter()
+        .position(|e| e.from == b && e.exit_to == Some(target))
+}
+
+/// Per counted edge of `region`: an induction variable that gives its count, if there is one
+/// (see [`Induction`]). A candidate is stepped by exactly one instruction in the loop (in a
+/// block the flush derives, whose count is that counter alone, with coefficient ±1, plus exit
+/// terms), is written by nothing else in the loop, and is a register declared once, in the
+/// body's own scope (so that every mention of the name, in any `{ }` scope, is it): 64-bit,
+/// stepped by any constant with at most [`MAX_INDUCTION_SHIFT`] trailing zero bits, or 32-bit,
+/// stepped by ±1 and ending the loop when equal to a bound ([`equality_exit`]). Among several,
+/// the one whose count takes the fewest instructions to recover.
+fn inductions(
+    function: &Function,
+    cfg: &Cfg,
+    depths: &[usize],
+    region: &Region,
+) -> Vec<Option<Induction>> {
+    let statements = function.statements();
+    let is_register = |name: &str| function.declares_register(name);
+    let declared_once_at_top = |register: &str, width: u32| {
+        let declarations: Vec<(usize, &RegDeclaration)> = statements
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s.kind() {
+                StatementKind::Directive(Directive::Reg(d)) if d.declares(register) => Some((i, d)),
+                _ => None,
+            })
+            .collect();
+        let types: &[&str] = match width {
+            64 => &[".b64", ".u64", ".s64"],
+            _ => &[".b32", ".u32", ".s32"],
+        };
+        matches!(declarations.as_slice(), [(i, d)] if depths[*i] == 0
+            && d.modifiers.len() == 1 && types.contains(&d.modifiers[0].as_str()))
+    };
+    let writes_in_loop = |register: &str| {
+        region
+            .blocks
+            .iter()
+            .flat_map(|&b| cfg.blocks[b].instructions.iter())
+            .filter_map(|&s| statements[s].as_instruction())
+            .filter(|i| {
+                defs_and_uses(i, &is_register)
+                    .0
+                    .iter()
+                    .any(|d| d == register)
+            })
+            .count()
+    };
+    let written_in_loop = |register: &str| writes_in_loop(register) > 0;
+    let mut found: Vec<Option<Induction>> = vec![None; region.counted.len()];
+    for (block, form) in &region.counts {
+        if region.direct.contains(block) {
+            continue;
+        }
+        let nonzero: Vec<(usize, i64)> = form
+            .counters
+            .iter()
+            .enumerate()
+            .filter(|(_, &k)| k != 0)
+            .map(|(i, &k)| (i, k))
+            .collect();
+        let [(counter, sign @ (1 | -1))] = nonzero.as_slice() else {
+            continue;
+        };
+        let first_exit_term = form.exits.first().copied().unwrap_or(0);
+        for &s in &cfg.blocks[*block].instructions {
+            let Some((register, width, step)) =
+                statements[s].as_instruction().and_then(induction_step)
+            else {
+                continue;
+            };
+            let recovery = if width == 64 {
+                let exit_corrections: Option<Vec<i64>> = form
+                    .exits
+                    .iter()
+                    .map(|&x| first_exit_term.checked_sub(x)?.checked_mul(*sign))
+                    .collect();
+                match (
+                    first_exit_term.checked_mul(step),
+                    exit_corrections,
+                    step.checked_mul(*sign),
+                ) {
+                    (Some(snapshot_offset), Some(exit_corrections), Some(counter_step))
+                        if step.unsigned_abs().trailing_zeros() <= MAX_INDUCTION_SHIFT =>
+                    {
+                        Recovery::Wide {
+                            step: counter_step,
+                            snapshot_offset,
+                            exit_corrections,
+                        }
+                    }
+                    _ => continue,
+                }
+            } else {
+                let Some(test_exit) = (step.abs() == 1)
+                    .then(|| {
+                        equality_exit(function, cfg, region, *block, register, s, &written_in_loop)
+                    })
+                    .flatten()
+                else {
+                    continue;
+                };
+                Recovery::Narrow {
+                    step,
+                    sign: *sign,
+                    exit_terms: form.exits.clone(),
+                    test_exit,
+                }
+            };
+            let better = found[*counter]
+                .as_ref()
+                .is_none_or(|other| recovery.cost() < other.recovery.cost());
+            let taken = found.iter().flatten().any(|i| i.register == register);
+            if better
+                && !taken
+                && declared_once_at_top(register, width)
+                && writes_in_loop(register) == 1
+            {
+                found[*counter] = Some(Induction {
+                    register: register.to_string(),
+                    recovery,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Where code that runs exactly when control moves from block `from` to its successor `to`
+/// goes; `None` when no single place does (a conditional branch both of whose sides lead to
+/// `to`, or a successor that a terminator without a guard does not explain).
+fn edge_site(function: &Function, cfg: &Cfg, from: usize, to: usize) -> Option<EdgeSite> {
+    let statements = function.statements();
+    if cfg.succs[from].len() == 1 {
+        return Some(EdgeSite::EndOfSource);
+    }
+    let conditional = cfg.blocks[from]
+        .instructions
+        .last()
+        .and_then(|&s| statements[s].as_instruction())
+        .is_some_and(|i| i.is_terminator() && i.guard.is_some());
+    let kinds: Vec<EdgeKind> = cfg
+        .edges
+        .iter()
+        .filter(|e| e.from == from && e.to == to)
+        .map(|e| e.kind)
+        .collect();
+    match kinds.as_slice() {
+        [EdgeKind::Branch] if conditional => Some(EdgeSite::Taken),
+        [EdgeKind::FallThrough] if conditional => Some(EdgeSite::FallThrough),
+        _ => None,
+    }
 }
 
 /// Whether block `b` lies on a cycle of the control-flow graph (a thread may run it twice).
@@ -1861,6 +2203,124 @@ mod tests {
             assert!(plan.copies.contains(&(2, 1)));
             assert!(!plan.copied(1));
         }
+    }
+
+    /// A uniform loop ($L1, block 1) entered by a fall-through from block 0, stepping the
+    /// 64-bit `%rd1` by `step` (an `add.s64` with that literal); `extra` goes into the loop,
+    /// `declarations` before everything.
+    fn stepped_loop(step: &str, extra: &str, declarations: &str) -> Plan {
+        let src = format!(
+            "\t.reg .b64 %rd<4>;\n{declarations}\tld.param.u32 %r1, [k_n];\n\tmov.u64 %rd1, 0;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s64 %rd1, %rd1, {step};\n{extra}\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;"
+        );
+        plan_of(&src, Placement::Derived, true)
+    }
+
+    #[test]
+    fn a_loop_counter_is_read_off_a_64_bit_variable_the_loop_steps_by_a_constant() {
+        let plan = stepped_loop("8", "", "");
+        assert_eq!(plan.regions.len(), 1);
+        let region = &plan.regions[0];
+        assert_eq!(region.counted.len(), 1);
+        assert_eq!(
+            region.inductions,
+            vec![Some(Induction {
+                register: "%rd1".into(),
+                recovery: Recovery::Wide {
+                    step: 8,
+                    // The block runs once more than the back edge: the snapshot is one step on.
+                    snapshot_offset: 8,
+                    exit_corrections: vec![0],
+                },
+            })]
+        );
+        // The snapshot goes on the one entry edge, the fall-through out of block 0.
+        assert_eq!(region.entries.len(), 1);
+        assert_eq!(region.entries[0].from, 0);
+        assert_eq!(region.entries[0].site, EdgeSite::FallThrough);
+        // Any step whose power-of-two part is at most 2^8, negative ones included.
+        for (step, value) in [("-12", -12), ("0x100", 256), ("3", 3)] {
+            let plan = stepped_loop(step, "", "");
+            assert!(matches!(
+                plan.regions[0].inductions[0].as_ref().map(|i| &i.recovery),
+                Some(Recovery::Wide { step, .. }) if *step == value
+            ));
+        }
+    }
+
+    /// A uniform loop ($L1, block 1) counting the 32-bit `%r2` down from the parameter, ending
+    /// in `test` (the step is before it).
+    fn counted_down_source(test: &str) -> String {
+        format!(
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, %r1;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s32 %r2, %r2, -1;\n\t{test}\n$L2:\n\tret;"
+        )
+    }
+
+    fn counted_down(test: &str) -> Plan {
+        plan_of(&counted_down_source(test), Placement::Derived, true)
+    }
+
+    #[test]
+    fn a_loop_counter_is_read_off_a_32_bit_variable_stepped_by_one_to_a_bound() {
+        // Leaves when %r2 reaches 0, by the fall-through (exit 0), or by the taken side.
+        for (test, test_exit) in [
+            ("setp.ne.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;", 0),
+            ("setp.eq.s32 %p1, %r2, 0;\n\t@!%p1 bra $L1;", 0),
+            ("setp.ne.s32 %p1, %r1, %r2;\n\t@%p1 bra $L1;", 0),
+        ] {
+            let plan = counted_down(test);
+            assert_eq!(plan.regions.len(), 1, "{test}");
+            assert_eq!(
+                plan.regions[0].inductions,
+                vec![Some(Induction {
+                    register: "%r2".into(),
+                    recovery: Recovery::Narrow {
+                        step: -1,
+                        sign: 1,
+                        exit_terms: vec![1],
+                        test_exit,
+                    },
+                })],
+                "{test}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_loop_variable_is_no_induction_when_anything_else_could_change_it() {
+        let none = |plan: Plan| {
+            assert_eq!(plan.regions.len(), 1);
+            assert_eq!(plan.regions[0].inductions, vec![None]);
+            assert!(plan.regions[0].entries.is_empty());
+        };
+        // Written again in the loop, even under a guard.
+        none(stepped_loop("8", "\t@%p1 mov.u64 %rd1, 0;\n", ""));
+        // Stepped twice per run.
+        none(stepped_loop("8", "\tadd.s64 %rd1, %rd1, 8;\n", ""));
+        // A step whose count would be known only modulo 2^54.
+        none(stepped_loop("1024", "", ""));
+        // The name is declared again in a nested scope: a mention may be another register.
+        none(stepped_loop(
+            "8",
+            "",
+            "\t{\n\t.reg .b64 %rd1;\n\tmov.u64 %rd1, 0;\n\t}\n",
+        ));
+        // A 32-bit register whose loop ends on `<`: nothing bounds its runs below 2^32.
+        none(counted_down("setp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;"));
+        // A 32-bit bound the loop changes.
+        none(counted_down(
+            "add.s32 %r1, %r1, 2;\n\tsetp.ne.s32 %p1, %r2, %r1;\n\t@%p1 bra $L1;",
+        ));
+        // A 32-bit step other than ±1 can skip the bound.
+        none(plan_of(
+            &counted_down_source("setp.ne.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;").replace("-1;", "-2;"),
+            Placement::Derived,
+            true,
+        ));
+        // The equality test stays in the loop.
+        none(counted_down("setp.eq.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;"));
+        // A loop at the function's start: nothing to take a snapshot of before it.
+        let src = "\t.reg .b64 %rd<4>;\n$L1:\n\tadd.s64 %rd1, %rd1, 8;\n\tld.param.u32 %r1, [k_n];\n\tcvt.u64.u32 %rd2, %r1;\n\tsetp.lt.u64 %p1, %rd1, %rd2;\n\t@%p1 bra $L1;\n\tret;";
+        none(plan_of(src, Placement::Derived, true));
     }
 
     #[test]

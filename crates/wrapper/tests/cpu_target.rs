@@ -179,6 +179,7 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
             "device_calls",
             "saxpy",
             "nested_loops",
+            "induction_loops",
         ],
         &["-g"],
         "derived",
@@ -187,11 +188,11 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
 
 #[test]
 fn the_uniform_loops_placement_counts_the_same_as_every_block() {
-    // Regions without divergent parts, nested regions, and blocks a region flushes once for
-    // several (copies), without the reconvergence assumption.
+    // Regions without divergent parts, nested regions, blocks a region flushes once for
+    // several (copies), and induction counters, without the reconvergence assumption.
     same_block_counts_in_placements(
         "cpu-target-uniform-placement",
-        &["uniform_loops", "nested_loops", "loops"],
+        &["uniform_loops", "nested_loops", "loops", "induction_loops"],
         &[],
         "uniform-loops",
     );
