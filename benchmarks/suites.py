@@ -1085,7 +1085,7 @@ def cost_main(argv):
             suites=copy_suites(context["suite_args"], work, context["suite_args"], args.reuse))
     out_path = args.out or os.path.join(
         HERE, "results", f"{datetime.date.today().isoformat()}-cost-suites-cpu.md")
-    title = args.title or "apps of " + ", ".join(sorted(context["suites"]))
+    title = args.title or "apps of " + ", ".join(sorted(context["suite_args"]))
     command = "benchmarks/suites.py cost " + " ".join(shlex.quote(a) for a in argv)
     kinds = {f"{app['suite']}/{app['name']}": app["cost_kind"] for app in chosen
              if "cost_kind" in app}

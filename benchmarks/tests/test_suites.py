@@ -509,8 +509,10 @@ def test_cost_end_to_end():
         with open(os.path.splitext(out)[0] + ".json") as handle:
             doc = json.load(handle)
         programs = {p["name"]: p for p in doc["programs"]}
-        expect(doc["placement"] == "derived" and sorted(programs) == ["mini/add", "mini/mismatch"],
-               f"cost: both apps reported under derived ({sorted(programs)})")
+        expect(doc["placement"] == "derived" and sorted(programs) == ["mini/add", "mini/mismatch"]
+               and doc["title"] == "apps of mini",
+               f"cost: both apps reported under derived, titled by their suite "
+               f"({sorted(programs)}, {doc['title']!r})")
         mismatch = programs["mini/mismatch"]
         expect(not mismatch["passed"] and "number 2: 7.0 against 10.0" in mismatch["notes"][0],
                f"cost: an app failing its check is not measured, with why ({mismatch})")
