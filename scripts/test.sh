@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+# clang leaves an empty directory in the temporary directory for each CUDA compilation it runs
+# itself (the corpus check and the tests call it directly, hundreds of times): keep them, and
+# every other scratch file of the tests, in one directory removed at the end.
+TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/cuda-flux-test.XXXXXX")"
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 echo "test: cargo fmt --check"
 cargo fmt --all -- --check
 echo "test: cargo clippy -D warnings"
