@@ -52,6 +52,10 @@ and CUDA_FLUX_KEEP=<keep dir> (the drivers keep the instrumented PTX there); `ru
 as the benchmark programs do. An extra program passes when it exits with status 0 (a
 `result: FAIL` line fails it too).
 
+The apps of the public suites (benchmarks/suites.toml's recipes: build, input, run, check) are
+measured by `benchmarks/suites.py cost`, which calls measure, document and write_document below
+and adds the placements' comparison (compare_placements).
+
 Python 3 standard library only. Not a test: scripts/test.sh runs only tests/test_cost.py, which
 checks the arithmetic below on made-up numbers.
 """
@@ -75,9 +79,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 NO_KERNEL = "cuda_flux_cost_no_kernel_has_this_name"
 
-# The kinds of kernel-heavy code issue 11's kernel-time target names, and the programs of this
-# benchmark that are of each kind, named whatever their kernel time on the small inputs (the
-# time-based "kernel-heavy" figure depends on how fast the interpreter is; this one does not).
+# The kinds of kernel-heavy code issue 11's kernel-time target names (suites.toml's `cost_kind`
+# takes one of these too).
+HEAVY_KINDS = ("stencil", "tiled matmul", "divergent loops", "barrier-heavy reduction")
+# The programs of this benchmark that are of each kind, named whatever their kernel time on the
+# small inputs (the time-based "kernel-heavy" figure depends on how fast the interpreter is; this
+# one does not).
 KERNEL_HEAVY_KINDS = {
     "stencil2d": "stencil",
     "stencil3d": "stencil",
@@ -88,6 +95,10 @@ KERNEL_HEAVY_KINDS = {
     "scan": "barrier-heavy reduction",
 }
 CLONE_SUFFIX = "__cf"
+# Programs not written for this benchmark (no `result: PASS` line): an exit status of 0 passes
+# them. "extra": --extra specs; "suite": apps measured by `suites.py cost`, which ran the app's
+# own check on the instrumented build first.
+OUTSIDE_KINDS = ("extra", "suite")
 
 # sm_90 resources for the theoretical occupancy (CUDA occupancy calculator, compute capability 9.0).
 SM90 = {
@@ -330,6 +341,86 @@ def summarize(programs, heavy_ms=20.0, heavy_share=0.5, kinds=None):
     }
 
 
+# The kernel_row figures compare_placements keeps per kernel and placement.
+COMPARED = ("counter_warp_instructions", "counter_global_atomics", "expansion",
+            "counter_atomics_per_1k", "clone_registers", "occupancy_drops")
+
+
+def compare_placements(placements):
+    """The same programs measured under several counter placements (built with different
+    CUDA_FLUX_COUNTERS). `placements`: {placement: records of measure}, the first the
+    reference. Compares the kernels measured under every placement, so that each figure covers
+    the same work: per kernel its original warp instructions (the original kernels do not
+    depend on the placement: a kernel whose counts differ is set aside in `mismatches`) and per
+    placement the kernel_row figures; per placement the totals and statistics over those
+    kernels, and the kernel-time ratio over the programs measured under every placement."""
+    names = list(placements)
+    by_kernel, by_program = {}, {}
+    for name, records in placements.items():
+        for p in records:
+            if not p.get("passed"):
+                continue
+            by_program.setdefault(p["name"], {})[name] = p
+            for k in p["kernels"]:
+                by_kernel.setdefault((p["name"], k["kernel"]), {})[name] = k
+    kernels, mismatches = [], []
+    for (program, kernel), by in by_kernel.items():
+        if set(by) != set(names):
+            continue
+        originals = [by[n]["original_warp_instructions"] for n in names]
+        if len(set(originals)) != 1:
+            mismatches.append({"program": program, "kernel": kernel,
+                               "original_warp_instructions": dict(zip(names, originals))})
+            continue
+        kernels.append({"program": program, "kernel": kernel,
+                        "original_warp_instructions": originals[0],
+                        "placements": {n: by[n] for n in names}})
+    figures = {}
+    common_programs = [p for p, by in by_program.items() if set(by) == set(names)]
+    for n in names:
+        rows = [k["placements"][n] for k in kernels if k["original_warp_instructions"] > 0]
+        original = sum(r["original_warp_instructions"] for r in rows)
+        counter = sum(r["counter_warp_instructions"] for r in rows)
+        atomics = sum(r["counter_global_atomics"] for r in rows)
+        figures[n] = {
+            "kernels": len(rows),
+            "original_warp_instructions": original,
+            "counter_warp_instructions": counter,
+            "counter_global_atomics": atomics,
+            "expansion": dict(stat_block(r["expansion"] for r in rows),
+                              aggregate=ratio(original + counter, original)),
+            "counter_atomics_per_1k": dict(
+                stat_block(r["counter_atomics_per_1k"] for r in rows
+                           if r["counter_atomics_per_1k"]),
+                aggregate=ratio(1000 * atomics, original)),
+            "occupancy_drops": sum(1 for r in rows if r["occupancy_drops"]),
+            "occupancy_checked": sum(1 for r in rows if r["occupancy"]),
+            "kernel_time": stat_block(
+                ratio(by_program[p][n]["clone_kernel_ns"], by_program[p][n]["original_kernel_ns"])
+                for p in common_programs),
+        }
+    # Per kernel and placement, only what the comparison shows (the records hold the rest).
+    for k in kernels:
+        k["placements"] = {n: {key: row[key] for key in COMPARED} for n, row in
+                           k["placements"].items()}
+    return {"placements": names, "programs": len(common_programs), "kernels": kernels,
+            "mismatches": mismatches, "figures": figures}
+
+
+def counter_code_ranking(records, top=10):
+    """Where the counter code is: the kernels of the passed `records` with the most counter-code
+    warp instructions, each with its share of all of them, best first."""
+    rows = [k for p in records if p.get("passed") for k in p["kernels"]]
+    total = sum(max(0, k["counter_warp_instructions"]) for k in rows)
+    ranked = sorted(rows, key=lambda k: k["counter_warp_instructions"], reverse=True)[:top]
+    return [dict(program=k.get("program"), kernel=k["kernel"],
+                 counter_warp_instructions=k["counter_warp_instructions"],
+                 share=ratio(k["counter_warp_instructions"], total),
+                 expansion=k["expansion"], counter_atomics_per_1k=k["counter_atomics_per_1k"],
+                 original_warp_instructions=k["original_warp_instructions"])
+            for k in ranked if k["counter_warp_instructions"] > 0]
+
+
 # ---- running -----------------------------------------------------------------------------------
 
 
@@ -453,7 +544,7 @@ def measure(program, runs, timeout, work, reps_scale=None):
     record = {"name": program["name"], "kind": program["kind"], "passed": False, "notes": []}
     variants = {"instrumented": [], "original": []}
     profile = os.path.join(work, "profile.json")
-    base = dict(os.environ)
+    base = dict(program.get("env") or os.environ)
     for var in ["CUDA_FLUX_KERNELS", "CUDA_FLUX_MODE", "CUDA_FLUX_BANKS"]:
         base.pop(var, None)
     base["CUDA_FLUX_CPU_THREADS"] = "1"
@@ -471,7 +562,7 @@ def measure(program, runs, timeout, work, reps_scale=None):
             r = run_once(program["run"], program["cwd"], env, timeout)
             r["rep"] = rep
             passed = (r["status"] == 0 and not (r["result"] or "").startswith("result: FAIL")
-                      and (program["kind"] == "extra" or r["result"] == "result: PASS"))
+                      and (program["kind"] in OUTSIDE_KINDS or r["result"] == "result: PASS"))
             r["passed"] = passed
             if passed:
                 try:
@@ -642,7 +733,7 @@ def render_markdown(doc):
     lines = [
         f"# Counter-code cost on the CPU target: {doc['title']}",
         "",
-        f"Measured {doc['date']} with `benchmarks/cost.sh` ({doc['command']}), commit "
+        f"Measured {doc['date']} with `{doc['command']}`, commit "
         f"`{m['commit']}`, on {m['os']}, {m['cpu']} ({m['cores']} cores), GPU: {m['gpu']}; "
         f"{m['clang']}; {m['ptxas']}. Each program ran {doc['runs']} times each way, "
         f"alternating, with `CUDA_FLUX_CPU_THREADS=1` ({doc['elapsed_s']:.0f} s in all; 1-minute "
@@ -651,6 +742,10 @@ def render_markdown(doc):
         f"binary with `CUDA_FLUX_KERNELS={NO_KERNEL}`. Counts are exact "
         f"(`CUDA_FLUX_CPU_STATS`, every instruction alike); times are the median of the runs.",
         "",
+    ]
+    for paragraph in doc.get("preamble", []):
+        lines += [paragraph, ""]
+    lines += [
         "## Summary",
         "",
         f"Programs: {s['programs_passed']} of {s['programs']} measured; kernels compared: "
@@ -689,9 +784,10 @@ def render_markdown(doc):
                  f"{k['count']} programs) |")
     h = s["kernel_time_heavy"]
     lines.append(f"| ... kernel-heavy programs (original kernel time >= {h['heavy_ms']:g} ms and "
-                 f">= {h['heavy_share']:.0%} of the run): geomean / worst | {fmt(h['geomean'])}x / "
-                 f"{fmt(h['worst'])}x ({h['worst_program']}; {h['count']} programs: "
-                 f"{', '.join(h['programs']) or 'none'}) |")
+                 f">= {h['heavy_share']:.0%} of the run): geomean / worst | "
+                 + (f"{fmt(h['geomean'])}x / {fmt(h['worst'])}x ({h['worst_program']}; "
+                    f"{h['count']} programs: {', '.join(h['programs'])}) |" if h["count"]
+                    else "none measured |"))
     kinds = s.get("kernel_time_kinds")
     if kinds:
         named = ", ".join(f"{name} ({kind})" for name, kind in kinds["programs"].items())
@@ -710,9 +806,11 @@ def render_markdown(doc):
         "Kernel time is the CPU interpreter's, a stand-in for a GPU's: it weighs PTX "
         "instructions by what interpreting each costs (roughly alike) and has no GPU memory "
         "system, so contended atomics and lost occupancy cost nothing extra there; the counts "
-        "and the occupancy are what carries over to a GPU. Launches made at the same time from "
-        "several host threads (corpus/host_threads_streams) overlap on the cores, so their "
-        "kernel_ns include waiting for a core.",
+        "and the occupancy are what carries over to a GPU."
+        + (" Launches made at the same time from several host threads "
+           "(corpus/host_threads_streams) overlap on the cores, so their kernel_ns include "
+           "waiting for a core." if any(p["name"] == "corpus/host_threads_streams"
+                                        for p in doc["programs"]) else ""),
         "",
         "## Programs",
         "",
@@ -739,7 +837,7 @@ def render_markdown(doc):
     ]
     for p in doc["programs"]:
         for r in p.get("kernels", []):
-            name = r["kernel"] if len(r["kernel"]) <= 48 else r["kernel"][:45] + "..."
+            name = short(r["kernel"])
             lines.append(
                 f"| {p['name']} | `{name}` | {r['launches']} | {fmt(r['original_warp_instructions'])} | "
                 f"{fmt(r['counter_warp_instructions'])} | {fmt(r['expansion'], 2)} | "
@@ -747,6 +845,100 @@ def render_markdown(doc):
                 f"{r['original_registers']}->{r['clone_registers']} | {occ_text(r)} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def document(records, title, command, runs, started, load_start, heavy_ms=20.0,
+             heavy_share=0.5, kinds=None):
+    """The report of one measurement (rendered by render_markdown, stored as JSON): `records`
+    from measure, `started` its time.monotonic() start, `kinds` as for summarize."""
+    return {
+        "format": "cuda-flux-cost-cpu/1",
+        "title": title,
+        "date": datetime.date.today().isoformat(),
+        "command": command,
+        "machine": machine(),
+        "runs": runs,
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "load_average": {"start": load_start, "end": load_average()},
+        "occupancy_formula": OCCUPANCY_FORMULA,
+        "summary": summarize(records, heavy_ms, heavy_share, kinds),
+        "programs": records,
+    }
+
+
+def write_document(doc, out, appendix=""):
+    """Writes render_markdown(doc) + appendix to `out` and the JSON next to it, each through a
+    temporary file (a run cut short leaves the previous complete files)."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    json_path = os.path.splitext(out)[0] + ".json"
+    for path, text in ((out, render_markdown(doc) + appendix),
+                       (json_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")):
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+
+def short(name, limit=48):
+    return name if len(name) <= limit else name[:limit - 3] + "..."
+
+
+def render_ranking(ranking):
+    """Markdown table of counter_code_ranking."""
+    lines = ["| program | kernel | counter warp instr. | share of all counter code | expansion | "
+             "counter atomics / 1k |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in ranking:
+        lines.append(f"| {r['program']} | `{short(r['kernel'])}` | "
+                     f"{fmt(r['counter_warp_instructions'])} | {fmt(r['share'] * 100, 1)}% | "
+                     f"{fmt(r['expansion'], 2)}x | {fmt(r['counter_atomics_per_1k'], 1)} |")
+    return lines
+
+
+def render_comparison(comparison):
+    """Markdown of compare_placements: figures side by side, then per kernel."""
+    names = comparison["placements"]
+    f = comparison["figures"]
+    first = names[0]
+    lines = [f"Over the {f[first]['kernels']} kernels (in {comparison['programs']} programs) "
+             f"measured under every placement ({', '.join(f'`{n}`' for n in names)}); the "
+             f"original kernels' counts are the same under each, as they must be"
+             + (f", except in {len(comparison['mismatches'])} kernels left out: "
+                + ", ".join(f"`{m['kernel']}` ({m['program']})" for m in comparison["mismatches"])
+                if comparison["mismatches"] else "") + ".",
+             "",
+             "| figure | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "| --- |" + " --- |" * len(names)]
+
+    def row(label, value):
+        lines.append(f"| {label} | " + " | ".join(value(f[n]) for n in names) + " |")
+
+    row("counter-code warp instructions", lambda x: fmt(x["counter_warp_instructions"]))
+    row("instruction expansion: geomean / worst / aggregate",
+        lambda x: f"{fmt(x['expansion']['geomean'])}x / {fmt(x['expansion']['worst'])}x / "
+                  f"{fmt(x['expansion']['aggregate'])}x")
+    row("counter atomics: total / per 1000 original warp instructions (aggregate)",
+        lambda x: f"{fmt(x['counter_global_atomics'])} / "
+                  f"{fmt(x['counter_atomics_per_1k']['aggregate'], 1)}")
+    row("counter atomics per 1000: geomean / worst over kernels that issue any",
+        lambda x: f"{fmt(x['counter_atomics_per_1k']['geomean'], 1)} / "
+                  f"{fmt(x['counter_atomics_per_1k']['worst'], 1)}")
+    row("kernels whose sm_90 occupancy drops",
+        lambda x: f"{x['occupancy_drops']} of {x['occupancy_checked']}")
+    row("CPU-target kernel time instrumented/original per program: geomean / worst",
+        lambda x: f"{fmt(x['kernel_time']['geomean'])}x / {fmt(x['kernel_time']['worst'])}x")
+    lines += ["", "| program | kernel | original warp instr. | counter warp instr. "
+              + " / ".join(names) + " | expansion " + " / ".join(names)
+              + " | counter atomics / 1k " + " / ".join(names) + " | clone regs "
+              + " / ".join(names) + " |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k in comparison["kernels"]:
+        by = [k["placements"][n] for n in names]
+        lines.append(
+            f"| {k['program']} | `{short(k['kernel'])}` | {fmt(k['original_warp_instructions'])} | "
+            + " / ".join(fmt(r["counter_warp_instructions"]) for r in by) + " | "
+            + " / ".join(fmt(r["expansion"], 2) for r in by) + " | "
+            + " / ".join(fmt(r["counter_atomics_per_1k"], 1) for r in by) + " | "
+            + " / ".join(str(r["clone_registers"]) for r in by) + " |")
+    lines.append("")
+    return lines
 
 
 def main(argv=None):
@@ -799,26 +991,12 @@ def main(argv=None):
         status = "ok" if record["passed"] else "NOT MEASURED"
         print(f"cost: {program['name']:<28} {status:<12} {time.monotonic() - t0:6.1f} s"
               + ("" if record["passed"] else "  " + "; ".join(record["notes"])[:200]), flush=True)
-    summary = summarize(records, args.heavy_ms, args.heavy_share)
-    doc = {
-        "format": "cuda-flux-cost-cpu/1",
-        "title": args.title or os.path.splitext(os.path.basename(out))[0],
-        "date": date,
-        "command": "benchmarks/cost.sh " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
-        "machine": machine(),
-        "runs": args.runs,
-        "elapsed_s": round(time.monotonic() - started, 1),
-        "load_average": {"start": load_start, "end": load_average()},
-        "occupancy_formula": OCCUPANCY_FORMULA,
-        "summary": summary,
-        "programs": records,
-    }
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        f.write(render_markdown(doc))
-    with open(os.path.splitext(out)[0] + ".json", "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.write("\n")
+    command = "benchmarks/cost.sh " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    doc = document(records, args.title or os.path.splitext(os.path.basename(out))[0], command,
+                   args.runs, started, load_start, args.heavy_ms, args.heavy_share)
+    summary = doc["summary"]
+    write_document(doc, out)
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
     print(f"cost: {summary['programs_passed']}/{summary['programs']} programs, "

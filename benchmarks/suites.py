@@ -10,6 +10,8 @@
         [--radius R] [--noise A]
     benchmarks/suites.py reference linear-system|hotspot|kmeans ARGS...
     benchmarks/suites.py same-counts WORK_A WORK_B
+    benchmarks/suites.py cost --suite NAME=PATH ... [--only NAME...] [--skip NAME...] [--runs N]
+        [--counters PLACEMENT...] [--timeout S] [--bin DIR] [--work-dir DIR] [--out FILE.md]
 
 Nothing is fetched: every suite is a checkout the caller names, copied (without `.git`) into the
 work directory so that building never touches it. The recipes (`suites.toml`, see
@@ -37,6 +39,12 @@ built with `CUDA_FLUX_COUNTERS=derived` and `every-block`: per app and kernel, t
 warp counts of every block summed over its launches must be equal; exit status 0 when they all
 are, 1 naming each app and kernel that differs, 2 on bad input (no profiles, unreadable JSON).
 
+`cost` measures what the counter code costs on the apps (benchmarks/cost.py's figures and
+report): each app is built by its recipe with CUDA_FLUX_COUNTERS=PLACEMENT and its instrumented
+PTX kept, run and checked as above, and if correct measured by cost.measure, instrumented and
+with its original kernels, --runs times each; with several --counters, once per placement,
+compared side by side (cost.compare_placements), block counts checked equal across them.
+
 `reference` computes, in Python, the result of an app that has neither a check of its own nor
 a CPU version to compare with, from the same input (suites_reference.py says which and how).
 """
@@ -50,6 +58,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -59,11 +68,13 @@ import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import cost  # noqa: E402  (the counter-cost arithmetic and report, for `suites.py cost`)
 
 # Keys an app's recipe may have, and which of them must be there.
 APP_KEYS = {"suite", "name", "dir", "build", "input", "run", "pass", "fail", "check", "time",
             "native", "native_time", "native_label", "env", "timeout", "skip", "note",
-            "expect_kernels"}
+            "expect_kernels", "cost_kind"}
 APP_REQUIRED = {"suite", "name", "dir"}
 NATIVE_KEYS = {"dir", "build", "run", "time", "env", "label"}
 DEFAULT_KEYS = {"timeout", "env"}
@@ -117,7 +128,7 @@ def load_recipes(path):
         if unknown:
             raise RecipeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         for key in ("suite", "name", "dir", "build", "input", "run", "check", "time",
-                    "native_time", "native_label", "skip", "note"):
+                    "native_time", "native_label", "skip", "note", "cost_kind"):
             if key in app and not isinstance(app[key], str):
                 raise RecipeError(f"{where}: `{key}` must be a string")
         for key in ("pass", "fail"):
@@ -133,6 +144,9 @@ def load_recipes(path):
                     raise RecipeError(f"{where}: `{key}` {pattern!r}: {error}") from None
                 if key in ("time", "native_time") and compiled.groups != 1:
                     raise RecipeError(f"{where}: `{key}` must have exactly one group (the seconds)")
+        if app.get("cost_kind", cost.HEAVY_KINDS[0]) not in cost.HEAVY_KINDS:
+            raise RecipeError(f"{where}: `cost_kind` must be one of "
+                              f"{', '.join(repr(k) for k in cost.HEAVY_KINDS)}")
         if "skip" not in app and "run" not in app:
             raise RecipeError(f"{where}: needs `run` (or `skip` with the reason)")
         if "timeout" in app and not (isinstance(app["timeout"], (int, float))
@@ -427,6 +441,13 @@ def block_counts(path):
     return kernels
 
 
+def differing_kernels(profile_a, profile_b):
+    """The kernels whose block counts (block_counts) differ between two profiles, sorted."""
+    counts_a, counts_b = block_counts(profile_a), block_counts(profile_b)
+    return [kernel for kernel in sorted(set(counts_a) | set(counts_b))
+            if counts_a.get(kernel) != counts_b.get(kernel)]
+
+
 def app_profiles(work):
     """{app directory relative to WORK/apps: its profile.json}."""
     root = os.path.join(work, "apps")
@@ -453,14 +474,12 @@ def same_counts_main(argv):
             differences.append(f"{app}: a profile in only one of the runs")
             continue
         try:
-            counts_a, counts_b = block_counts(a[app]), block_counts(b[app])
+            differing = differing_kernels(a[app], b[app])
         except (OSError, ValueError) as error:
             print(f"same-counts: {app}: unreadable profile: {error}")
             return 2
         compared += 1
-        for kernel in sorted(set(counts_a) | set(counts_b)):
-            if counts_a.get(kernel) != counts_b.get(kernel):
-                differences.append(f"{app}: {kernel}: block counts differ")
+        differences.extend(f"{app}: {kernel}: block counts differ" for kernel in differing)
     for line in differences:
         print(line)
     if differences:
@@ -493,6 +512,29 @@ def environment(base, *overrides):
     return env
 
 
+def app_work(app, context):
+    """The app's scratch directory (CF_WORK): its logs, profile and statistics."""
+    return os.path.join(context["work"], "apps", app["suite"], app["name"])
+
+
+def app_environment(app, defaults, context):
+    """The environment of every step of the app: the CPU-target prefix first on PATH, the CF_*
+    variables, one thread, the context's `env` (e.g. CUDA_FLUX_COUNTERS), then the recipes'.
+    With context `keep_ptx`, CUDA_FLUX_KEEP=CF_WORK/keep."""
+    work = app_work(app, context)
+    base = environment(os.environ, {
+        "PATH": f"{context['prefix']}/bin:{context['bin']}:{os.environ.get('PATH', '')}",
+        "CUDA_FLUX_TARGET": "cpu", "CF_PREFIX": context["prefix"],
+        "CF_SUITE": context["suites"][app["suite"]],
+        "CF_WORK": work, "CF_HARNESS": os.path.abspath(__file__),
+        "CF_THREADS": context["threads"], "OMP_NUM_THREADS": context["threads"],
+        "CUDA_FLUX_CPU_THREADS": context["threads"], "MAKEFLAGS": "-j1",
+    }, context.get("env"), defaults.get("env"), app.get("env"))
+    if context.get("keep_ptx"):
+        base["CUDA_FLUX_KEEP"] = os.path.join(work, "keep")
+    return base
+
+
 def run_app(app, defaults, context):
     """Builds, runs and checks one app; returns its row (a dict)."""
     suite_root = context["suites"][app["suite"]]
@@ -504,16 +546,13 @@ def run_app(app, defaults, context):
     if "skip" in app:
         row["error"] = f"not run: {app['skip']}"
         return row
-    work = os.path.join(context["work"], "apps", app["suite"], app["name"])
+    work = app_work(app, context)
     os.makedirs(work, exist_ok=True)
     timeout = app.get("timeout", context["step_timeout"])
-    base = environment(os.environ, {
-        "PATH": f"{context['prefix']}/bin:{context['bin']}:{os.environ.get('PATH', '')}",
-        "CUDA_FLUX_TARGET": "cpu", "CF_PREFIX": context["prefix"], "CF_SUITE": suite_root,
-        "CF_WORK": work, "CF_HARNESS": os.path.abspath(__file__),
-        "CF_THREADS": context["threads"], "OMP_NUM_THREADS": context["threads"],
-        "CUDA_FLUX_CPU_THREADS": context["threads"], "MAKEFLAGS": "-j1",
-    }, defaults.get("env"), app.get("env"))
+    base = app_environment(app, defaults, context)
+    if context.get("keep_ptx"):
+        # The drivers keep the instrumented PTX here (for `cost`'s ptxas -v), fresh per build.
+        shutil.rmtree(base["CUDA_FLUX_KEEP"], ignore_errors=True)
     app_dir = os.path.join(suite_root, app["dir"])
     if not os.path.isdir(app_dir):
         row["built"] = False
@@ -791,18 +830,12 @@ def interrupted(signum, _frame):
     raise SystemExit(128 + signum)
 
 
-def main(argv):
-    signal.signal(signal.SIGTERM, interrupted)
-    if argv and argv[0] == "compare":
-        return compare_main(argv[1:])
-    if argv and argv[0] == "avi":
-        return avi_main(argv[1:])
-    if argv and argv[0] == "same-counts":
-        return same_counts_main(argv[1:])
-    if argv and argv[0] == "reference":
-        import suites_reference
-        return suites_reference.main(argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class SetupError(Exception):
+    """Arguments the harness cannot run with, with the reason."""
+
+
+def add_common_arguments(parser):
+    """The arguments of both the table and `cost`: which suites and apps, where and how."""
     parser.add_argument("--suite", action="append", default=[], metavar="NAME=PATH",
                         help="a local checkout of a suite named in the recipes (repeatable)")
     parser.add_argument("--recipes", default=os.path.join(HERE, "suites.toml"))
@@ -812,46 +845,54 @@ def main(argv):
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds per step (default: the recipes' [defaults], else 120); "
                              "a recipe's own limit still wins")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CUDA_FLUX_CPU_THREADS and OMP_NUM_THREADS (default 1)")
     parser.add_argument("--bin", default=os.path.join(ROOT, "target", "release"),
                         help="directory of cuda-flux-nvcc and the runtime")
     parser.add_argument("--work-dir", default=None, help="default: a new temporary directory")
-    parser.add_argument("--out", default=None, help="Markdown table (JSON next to it)")
-    parser.add_argument("--title", default="Suites on the CPU target")
+    parser.add_argument("--out", default=None, help="Markdown report (JSON next to it)")
     parser.add_argument("--reuse", action="store_true",
                         help="keep an existing copy of each suite in the work directory")
-    parser.add_argument("--update", action="store_true",
-                        help="keep the rows of the apps not run now from the JSON next to --out "
-                             "(re-run some apps and refresh their rows)")
-    args = parser.parse_args(argv)
 
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def copy_suites(suites, work, names, reuse):
+    """{suite: its copy under WORK/src}, copied from the checkouts `suites` (kept with `reuse`)."""
+    copies = {}
+    for name in sorted(names):
+        copies[name] = os.path.join(work, "src", name)
+        if not (reuse and os.path.isdir(copies[name])):
+            log(f"suites: copying {suites[name]} to {copies[name]}")
+            copy_suite(suites[name], copies[name])
+    return copies
+
+
+def setup(args, title, threads, copy=True):
+    """Loads the recipes, selects the apps, makes the CPU-target prefix and (with `copy`) copies
+    the suites into the work directory; returns (defaults, apps, chosen apps, context). Raises
+    SetupError."""
     try:
         defaults, apps = load_recipes(args.recipes)
     except RecipeError as error:
-        print(f"suites: {error}", file=sys.stderr)
-        return 2
+        raise SetupError(str(error)) from None
     suites = {}
     for spec in args.suite:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            print(f"suites: --suite {spec!r}: expected NAME=PATH", file=sys.stderr)
-            return 2
+            raise SetupError(f"--suite {spec!r}: expected NAME=PATH")
         if not os.path.isdir(path):
-            print(f"suites: --suite {name}: {path} is not a directory", file=sys.stderr)
-            return 2
+            raise SetupError(f"--suite {name}: {path} is not a directory")
         suites[name] = os.path.abspath(path)
     known = {app["suite"] for app in apps}
     for name in suites:
         if name not in known:
-            print(f"suites: no recipe names suite {name!r} (recipes have: "
-                  f"{', '.join(sorted(known))})", file=sys.stderr)
-            return 2
+            raise SetupError(f"no recipe names suite {name!r} (recipes have: "
+                             f"{', '.join(sorted(known))})")
     nvcc = os.path.join(os.path.abspath(args.bin), "cuda-flux-nvcc")
     if not os.access(nvcc, os.X_OK):
-        print(f"suites: {nvcc} is missing: run cargo build --release --workspace first "
-              f"(or give --bin)", file=sys.stderr)
-        return 2
+        raise SetupError(f"{nvcc} is missing: run cargo build --release --workspace first "
+                         f"(or give --bin)")
 
     def selected(app):
         names = {app["name"], f"{app['suite']}/{app['name']}"}
@@ -863,46 +904,65 @@ def main(argv):
 
     chosen = [app for app in apps if selected(app)]
     if not chosen:
-        print("suites: no app selected (give --suite NAME=PATH for the suites to run)",
-              file=sys.stderr)
-        return 2
+        raise SetupError("no app selected (give --suite NAME=PATH for the suites to run)")
     work = os.path.abspath(args.work_dir) if args.work_dir else None
     if work is None:
         import tempfile
         work = tempfile.mkdtemp(prefix="cuda-flux-suites-")
     os.makedirs(work, exist_ok=True)
-    out_path = args.out or os.path.join(
-        HERE, "results", f"{datetime.date.today().isoformat()}-suites-cpu.md")
-
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
-
     prefix = os.path.join(work, "prefix")
     status = subprocess.run([nvcc, f"--cuda-flux-prefix={prefix}", "--cuda-flux-target=cpu"],
                             capture_output=True, text=True)
     if status.returncode != 0:
-        print(f"suites: cuda-flux-nvcc --cuda-flux-prefix failed: "
-              f"{(status.stderr or status.stdout).strip()}", file=sys.stderr)
-        return 2
-    copies = {}
-    for name in sorted({app["suite"] for app in chosen}):
-        copies[name] = os.path.join(work, "src", name)
-        if not (args.reuse and os.path.isdir(copies[name])):
-            log(f"suites: copying {suites[name]} to {copies[name]}")
-            copy_suite(suites[name], copies[name])
+        raise SetupError(f"cuda-flux-nvcc --cuda-flux-prefix failed: "
+                         f"{(status.stderr or status.stdout).strip()}")
+    names = {app["suite"] for app in chosen}
+    copies = copy_suites(suites, work, names, args.reuse) if copy else {}
     step_timeout = args.timeout if args.timeout is not None else defaults.get("timeout", 120.0)
     context = {
-        "title": args.title, "date": datetime.date.today().isoformat(),
+        "title": title, "date": datetime.date.today().isoformat(),
         "machine": machine_description(), "commit": git_commit(ROOT) or "unknown",
         "bin": os.path.abspath(args.bin), "prefix": prefix, "suites": copies,
-        "suite_args": {name: suites[name] for name in copies}, "work": work,
-        "threads": str(args.threads),
+        "suite_args": {name: suites[name] for name in sorted(names)}, "work": work,
+        "threads": str(threads),
         # Seconds per step of this run; "timeout", what the table says, stays the first run's
         # when it is updated.
         "step_timeout": step_timeout, "timeout": step_timeout,
         "recipes": os.path.abspath(args.recipes), "load_start": os.getloadavg()[0],
         "load_end": os.getloadavg()[0], "log": log,
     }
+    return defaults, apps, chosen, context
+
+
+def main(argv):
+    signal.signal(signal.SIGTERM, interrupted)
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:])
+    if argv and argv[0] == "avi":
+        return avi_main(argv[1:])
+    if argv and argv[0] == "same-counts":
+        return same_counts_main(argv[1:])
+    if argv and argv[0] == "cost":
+        return cost_main(argv[1:])
+    if argv and argv[0] == "reference":
+        import suites_reference
+        return suites_reference.main(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CUDA_FLUX_CPU_THREADS and OMP_NUM_THREADS (default 1)")
+    parser.add_argument("--title", default="Suites on the CPU target")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of the apps not run now from the JSON next to --out "
+                             "(re-run some apps and refresh their rows)")
+    args = parser.parse_args(argv)
+    try:
+        defaults, apps, chosen, context = setup(args, args.title, args.threads)
+    except SetupError as error:
+        print(f"suites: {error}", file=sys.stderr)
+        return 2
+    out_path = args.out or os.path.join(
+        HERE, "results", f"{datetime.date.today().isoformat()}-suites-cpu.md")
     kept = []
     json_path = os.path.splitext(out_path)[0] + ".json"
     if args.update and os.path.exists(json_path):
@@ -929,6 +989,168 @@ def main(argv):
     totals = summary(rows)
     log(f"suites: {totals['built']} built, {totals['ran']} ran, {totals['correct']} correct "
         f"of {len(rows)}")
+    return 0
+
+
+def cost_program(app, defaults, context):
+    """cost.measure's description of an app that run_app built (keeping its PTX) and checked:
+    its recipe's run command, in its directory, in its environment."""
+    return {"name": f"{app['suite']}/{app['name']}", "kind": "suite",
+            "cwd": os.path.join(context["suites"][app["suite"]], app["dir"]),
+            "run": ["bash", "-c", app["run"]],
+            "keep": os.path.join(app_work(app, context), "keep"),
+            "env": app_environment(app, defaults, context)}
+
+
+def not_measured(app, row):
+    """cost's record of an app that did not run correctly, with why."""
+    if row["error"]:
+        why = row["error"]
+    elif row["ran"] and row["correct"] is None:
+        why = "ran without a check (nothing says its result is right)"
+    else:
+        why = "did not run"
+    return {"name": f"{app['suite']}/{app['name']}", "kind": "suite", "passed": False,
+            "notes": [why]}
+
+
+def block_count_check(name, profiles, placements):
+    """Whether every block's counts (block_counts) are equal under all placements: the kernels
+    whose counts differ from the first placement's, for an app profiled under each."""
+    differing = set()
+    for placement in placements[1:]:
+        differing.update(differing_kernels(profiles[placements[0]], profiles[placement]))
+    return {"program": name, "differing_kernels": sorted(differing)}
+
+
+def cost_appendix(doc):
+    """The Markdown `suites.py cost` adds to cost.render_markdown: where the counter code is,
+    the placements compared, the block-count check."""
+    lines = ["", "## Where the counter code is", "",
+             f"The kernels with the most counter-code warp instructions under `{doc['placement']}`"
+             " (clone - original), with their share of all counter code measured:", ""]
+    lines += cost.render_ranking(cost.counter_code_ranking(doc["programs"]))
+    lines.append("")
+    if doc.get("comparison"):
+        lines += ["## Placements compared", ""]
+        lines += cost.render_comparison(doc["comparison"])
+        checks = doc.get("block_counts", [])
+        differing = [c for c in checks if c["differing_kernels"]]
+        lines.append(f"Every block's thread and warp counts (summed over launches, from the "
+                     f"profile of the checked run) are equal under all placements in "
+                     f"{len(checks) - len(differing)} of the {len(checks)} apps profiled under "
+                     f"each" + ("; they differ in " + "; ".join(
+                         f"{c['program']} ({', '.join(c['differing_kernels'][:3])})"
+                         for c in differing) if differing else "") + ".")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cost_main(argv):
+    parser = argparse.ArgumentParser(
+        prog="suites.py cost",
+        description="The counter code's cost (benchmarks/cost.py's figures) on suite apps: "
+                    "each app built by its recipe, checked once, then measured with cost.py.")
+    add_common_arguments(parser)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs per app and way, instrumented and original (default 3)")
+    parser.add_argument("--counters", nargs="+", default=["derived"], metavar="PLACEMENT",
+                        help="CUDA_FLUX_COUNTERS at build time, one build per placement; the "
+                             "first is the report's, the others are compared with it "
+                             "(default: derived)")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        print("suites cost: --runs must be at least 1", file=sys.stderr)
+        return 2
+    if len(set(args.counters)) != len(args.counters):
+        print("suites cost: --counters names a placement twice", file=sys.stderr)
+        return 2
+    if not shutil.which("ptxas"):
+        print("suites cost: ptxas not found on PATH (CUDA 11.8: scripts/setup.sh installs it)",
+              file=sys.stderr)
+        return 2
+    try:
+        defaults, _, chosen, context = setup(args, args.title, 1, copy=False)
+    except SetupError as error:
+        print(f"suites cost: {error}", file=sys.stderr)
+        return 2
+    # Each placement builds in a copy of its own: a recipe that builds incrementally (`make`
+    # without `clean`) would otherwise keep the first placement's objects.
+    contexts = {}
+    for placement in args.counters:
+        work = os.path.join(context["work"], placement)
+        contexts[placement] = dict(
+            context, work=work, env={"CUDA_FLUX_COUNTERS": placement}, keep_ptx=True,
+            suites=copy_suites(context["suite_args"], work, context["suite_args"], args.reuse))
+    out_path = args.out or os.path.join(
+        HERE, "results", f"{datetime.date.today().isoformat()}-cost-suites-cpu.md")
+    title = args.title or "apps of " + ", ".join(sorted(context["suite_args"]))
+    command = "benchmarks/suites.py cost " + " ".join(shlex.quote(a) for a in argv)
+    kinds = {f"{app['suite']}/{app['name']}": app["cost_kind"] for app in chosen
+             if "cost_kind" in app}
+    placements = args.counters
+    started, load_start = time.monotonic(), cost.load_average()
+    records = {placement: [] for placement in placements}
+    checks = []
+    for app in chosen:
+        name = f"{app['suite']}/{app['name']}"
+        profiles = {}
+        for placement in placements:
+            placed = contexts[placement]
+            log(f"suites cost: {name} ({placement})")
+            row = run_app(app, defaults, placed)
+            if row["correct"]:
+                work = os.path.join(app_work(app, placed), "cost")
+                os.makedirs(work, exist_ok=True)
+                record = cost.measure(cost_program(app, defaults, placed), args.runs,
+                                      app.get("timeout", context["step_timeout"]), work)
+                profiles[placement] = os.path.join(app_work(app, placed), "profile.json")
+            else:
+                record = not_measured(app, row)
+            records[placement].append(record)
+            log(f"  -> {'measured' if record['passed'] else 'not measured'}"
+                f"{'' if record['passed'] else ': ' + '; '.join(record['notes'])[:300]}")
+        if len(placements) > 1 and len(profiles) == len(placements):
+            try:
+                checks.append(block_count_check(name, profiles, placements))
+            except (OSError, ValueError) as error:
+                checks.append({"program": name, "differing_kernels": [f"unreadable: {error}"]})
+        doc = cost.document(records[placements[0]], title, command, args.runs, started,
+                            load_start, kinds=kinds)
+        doc["placement"] = placements[0]
+        doc["suites"] = {suite: git_commit(path) for suite, path in
+                         sorted(context["suite_args"].items())}
+        doc["preamble"] = [
+            f"Apps: {len(chosen)} selected from `{os.path.relpath(context['recipes'], ROOT)}`, "
+            "built from local checkouts of the suites (copied; none is committed here: "
+            + ", ".join(f"{suite} commit `{commit or 'unknown'}`"
+                        for suite, commit in doc["suites"].items())
+            + "). Each app is built by its recipe through the CPU-target prefix with "
+            f"`CUDA_FLUX_COUNTERS={placements[0]}` and `CUDA_FLUX_KEEP` (the instrumented PTX, "
+            "for `ptxas -v`), run and checked once as `benchmarks/suites.py` does (the "
+            "suite's own check or a comparison with its CPU version); only the apps found "
+            "correct are measured, with the recipe's run command and environment."
+            + (" The same apps built with " + ", ".join(f"`CUDA_FLUX_COUNTERS={p}`"
+                                                       for p in placements[1:])
+               + " are compared below." if len(placements) > 1 else ""),
+            "Kinds of kernel-heavy code (the recipes' `cost_kind`): " + (", ".join(
+                f"{name} ({kind})" for name, kind in kinds.items()) or "none") + ".",
+        ]
+        if len(placements) > 1:
+            for placement in placements[1:]:
+                doc.setdefault("placements", {})[placement] = {
+                    "summary": cost.summarize(records[placement], kinds=kinds),
+                    "programs": records[placement]}
+            doc["comparison"] = cost.compare_placements(records)
+            doc["block_counts"] = checks
+        cost.write_document(doc, out_path, cost_appendix(doc))  # after each app: partial runs count
+    figures = doc["summary"]
+    expansion = figures["expansion"]
+    log(f"suites cost: {figures['programs_passed']} of {figures['programs']} apps measured, "
+        f"{figures['kernels']} kernels; expansion geomean {cost.fmt(expansion['geomean'])}x "
+        f"worst {cost.fmt(expansion['worst'])}x; counter atomics/1k aggregate "
+        f"{cost.fmt(figures['counter_atomics_per_1k']['aggregate'], 1)}; wrote {out_path}")
     return 0
 
 

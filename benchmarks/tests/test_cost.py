@@ -223,5 +223,111 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("| delta | | | | | | not measured: original run 0: exit status 1 |", text)
 
 
+def every_block_programs():
+    """The PROGRAMS measured again under a second placement (see PlacementTest)."""
+    resources = {"k1": {"registers": 48, "shared_bytes": 0, "stack_bytes": 0, "spill_store_bytes": 0},
+                 "k1__cf": {"registers": 48, "shared_bytes": 0, "stack_bytes": 0,
+                            "spill_store_bytes": 0}}
+    k1 = cost.kernel_row("k1", stats(1000, 20000, 10, 1), stats(4000, 60000, 1010, 1), resources,
+                         [(256, 0)])
+    k2 = cost.kernel_row("k2", stats(4000, 100000, 0, 1), stats(8000, 200000, 600, 1))
+    k3 = cost.kernel_row("k3", stats(600, 1200, 0, 1), stats(2000, 4000, 250, 1))
+    for program, rows in [("alpha", [k1, k2]), ("beta", [k3])]:
+        for r in rows:
+            r["program"] = program
+    return [
+        {"name": "alpha", "passed": True, "kernels": [k1, k2], "original_kernel_ns": 50_000_000,
+         "clone_kernel_ns": 150_000_000, "original_wall_s": 0.08, "notes": []},
+        {"name": "beta", "passed": True, "kernels": [k3], "original_kernel_ns": 5_000_000,
+         "clone_kernel_ns": 25_000_000, "original_wall_s": 0.01, "notes": []},
+        {"name": "gamma", "passed": False, "notes": ["build failed"]},
+        {"name": "delta", "passed": False, "notes": ["original run 0: exit status 1"]},
+    ]
+
+
+class PlacementTest(unittest.TestCase):
+    """compare_placements on PROGRAMS ("derived") and every_block_programs ("every-block").
+    Only alpha's k1 and k2 are measured under both with the same original counts (beta's k3
+    ran 500 original warp instructions, then 600: a mismatch; gamma failed the second time):
+      derived      counter 2000 + 2000 = 4000, atomics 400 + 300 = 700 on 5000 original:
+                   expansion 3 and 1.5 (geomean sqrt(4.5), worst 3, aggregate 9000/5000 = 1.8),
+                   atomics/1k 400 and 75 (geomean sqrt(30000), aggregate 140); k1 drops
+      every-block  counter 3000 + 4000 = 7000, atomics 1000 + 600 = 1600: expansion 4 and 2
+                   (geomean sqrt(8), aggregate 12000/5000 = 2.4), atomics/1k 1000 and 150
+                   (aggregate 320); 48 -> 48 registers: no drop
+      kernel time  over alpha and beta (measured both times): derived 2 and 4 (geomean
+                   sqrt(8)), every-block 3 and 5 (geomean sqrt(15), worst 5)"""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = cost.compare_placements({"derived": programs(), "every-block": every_block_programs()})
+
+    def test_common_kernels(self):
+        self.assertEqual(self.c["placements"], ["derived", "every-block"])
+        self.assertEqual([(k["program"], k["kernel"]) for k in self.c["kernels"]],
+                         [("alpha", "k1"), ("alpha", "k2")])
+        self.assertEqual(self.c["mismatches"], [{"program": "beta", "kernel": "k3",
+                                                 "original_warp_instructions":
+                                                     {"derived": 500, "every-block": 600}}])
+        self.assertEqual(self.c["programs"], 2)
+
+    def test_figures(self):
+        d, e = self.c["figures"]["derived"], self.c["figures"]["every-block"]
+        self.assertEqual((d["kernels"], d["original_warp_instructions"],
+                          d["counter_warp_instructions"], d["counter_global_atomics"]),
+                         (2, 5000, 4000, 700))
+        self.assertEqual((e["counter_warp_instructions"], e["counter_global_atomics"]),
+                         (7000, 1600))
+        self.assertAlmostEqual(d["expansion"]["geomean"], 4.5 ** 0.5)
+        self.assertAlmostEqual(d["expansion"]["worst"], 3.0)
+        self.assertAlmostEqual(d["expansion"]["aggregate"], 1.8)
+        self.assertAlmostEqual(e["expansion"]["geomean"], 8 ** 0.5)
+        self.assertAlmostEqual(e["expansion"]["aggregate"], 2.4)
+        self.assertAlmostEqual(d["counter_atomics_per_1k"]["geomean"], 30000 ** 0.5)
+        self.assertAlmostEqual(d["counter_atomics_per_1k"]["aggregate"], 140.0)
+        self.assertAlmostEqual(e["counter_atomics_per_1k"]["aggregate"], 320.0)
+        self.assertAlmostEqual(e["counter_atomics_per_1k"]["worst"], 1000.0)
+        self.assertEqual((d["occupancy_drops"], d["occupancy_checked"]), (1, 1))
+        self.assertEqual((e["occupancy_drops"], e["occupancy_checked"]), (0, 1))
+        self.assertAlmostEqual(d["kernel_time"]["geomean"], 8 ** 0.5)
+        self.assertAlmostEqual(e["kernel_time"]["geomean"], 15 ** 0.5)
+        self.assertAlmostEqual(e["kernel_time"]["worst"], 5.0)
+
+    def test_renders(self):
+        text = "\n".join(cost.render_comparison(self.c))
+        self.assertIn("Over the 2 kernels (in 2 programs)", text)
+        self.assertIn("except in 1 kernels left out: `k3` (beta)", text)
+        self.assertIn("| counter-code warp instructions | 4,000 | 7,000 |", text)
+        self.assertIn("| alpha | `k1` | 1,000 | 2,000 / 3,000 | 3.00 / 4.00 | 400.0 / 1000.0 | "
+                      "54 / 48 |", text)
+
+    def test_ranking(self):
+        # Counter warp instructions: k1 2000, k2 2000, k3 1500, k4 0 (left out); of 5500.
+        ranking = cost.counter_code_ranking(programs(), top=2)
+        self.assertEqual([(r["program"], r["kernel"]) for r in ranking],
+                         [("alpha", "k1"), ("alpha", "k2")])
+        self.assertAlmostEqual(ranking[0]["share"], 2000 / 5500)
+        self.assertEqual(len(cost.counter_code_ranking(programs())), 3)
+        self.assertIn("| alpha | `k1` | 2,000 | 36.4% | 3.00x | 400.0 |",
+                      "\n".join(cost.render_ranking(ranking)))
+
+    def test_document_written_whole(self):
+        import tempfile
+        records = programs()
+        doc = cost.document(records, "t", "cmd", 1, 0.0, 1.0)
+        self.assertEqual(doc["summary"]["programs_passed"], 3)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sub", "r.md")
+            cost.write_document(doc, out, "\n## Appendix\n")
+            self.assertEqual(sorted(os.listdir(os.path.dirname(out))), ["r.json", "r.md"])
+            with open(out) as f:
+                text = f.read()
+            self.assertTrue(text.startswith("# Counter-code cost on the CPU target: t"))
+            self.assertTrue(text.endswith("\n## Appendix\n"))
+            import json
+            with open(os.path.join(tmp, "sub", "r.json")) as f:
+                self.assertEqual(json.load(f)["summary"]["kernels"], 4)
+
+
 if __name__ == "__main__":
     unittest.main()

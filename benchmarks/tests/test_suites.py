@@ -15,6 +15,8 @@
    thread-instructions must equal the interpreter's own count of the uninstrumented kernel
    (CUDA_FLUX_CPU_STATS with CUDA_FLUX_KERNELS matching nothing), an oracle independent of the
    profile the harness reads. Skipped (with a note) when no cuda-flux-nvcc has been built.
+4. `suites.py cost` on the mini suite under two placements: what is measured and what not, the
+   original kernel's thread-instructions against the profile's counts, the placements compared.
 """
 
 import array
@@ -72,7 +74,13 @@ def test_recipes():
         ('[[app]]\nsuite = "s"\nname = "a"\ndir = "d"\n', "needs `run`"),
         ("[[app]\n", "not valid TOML"),
         ('[other]\n', "unknown top-level key(s) other"),
+        (good + 'cost_kind = "sorting"\n', "`cost_kind` must be one of 'stencil'"),
     ]
+    expect(recipe_error(good + 'cost_kind = "tiled matmul"\n') is None,
+           "a recipe naming a kind of kernel-heavy code loads")
+    kinds = {a.get("cost_kind") for a in apps} - {None}
+    expect(kinds == set(suites.cost.HEAVY_KINDS),
+           f"suites.toml names apps of every kind issue 11's target names ({sorted(kinds)})")
     for text, reason in cases:
         error = recipe_error(text)
         expect(error is not None and reason in error,
@@ -152,6 +160,15 @@ def test_same_counts():
                f"same-counts: one warp count off ({status}, {out})")
         status, out = same_counts(derived, os.path.join(tmp, "none"))
         expect(status == 2 and "no profile" in out, f"same-counts: no profiles ({out})")
+        # `cost` compares an app's profiles under its placements the same way.
+        profile_of = {name: os.path.join(tmp, name, "apps", "suite", "app", "variant",
+                                         "profile.json") for name in ("derived", "every", "off")}
+        check = suites.block_count_check("suite/app", profile_of, ["derived", "every"])
+        expect(check == {"program": "suite/app", "differing_kernels": []},
+               f"cost: equal block counts under two placements ({check})")
+        check = suites.block_count_check("suite/app", profile_of, ["derived", "every", "off"])
+        expect(check["differing_kernels"] == ["k"],
+               f"cost: a third placement with one warp count off ({check})")
 
 
 def interpreter_thread_instructions(program, cwd):
@@ -461,6 +478,78 @@ def test_end_to_end():
                f"the updated table names the re-run app and keeps the others: {updated[:1500]}")
 
 
+def test_cost_end_to_end():
+    """`suites.py cost` on the mini suite under two placements: add is measured (mismatch,
+    whose check fails, is not), its original kernel's thread-instructions equal what the
+    counters of the checked run say the kernel executed (the profile), under each placement,
+    and its blocks' counts are equal under both."""
+    bin_dir = os.environ.get("CUDA_FLUX_BIN", os.path.join(ROOT, "target", "debug"))
+    if not os.access(os.path.join(bin_dir, "cuda-flux-nvcc"), os.X_OK):
+        print(f"note: {bin_dir}/cuda-flux-nvcc not built: cost end-to-end test skipped")
+        return
+    with tempfile.TemporaryDirectory() as work:
+        out = os.path.join(work, "cost.md")
+        # add built incrementally (no `make clean`), as many suites' recipes do: each placement
+        # must still build it afresh (a copy of the suite per placement).
+        with open(os.path.join(HERE, "mini-suite", "recipes.toml")) as handle:
+            recipes = handle.read()
+        incremental = recipes.replace("build = 'make clean; make CUDA_DIR=", "build = 'make CUDA_DIR=")
+        expect(incremental != recipes, "cost: the mini recipes' add builds with make clean")
+        recipes_path = write_file(work, "recipes.toml", incremental)
+        result = subprocess.run(
+            [sys.executable, os.path.join(BENCH, "suites.py"), "cost",
+             "--suite", f"mini={os.path.join(HERE, 'mini-suite')}",
+             "--recipes", recipes_path, "--bin", bin_dir,
+             "--work-dir", os.path.join(work, "w"), "--out", out, "--runs", "2",
+             "--counters", "derived", "every-block", "--only", "add", "mismatch"],
+            capture_output=True, text=True)
+        expect(result.returncode == 0, f"cost: exit status 0: {result.stderr[-2000:]}")
+        if result.returncode != 0:
+            return
+        with open(os.path.splitext(out)[0] + ".json") as handle:
+            doc = json.load(handle)
+        programs = {p["name"]: p for p in doc["programs"]}
+        expect(doc["placement"] == "derived" and sorted(programs) == ["mini/add", "mini/mismatch"]
+               and doc["title"] == "apps of mini",
+               f"cost: both apps reported under derived, titled by their suite "
+               f"({sorted(programs)}, {doc['title']!r})")
+        mismatch = programs["mini/mismatch"]
+        expect(not mismatch["passed"] and "number 2: 7.0 against 10.0" in mismatch["notes"][0],
+               f"cost: an app failing its check is not measured, with why ({mismatch})")
+        for placement, records in [("derived", doc["programs"]),
+                                   ("every-block", doc["placements"]["every-block"]["programs"])]:
+            add = next(p for p in records if p["name"] == "mini/add")
+            expect(add["passed"] and len(add["kernels"]) == 1,
+                   f"cost: add measured under {placement} ({add.get('notes')})")
+            if not add["passed"]:
+                continue
+            row = add["kernels"][0]
+            keep = os.path.join(work, "w", placement, "apps", "mini", "add", "keep")
+            kept = os.listdir(keep) if os.path.isdir(keep) else []
+            expect(any(name.endswith(".instrumented.ptx") for name in kept),
+                   f"cost ({placement}): add was built under this placement, its PTX kept "
+                   f"({kept})")
+            profile = os.path.join(work, "w", placement, "apps", "mini", "add", "profile.json")
+            _, launches, counted, _ = suites.read_profile(profile)
+            expect(row["launches"] == launches == 3
+                   and row["original_thread_instructions"] == counted,
+                   f"cost ({placement}): the original kernel's thread-instructions "
+                   f"{row['original_thread_instructions']} = the profile's {counted}")
+            expect(row["counter_warp_instructions"] > 0 and row["counter_global_atomics"] > 0
+                   and row["clone_registers"] and len(add["runs"]["original"]) == 2,
+                   f"cost ({placement}): counter code, atomics, ptxas registers, 2 runs ({row})")
+        comparison = doc["comparison"]
+        expect(len(comparison["kernels"]) == 1 and not comparison["mismatches"]
+               and doc["block_counts"] == [{"program": "mini/add", "differing_kernels": []}],
+               f"cost: one kernel compared, same block counts ({comparison}, "
+               f"{doc['block_counts']})")
+        with open(out) as handle:
+            text = handle.read()
+        expect("## Placements compared" in text and "## Where the counter code is" in text
+               and "equal under all placements in 1 of the 1 apps" in text,
+               f"cost: the report's sections: {text[-1500:]}")
+
+
 def main():
     test_recipes()
     test_compare()
@@ -468,6 +557,7 @@ def main():
     test_avi()
     test_reference()
     test_end_to_end()
+    test_cost_end_to_end()
     if FAILURES:
         print(f"test_suites: {len(FAILURES)} failure(s)")
         return 1
