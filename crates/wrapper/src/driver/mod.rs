@@ -484,6 +484,7 @@ impl Driver {
             }
             objects.push(object);
         }
+        self.scrub_dependency_file()?;
         if self.args.device_link_only {
             let output = self
                 .args
@@ -1010,6 +1011,38 @@ impl Driver {
             .arg(&compiled);
         self.run(&mut command)?;
         self.merge_carried(&[compiled], output)
+    }
+
+    /// Takes the force-included prelude out of the dependency file that `-MD`/`-MMD` wrote
+    /// (`-MF`): it lives in the driver's work directory, which is gone (or the user's keep
+    /// directory, which may be) by the next `make`, and a prerequisite that no longer exists
+    /// stops make with "No rule to make target".
+    fn scrub_dependency_file(&self) -> Result<()> {
+        let Some(prelude) = &self.prelude else {
+            return Ok(());
+        };
+        let Some(path) = self
+            .args
+            .flags
+            .iter()
+            .position(|f| f == "-MF")
+            .and_then(|i| self.args.flags.get(i + 1))
+            .map(PathBuf::from)
+        else {
+            return Ok(());
+        };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(()); // nothing written (a dry run, or no CUDA source compiled)
+        };
+        let scrubbed = without_dependency(&text, &prelude.to_string_lossy());
+        if scrubbed != text {
+            // Written beside it and renamed, so that the file is never left half written.
+            let partial = path.with_extension("d.cuda-flux-partial");
+            std::fs::write(&partial, scrubbed)
+                .and_then(|()| std::fs::rename(&partial, &path))
+                .with_context(|| format!("cannot rewrite {}", path.display()))?;
+        }
+        Ok(())
     }
 
     fn compile_cuda(&self, index: usize, source: &Path, object: &Path) -> Result<()> {
@@ -1667,9 +1700,87 @@ fn unimplemented_cuda_calls(linker_stderr: &str) -> Vec<String> {
     calls
 }
 
+/// `text`, a make dependency file, without the prerequisite `path` (as make-escaped by the
+/// compiler: `\ ` for a space, `\#`, `$$`), and without the continuation lines it leaves
+/// empty.
+fn without_dependency(text: &str, path: &str) -> String {
+    let escaped = path
+        .replace(' ', "\\ ")
+        .replace('#', "\\#")
+        .replace('$', "$$");
+    // The prerequisite as a whole token: after the line's start or a space, before its end or
+    // a space (an escaped space inside it is `\ `, never a bare one).
+    let remove = |line: &str| -> String {
+        let mut kept = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find(&escaped) {
+            let end = at + escaped.len();
+            let starts = at == 0 || rest[..at].ends_with(' ') && !rest[..at].ends_with("\\ ");
+            let ends = end == rest.len() || rest[end..].starts_with(' ');
+            if starts && ends {
+                kept.push_str(rest[..at].trim_end_matches(' '));
+                rest = &rest[end..];
+            } else {
+                kept.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+        kept.push_str(rest);
+        kept
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let kept = remove(line);
+        if kept.trim() == "\\" || (kept.trim().is_empty() && !line.trim().is_empty()) {
+            continue; // a continuation line that held only the prerequisite
+        }
+        lines.push(kept);
+    }
+    // The last prerequisite gone: no continuation into nothing.
+    if let Some(last) = lines.iter_mut().rev().find(|l| !l.trim().is_empty()) {
+        if let Some(stripped) = last.trim_end().strip_suffix('\\') {
+            *last = stripped.trim_end().to_string();
+        }
+    }
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prelude_leaves_the_dependency_file_and_nothing_else_does() {
+        let prelude = "/tmp/cuda-flux-AbC/cuda_flux_prelude.h";
+        // In the middle, on a continuation line of its own.
+        let text =
+            "main.o: main.cu \\\n  /tmp/cuda-flux-AbC/cuda_flux_prelude.h \\\n  witness.cuh\n";
+        assert_eq!(
+            without_dependency(text, prelude),
+            "main.o: main.cu \\\n  witness.cuh\n"
+        );
+        // Last.
+        let text = "main.o: main.cu \\\n  /tmp/cuda-flux-AbC/cuda_flux_prelude.h\n";
+        assert_eq!(without_dependency(text, prelude), "main.o: main.cu\n");
+        // On the target's line, with others after it.
+        let text = "main.o: /tmp/cuda-flux-AbC/cuda_flux_prelude.h main.cu x.h\n";
+        assert_eq!(without_dependency(text, prelude), "main.o: main.cu x.h\n");
+        // A path with a space, escaped as make reads it; a longer name that contains it stays.
+        let spaced = "/keep dir/cuda_flux_prelude.h";
+        let text =
+            "a.o: a.cu /keep\\ dir/cuda_flux_prelude.h /keep\\ dir/cuda_flux_prelude.h.bak\n";
+        assert_eq!(
+            without_dependency(text, spaced),
+            "a.o: a.cu /keep\\ dir/cuda_flux_prelude.h.bak\n"
+        );
+        // No mention: unchanged, byte for byte.
+        let text = "a.o: a.cu \\\n  b.h\n";
+        assert_eq!(without_dependency(text, prelude), text);
+    }
 
     #[test]
     fn names_unimplemented_cuda_calls_from_linker_errors() {
