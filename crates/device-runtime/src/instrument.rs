@@ -411,9 +411,15 @@ fn place_counters(
     let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
     let mut new_blocks: Vec<Statement> = Vec::new();
     let mut retargets: Vec<(usize, String, String)> = Vec::new();
+    let unreachable = unreachable_blocks(function, &cfg);
     for (b, block) in cfg.blocks.iter().enumerate() {
-        let counted_elsewhere =
-            plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
+        // A block no path reaches never runs: its counter pair stays zero, the exact count,
+        // without code (clang `-g` ends bodies with a label after the last `ret`, and such a
+        // block alone would otherwise cost the kernel its prologue).
+        let counted_elsewhere = plan.derived(b)
+            || plan.copied(b)
+            || (b == 0 && plan.entry_from_launch)
+            || unreachable[b];
         // After the code on edges into it (0) and a loop's flush where lanes meet (1).
         let update = if counted_elsewhere || plan.warps_derived(b) {
             None
@@ -673,6 +679,29 @@ fn place_counters(
         function.insert_statements(at, code)?;
     }
     Ok(any)
+}
+
+/// Per block: no path of the control-flow graph leads to it from the function's entry. Only
+/// where the graph is known whole: a function with a `brx.idx` (whose targets come from a
+/// table) has none.
+fn unreachable_blocks(function: &ptx_lexer::Function, cfg: &placement::Cfg) -> Vec<bool> {
+    let n = cfg.blocks.len();
+    let jump_table = function
+        .statements()
+        .iter()
+        .filter_map(|s| s.as_instruction())
+        .any(|i| i.opcode.base() == "brx");
+    if jump_table || n == 0 {
+        return vec![false; n];
+    }
+    let mut reached = vec![false; n];
+    let mut stack = vec![0usize];
+    while let Some(b) = stack.pop() {
+        if !std::mem::replace(&mut reached[b], true) {
+            stack.extend(cfg.succs[b].iter().copied());
+        }
+    }
+    reached.into_iter().map(|r| !r).collect()
 }
 
 /// `base` with the next number from `next` that the function does not use as a label yet.

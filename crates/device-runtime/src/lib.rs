@@ -919,4 +919,39 @@ mod tests {
         assert_eq!(text[label + 1], "add.s64 %__cfc0, %__cfc0, 1;", "{text:#?}");
         assert_eq!(text.iter().filter(|t| t.contains("%__cfc0, 1")).count(), 1);
     }
+
+    /// The instructions and labels of kernel `k`'s clone after instrumenting `body`.
+    fn instrumented(body: &str) -> Vec<String> {
+        let ptx = format!(".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u64 k_p)\n{{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\t.reg .b64 %rd<4>;\n{body}\n}}\n");
+        let mut module = ptx_lexer::parse(ptx).unwrap();
+        let results = instrument_module(&mut module);
+        let clone = module
+            .function(results[0].clone.as_deref().unwrap())
+            .unwrap();
+        clone
+            .statements()
+            .iter()
+            .filter_map(|s| match s.kind() {
+                StatementKind::Label(l) => Some(format!("{l}:")),
+                StatementKind::Instruction(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_block_no_path_reaches_gets_no_counter_and_costs_no_prologue() {
+        // clang -g: a label after the last `ret`. The kernel is one straight block otherwise,
+        // counted from the launch: nothing to count on the device, so no prologue either.
+        let dead = "\tld.param.u64 %rd1, [k_p];\n\tmov.u32 %r1, %tid.x;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n$L__tmp1:";
+        let text = instrumented(dead);
+        assert!(!text.iter().any(|t| t.contains("__cf")), "{text:#?}");
+        // The same block reached by a branch is counted.
+        let live = "\tld.param.u64 %rd1, [k_p];\n\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra $L__tmp1;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n$L__tmp1:\n\tret;";
+        let text = instrumented(live);
+        assert!(
+            text.iter().any(|t| t.contains("red.global.add")),
+            "{text:#?}"
+        );
+    }
 }

@@ -459,9 +459,26 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                         blocks.len()
                     ));
                 }
+                // Blocks of the original that no path from its entry reaches (clang -g's label
+                // after the last `ret`) never run: they carry no update, their pairs stay zero.
+                // Only where the graph is whole (no `brx.idx` jump tables).
+                let original = module
+                    .function(name)
+                    .ok_or_else(|| format!("{describe}: no {name}"))?;
+                let original_blocks = original.blocks();
+                let edges = original.edges(&original_blocks);
+                let whole = !original.instructions().any(|i| i.opcode.base() == "brx");
+                let mut reached = vec![false; original_blocks.len()];
+                let mut stack = vec![0usize];
+                while let Some(b) = stack.pop() {
+                    if b < reached.len() && !std::mem::replace(&mut reached[b], true) {
+                        stack.extend(edges.iter().filter(|e| e.from == b).map(|e| e.to));
+                    }
+                }
                 for (i, block) in blocks.iter().enumerate() {
                     let entry = &result.blocks[start + i];
                     let pair = ((start + i) * 16) as u64;
+                    let never_runs = whole && !reached.get(i).copied().unwrap_or(true);
                     // Counted at its top, or else (in a register-counted loop) by a flush.
                     let offset = top_update_offset(copy, block);
                     let from_launch = start + i == 0 && result.entry_from_launch;
@@ -473,7 +490,11 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     let warps_derived = derived_by(&result.warp_differences);
                     let updated_here = |pair: u64| offset.is_some_and(|(o, _)| o == pair);
                     // (A loop's flush may sit at the top of the block that follows it.)
-                    let counted = if from_launch || copied || warps_derived {
+                    let counted = if never_runs {
+                        offset.is_none()
+                            && !flushed.contains(&pair)
+                            && !flushed.contains(&(pair + 8))
+                    } else if from_launch || copied || warps_derived {
                         !updated_here(pair)
                             && !flushed.contains(&pair)
                             && !flushed.contains(&(pair + 8))
