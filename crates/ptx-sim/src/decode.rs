@@ -290,6 +290,32 @@ pub(crate) struct AluInst {
     pub immediates: Box<[[u64; 32]]>,
 }
 
+impl AluInst {
+    /// `op` writing `dst` (and `second`) from the first `op.source_count()` of `srcs`: its
+    /// kernel, carry use and immediate rows follow from those.
+    pub(crate) fn new(op: AluOp, dst: u32, second: u32, srcs: [Src; 4]) -> AluInst {
+        let count = op.source_count();
+        let immediates = srcs[..count]
+            .iter()
+            .filter_map(|src| match src {
+                Src::Imm(v) => Some([*v; 32]),
+                _ => None,
+            })
+            .collect();
+        AluInst {
+            reads_carry: op.reads_carry(),
+            writes_carry: op.writes_carry(),
+            kernel: op.select(),
+            op,
+            dst,
+            second,
+            srcs,
+            count: count as u8,
+            immediates,
+        }
+    }
+}
+
 impl PartialEq for AluInst {
     /// Every field but `kernel`, which `op` determines.
     fn eq(&self, other: &AluInst) -> bool {
@@ -1282,24 +1308,7 @@ impl Decoder<'_> {
         for (i, operand) in ops[1..].iter().enumerate() {
             srcs[i] = self.src(operand, op.source_kind(i))?;
         }
-        let immediates = srcs[..count]
-            .iter()
-            .filter_map(|src| match src {
-                Src::Imm(v) => Some([*v; 32]),
-                _ => None,
-            })
-            .collect();
-        Ok(Op::Alu(Box::new(AluInst {
-            reads_carry: op.reads_carry(),
-            writes_carry: op.writes_carry(),
-            kernel: op.select(),
-            op,
-            dst,
-            second,
-            srcs,
-            count: count as u8,
-            immediates,
-        })))
+        Ok(Op::Alu(Box::new(AluInst::new(op, dst, second, srcs))))
     }
 
     fn dst_pair(&self, operand: &Operand) -> Result<(u32, u32), String> {

@@ -509,18 +509,10 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         function.add_attribute(AttributeLoc::Function, self.enum_attribute("nounwind"));
         let entry = self.ctx.append_basic_block(function, "entry");
         self.builder.position_at_end(entry);
-        let regs = function
-            .get_nth_param(0)
-            .ok_or_else(|| error("parameter"))?
-            .into_pointer_value();
-        let active = function
-            .get_nth_param(1)
-            .ok_or_else(|| error("parameter"))?
-            .into_int_value();
-        let context = function
-            .get_nth_param(2)
-            .ok_or_else(|| error("parameter"))?
-            .into_pointer_value();
+        let param = |n: u32| function.get_nth_param(n).ok_or_else(|| error("parameter"));
+        let regs = param(0)?.into_pointer_value();
+        let active = param(1)?.into_int_value();
+        let context = param(2)?.into_pointer_value();
         let shared = |field: u64, name: &str| -> Result<IntValue<'ctx>, CompileError> {
             // SAFETY: `RunContext` is two `u64`s.
             let ptr = unsafe {
@@ -538,14 +530,8 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 .map_err(error)?
                 .into_int_value())
         };
-        let start = function
-            .get_nth_param(3)
-            .ok_or_else(|| error("parameter"))?
-            .into_int_value();
-        let allowance = function
-            .get_nth_param(4)
-            .ok_or_else(|| error("parameter"))?
-            .into_int_value();
+        let start = param(3)?.into_int_value();
+        let allowance = param(4)?.into_int_value();
         let shared_base = shared(0, "shared_base")?;
         let shared_len = shared(1, "shared_len")?;
         // A sink for results without a destination register (`_`) of called kernels.
@@ -1530,33 +1516,15 @@ mod tests {
     /// The ALU instruction `alu` with destination 4 (and 5), its sources registers 0.. except
     /// those in `immediate` (bit per source), which take `imm`.
     fn alu_inst(alu: AluOp, immediate: u32, imm: u64) -> AluInst {
-        let count = alu.source_count();
         let mut srcs = [Src::Imm(0); 4];
-        for (i, src) in srcs.iter_mut().enumerate().take(count) {
+        for (i, src) in srcs.iter_mut().enumerate().take(alu.source_count()) {
             *src = if immediate >> i & 1 != 0 {
                 Src::Imm(imm)
             } else {
                 Src::Reg(i as u32)
             };
         }
-        let immediates = srcs[..count]
-            .iter()
-            .filter_map(|s| match s {
-                Src::Imm(v) => Some([*v; 32]),
-                _ => None,
-            })
-            .collect();
-        AluInst {
-            kernel: alu.select(),
-            op: alu,
-            dst: 4,
-            second: 5,
-            srcs,
-            count: count as u8,
-            reads_carry: false,
-            writes_carry: false,
-            immediates,
-        }
+        AluInst::new(alu, 4, 5, srcs)
     }
 
     fn function(code: Vec<Inst>) -> DecodedFunction {
