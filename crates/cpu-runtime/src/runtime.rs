@@ -89,43 +89,37 @@ pub fn synchronize_device() {
     exclusive(|| ());
 }
 
-/// Host threads per launch: `CUDA_FLUX_CPU_THREADS` or the host's.
-pub fn workers() -> Result<usize> {
-    RUNTIME
-        .workers
-        .get_or_init(config::workers_from_env)
+/// A setting from the environment, read once: its value, or its error as a fault.
+fn setting<T: Clone>(
+    cell: &OnceLock<Result<T, config::ConfigError>>,
+    read: fn() -> Result<T, config::ConfigError>,
+) -> Result<T> {
+    cell.get_or_init(read)
         .clone()
         .map_err(|e| Failure::Fault(e.to_string()))
+}
+
+/// Host threads per launch: `CUDA_FLUX_CPU_THREADS` or the host's.
+pub fn workers() -> Result<usize> {
+    setting(&RUNTIME.workers, config::workers_from_env)
 }
 
 /// The emulated device's multiprocessors: `CUDA_FLUX_CPU_SMS` or a fixed default, independent
 /// of the host threads (a thread runs several resident CTAs in turn).
 pub fn multiprocessors() -> Result<usize> {
-    RUNTIME
-        .multiprocessors
-        .get_or_init(config::multiprocessors_from_env)
-        .clone()
-        .map_err(|e| Failure::Fault(e.to_string()))
+    setting(&RUNTIME.multiprocessors, config::multiprocessors_from_env)
 }
 
 /// Whether kernels may touch the guard zones around allocations (the default, as a GPU
 /// tolerates reads a little outside an allocation) or fault there (`CUDA_FLUX_CPU_MEMCHECK=1`).
 pub fn memcheck() -> Result<bool> {
-    RUNTIME
-        .memcheck
-        .get_or_init(config::memcheck_from_env)
-        .clone()
-        .map_err(|e| Failure::Fault(e.to_string()))
+    setting(&RUNTIME.memcheck, config::memcheck_from_env)
 }
 
 /// The engine that runs kernels (`CUDA_FLUX_CPU_ENGINE`): the interpreter, or native code for
 /// runs of ALU instructions.
 pub fn engine() -> Result<Engine> {
-    RUNTIME
-        .engine
-        .get_or_init(config::engine_from_env)
-        .clone()
-        .map_err(|e| Failure::Fault(e.to_string()))
+    setting(&RUNTIME.engine, config::engine_from_env)
 }
 
 /// The emulated device's shape now.
