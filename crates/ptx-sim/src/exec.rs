@@ -10,7 +10,7 @@ use crate::decode::{
 };
 use crate::launch::CtaContext;
 use crate::memory;
-use crate::native::{NativeCode, RunContext};
+use crate::native::{NativeCode, RunContext, UNIFORM_SPECIALS};
 use crate::warp::{Entry, Frame, PendingReduction, Warp, WarpState};
 use crate::{AddressMode, ChannelKind, SimError, TextureRef};
 
@@ -56,6 +56,12 @@ pub(crate) struct Exec<'a, 'w> {
     native: Option<&'a NativeCode>,
     reg_base: usize,
     local_base: u64,
+    /// The error of an instruction a native run had the interpreter execute
+    /// ([`interpret_for_native`]), for the run loop to report.
+    native_error: Option<SimError>,
+    /// The values of [`crate::native::UNIFORM_SPECIALS`] for native runs (as `read_other`
+    /// reads them; zeros with the interpreter alone).
+    specials: [u64; 9],
 }
 
 /// Runs `warp` for at most `budget` warp instructions, and at most `visible` loads, stores and
@@ -74,6 +80,12 @@ pub(crate) fn run(
     let func = &program.functions[frame.function as usize];
     let native = program.native_code(frame.function);
     let (reg_base, local_base) = (frame.reg_base, frame.local_base);
+    let mut specials = [0u64; 9];
+    if program.engine() == crate::Engine::Native {
+        for (value, special) in specials.iter_mut().zip(UNIFORM_SPECIALS) {
+            *value = read_other(cta, warp, 0, 0, &Src::Special(special), 0);
+        }
+    }
     let mut exec = Exec {
         cta,
         warp,
@@ -81,6 +93,8 @@ pub(crate) fn run(
         native,
         reg_base,
         local_base,
+        native_error: None,
+        specials,
     };
     exec.run(budget, visible)
 }
@@ -278,30 +292,39 @@ impl<'a> Exec<'a, '_> {
                     // faults, which the loop below then executes.
                     if let Some(run) = native.and_then(|native| native.run_at(pc)) {
                         let end = pc + run.len;
-                        let regs = &mut self.warp.regs[self.reg_base..];
                         if u64::from(run.len) <= budget
                             && visible > 0
                             && (rpc <= pc || rpc >= end)
-                            && regs.len() >= self.func.registers as usize * 32
+                            && self.warp.regs.len()
+                                >= self.reg_base + self.func.registers as usize * 32
                         {
+                            // Raw pointers only: the native code reads and writes the frame's
+                            // registers through `regs`, and has the interpreter execute some
+                            // instructions through `exec` ([`interpret_for_native`]), never
+                            // both at once.
+                            let regs = self.warp.regs.as_mut_ptr().wrapping_add(self.reg_base);
                             let context = RunContext {
                                 shared_base: self.cta.shared_base,
                                 shared_len: self.cta.shared_len,
+                                params: self.cta.launch.params.address(),
+                                accessible_lo: &raw const self.warp.accessible.0,
+                                accessible_hi: &raw const self.warp.accessible.1,
+                                wrote: &raw mut self.warp.wrote,
+                                specials: self.specials.as_ptr(),
+                                tid: self.warp.tid.as_ptr().cast(),
+                                shared_offsets: self.cta.launch.shared_offsets.as_ptr(),
+                                shared_offsets_len: self.cta.launch.shared_offsets.len() as u64,
+                                exec: (self as *mut Self).cast(),
                             };
                             // SAFETY: the run touches the rows of registers below
-                            // `func.registers` only (checked at compilation), all in `regs`,
-                            // and shared memory inside the CTA's window (checked per lane).
+                            // `func.registers` only (checked at compilation), all in the
+                            // frame (checked above), shared memory inside the CTA's window
+                            // (checked per lane), and the rest through this `Exec`.
                             let allowance = u32::try_from(visible)
                                 .unwrap_or(u32::MAX)
                                 .saturating_add(run.visible_before);
                             let stopped = unsafe {
-                                (run.entry)(
-                                    regs.as_mut_ptr(),
-                                    active,
-                                    &context,
-                                    run.offset,
-                                    allowance,
-                                )
+                                (run.entry)(regs, active, &context, run.offset, allowance)
                             };
                             let done = stopped.saturating_sub(run.offset).min(run.len);
                             let executed = &func.code[pc as usize..(pc + done) as usize];
@@ -316,6 +339,17 @@ impl<'a> Exec<'a, '_> {
                             self.warp.clock += done_count;
                             self.warp.thread_instructions += population * done_count;
                             pc += done;
+                            if let Some(error) = self.native_error.take() {
+                                // The instruction at `pc` failed in the interpreter: counted
+                                // as the loop below counts one that fails.
+                                budget -= 1;
+                                if let Some(inst) = func.code.get(pc as usize) {
+                                    visible -= u64::from(inst.visible);
+                                }
+                                self.warp.clock += 1;
+                                self.warp.thread_instructions += population;
+                                break Err(error);
+                            }
                             if pc == rpc {
                                 break Ok(());
                             }
@@ -1928,6 +1962,72 @@ fn read_other(
             }
         }
     }
+}
+
+/// Executes instruction `pc` of the current function for the lanes of `active` (and its
+/// guard) exactly as the interpreter loop does, for a native run that has no code of its own
+/// for it (a C entry point: the run calls it by address). Returns 0, or 1 when the instruction
+/// failed: the error then waits in [`Exec::native_error`] for the run loop, which counts the
+/// instruction as executed and reports the error, as the interpreter loop does.
+///
+/// # Safety
+/// `exec` is the [`Exec`] running the native run (`RunContext::exec`), on its warp's current
+/// frame; no reference to its warp is live while this runs.
+#[inline(always)]
+unsafe fn interpret_for_native_body(exec: *mut std::ffi::c_void, pc: u32, active: u32) -> u32 {
+    // SAFETY: per the caller.
+    let exec = unsafe { &mut *exec.cast::<Exec<'_, '_>>() };
+    let func = exec.func;
+    let Some(inst) = func.code.get(pc as usize) else {
+        exec.native_error = Some(exec.unsupported(pc, "a native run past the function's end"));
+        return 1;
+    };
+    let lanes = exec.guard(inst, active);
+    match exec.straight(inst, pc, active, lanes) {
+        Ok(()) => 0,
+        Err(error) => {
+            exec.native_error = Some(error);
+            1
+        }
+    }
+}
+
+/// [`interpret_for_native_body`] compiled for CPUs with AVX2 (as [`Exec::run_v3`]).
+///
+/// # Safety
+/// As [`interpret_for_native_body`]; the CPU has the features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
+unsafe extern "C" fn interpret_for_native_v3(
+    exec: *mut std::ffi::c_void,
+    pc: u32,
+    active: u32,
+) -> u32 {
+    // SAFETY: per the caller.
+    unsafe { interpret_for_native_body(exec, pc, active) }
+}
+
+/// [`interpret_for_native_body`] for any CPU.
+///
+/// # Safety
+/// As [`interpret_for_native_body`].
+unsafe extern "C" fn interpret_for_native_plain(
+    exec: *mut std::ffi::c_void,
+    pc: u32,
+    active: u32,
+) -> u32 {
+    // SAFETY: per the caller.
+    unsafe { interpret_for_native_body(exec, pc, active) }
+}
+
+/// The native code's entry into the interpreter ([`interpret_for_native_body`]), for this CPU.
+pub(crate) fn interpret_for_native() -> unsafe extern "C" fn(*mut std::ffi::c_void, u32, u32) -> u32
+{
+    #[cfg(target_arch = "x86_64")]
+    if alu::x86_v3() {
+        return interpret_for_native_v3;
+    }
+    interpret_for_native_plain
 }
 
 /// The 32 lanes of register `r` (of the frame whose registers start `regs`).

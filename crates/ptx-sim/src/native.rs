@@ -2,22 +2,29 @@
 //! machine code with LLVM, compiled lazily the first time a warp runs the function, kept with
 //! the [`crate::Program`].
 //!
-//! A *run* is a maximal sequence of straight instructions the engine can translate (an
-//! [`Op::Alu`] without carry whose sources are registers or immediates, an [`Op::Mov`] of a
-//! register or immediate, an `ld.shared` with a register base), guarded or not, that no branch
-//! target or reconvergence point interrupts. Its native function takes the frame's register
-//! file (register-major, 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the
-//! interpreter does for each instruction in turn: the guard row to a mask, the operation on the
-//! lanes as vectors, the result stored into the lanes the guard lets through. Operations with
-//! a [`Lowered`] form are generated inline; the others call the interpreter's own
-//! [`WarpKernel`]. A run is *segments* (kernel calls, each load alone, loops over lane groups
-//! of the other inline instructions), each an entry point. The interpreter (`exec.rs`) enters
-//! a run at a segment when the slice has budget for the rest of it and no reconvergence point
-//! falls inside it; the native code stops where the interpreter would (before a load that
-//! would fault, after the visible access that ends the slice), and the interpreter counts
-//! what it executed exactly as it counts instructions one by one. The semantics of each
-//! lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests below compare them on edge values,
-//! guards, partial masks and immediates).
+//! A *run* is a maximal sequence of straight instructions ([`Op::is_straight`], none reading
+//! `%clock`), guarded or not, that no branch target or reconvergence point interrupts, with
+//! some native code in it. Its native function takes the frame's register file
+//! (register-major, 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the
+//! interpreter does for each instruction in turn, in one of three [`Form`]s: *inline* (the
+//! guard row to a mask, the operation on the lanes as vectors, the result stored into the
+//! lanes the guard lets through: ALU instructions with a [`Lowered`] form, moves, loads and
+//! `st.shared`), a call of the instruction's interpreter [`WarpKernel`] (the other ALU
+//! instructions with register or immediate sources), or a call of the interpreter itself for
+//! the instruction ([`crate::exec::interpret_for_native`]: everything else, so that runs do not
+//! end at it). A run is *segments* (each call and each memory access alone, loops over lane
+//! groups of the other inline instructions), each an entry point. The interpreter (`exec.rs`)
+//! enters a run at a segment when the slice has budget for the rest of it and no reconvergence
+//! point falls inside it; the native code stops where the interpreter would (before a shared
+//! access that would fault, after the visible access that ends the slice, at an instruction
+//! the interpreter fails), and the interpreter counts what it executed exactly as it counts
+//! instructions one by one. A memory access is inline only when every running lane passes the
+//! check the interpreter makes first, which changes nothing (inside the shared window, or the
+//! warp's cached accessible host range, aligned); a host access that does not is executed by
+//! the interpreter, with whatever it then does (another range, a fault to report). The
+//! semantics of each lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests
+//! below compare them on edge values, guards, partial masks and immediates); those of the
+//! memory accesses the interpreter's (tests below and `tests/native_engine.rs`).
 
 use std::sync::{Mutex, OnceLock};
 
@@ -33,7 +40,7 @@ use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorV
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 
 use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
-use crate::decode::{AluInst, DecodedFunction, Inst, Op, Space, Src, NO_REG};
+use crate::decode::{Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, NO_REG};
 
 /// Which engine runs a [`crate::Program`]'s kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,11 +53,59 @@ pub enum Engine {
     Native,
 }
 
-/// What a run reads besides the registers: the CTA's shared window.
+/// What a run reads besides the registers: the CTA's shared window, and the interpreter
+/// executing the warp, for the instructions the run has it execute
+/// ([`crate::exec::interpret_for_native`]).
 #[repr(C)]
 pub(crate) struct RunContext {
     pub shared_base: u64,
     pub shared_len: u64,
+    pub exec: *mut std::ffi::c_void,
+    /// The launch's kernel parameter buffer (`ld.param` of the kernel's own parameters).
+    pub params: u64,
+    /// The warp's cached accessible host range, `[lo, hi)` (`Warp::accessible`; instructions
+    /// the interpreter executes in the run may change it, so the run reads it at each access).
+    pub accessible_lo: *const u64,
+    pub accessible_hi: *const u64,
+    /// The warp's `Warp::wrote` flag (a `bool`).
+    pub wrote: *mut bool,
+    /// `%ntid`, `%ctaid` and `%nctaid` (x, y, z each): [`UNIFORM_SPECIALS`].
+    pub specials: *const u64,
+    /// The warp's `%tid` of each lane (`Warp::tid`: x, y, z per lane).
+    pub tid: *const u32,
+    /// The launch's shared variables' offsets in the window (`Launch::shared_offsets`).
+    pub shared_offsets: *const u64,
+    pub shared_offsets_len: u64,
+}
+
+/// The special registers the same in every lane of a launch's CTA that runs read from
+/// [`RunContext::specials`], in order.
+pub(crate) const UNIFORM_SPECIALS: [Special; 9] = [
+    Special::Ntid(0),
+    Special::Ntid(1),
+    Special::Ntid(2),
+    Special::Ctaid(0),
+    Special::Ctaid(1),
+    Special::Ctaid(2),
+    Special::Nctaid(0),
+    Special::Nctaid(1),
+    Special::Nctaid(2),
+];
+
+/// The fields of [`RunContext`], in order (each 8 bytes).
+#[derive(Clone, Copy)]
+enum Field {
+    SharedBase,
+    SharedLen,
+    Exec,
+    Params,
+    AccessibleLo,
+    AccessibleHi,
+    Wrote,
+    Specials,
+    Tid,
+    SharedOffsets,
+    SharedOffsetsLen,
 }
 
 /// A run's native function: the frame's register file, the active mask, the context, the
@@ -144,7 +199,21 @@ fn error(what: impl std::fmt::Display) -> CompileError {
     CompileError(what.to_string())
 }
 
-/// Whether the native engine can translate `inst`: registers below `registers` only.
+/// Whether inline code reads source `src` besides registers and immediates: `%tid`,
+/// `%laneid`, the special registers of [`UNIFORM_SPECIALS`], a shared variable's address.
+fn inline_source(src: &Src) -> bool {
+    match src {
+        Src::Special(special) => {
+            matches!(special, Special::Tid(_) | Special::LaneId)
+                || UNIFORM_SPECIALS.contains(special)
+        }
+        Src::Shared { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether the native engine can translate `inst` inline or call its kernel: registers below
+/// `registers` only.
 fn translatable(inst: &Inst, registers: u32) -> bool {
     let reg_ok = |r: u32| r == NO_REG || r < registers;
     let src_ok = |s: &Src| match *s {
@@ -160,7 +229,9 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
             !alu.reads_carry
                 && !alu.writes_carry
                 && usize::from(alu.count) <= 4
-                && alu.srcs[..usize::from(alu.count)].iter().all(src_ok)
+                && alu.srcs[..usize::from(alu.count)]
+                    .iter()
+                    .all(|s| src_ok(s) || (alu.op.lowered().is_some() && inline_source(s)))
                 && reg_ok(alu.dst)
                 && reg_ok(alu.second)
                 && alu.immediates.len()
@@ -169,11 +240,31 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                         .filter(|s| matches!(s, Src::Imm(_)))
                         .count()
         }
-        Op::Mov { dst, src, .. } => reg_ok(*dst) && src_ok(src),
+        Op::Mov { dst, src, .. } => reg_ok(*dst) && (src_ok(src) || inline_source(src)),
         Op::Ld {
-            space: Space::Shared,
+            space,
             addr,
             dsts,
+            count,
+            ty,
+        } => {
+            let total = u64::from(ty.bytes) * u64::from(*count);
+            let base_ok = match (space, addr.base) {
+                (Space::Shared | Space::Host, Src::Reg(r)) => r < registers,
+                // `ld.param` of the kernel's own parameters (a host address).
+                (Space::Host, Src::KernelParam(_)) => true,
+                _ => false,
+            };
+            base_ok
+                && matches!(ty.bytes, 1 | 2 | 4 | 8)
+                && matches!(count, 1 | 2 | 4)
+                && total.is_power_of_two()
+                && dsts[..usize::from(*count)].iter().all(|&d| reg_ok(d))
+        }
+        Op::St {
+            space: Space::Shared,
+            addr,
+            srcs,
             count,
             ty,
         } => {
@@ -182,10 +273,49 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                 && matches!(ty.bytes, 1 | 2 | 4 | 8)
                 && matches!(count, 1 | 2 | 4)
                 && total.is_power_of_two()
-                && dsts[..usize::from(*count)].iter().all(|&d| reg_ok(d))
+                && srcs[..usize::from(*count)]
+                    .iter()
+                    .all(|s| src_ok(s) || inline_source(s))
         }
         _ => false,
     }
+}
+
+/// How a run executes one of its instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Generated code ([`translatable`], with a [`Lowered`] form or a load).
+    Inline,
+    /// The instruction's interpreter [`WarpKernel`], called on the whole warp.
+    Kernel,
+    /// The interpreter executes it ([`crate::exec::interpret_for_native`]): any other
+    /// instruction that leaves the SIMT stack as it is, so that runs do not end at it.
+    Interpreter,
+}
+
+/// How a run executes `inst` (`None`: runs end before it). The interpreter's part is any
+/// straight instruction ([`Op::is_straight`]) except those reading `%clock`/`%clock64`,
+/// which count the instructions issued before them (the run counts its instructions when it
+/// returns).
+fn form(inst: &Inst, registers: u32) -> Option<Form> {
+    if translatable(inst, registers) {
+        return Some(if calls_kernel(inst) {
+            Form::Kernel
+        } else {
+            Form::Inline
+        });
+    }
+    if !inst.op.is_straight() {
+        return None;
+    }
+    let mut clock = false;
+    inst.op.for_each_source(|src| {
+        clock |= matches!(
+            src,
+            Src::Special(crate::decode::Special::Clock | crate::decode::Special::Clock64)
+        );
+    });
+    (!clock).then_some(Form::Interpreter)
 }
 
 /// Where runs must start: branch targets and reconvergence points (where the interpreter may
@@ -220,22 +350,25 @@ fn leaders(func: &DecodedFunction) -> Vec<bool> {
 /// Shortest run worth a native call.
 const MIN_RUN: usize = 2;
 
-/// The runs of `func`: `(start, len)`.
+/// The runs of `func`: `(start, len)`, each with some native code (not only instructions the
+/// interpreter executes).
 fn find_runs(func: &DecodedFunction) -> Vec<(u32, u32)> {
     let leader = leaders(func);
+    let form_at = |pc: usize| form(&func.code[pc], func.registers);
     let mut runs = Vec::new();
     let mut pc = 0usize;
     while pc < func.code.len() {
-        if !translatable(&func.code[pc], func.registers) {
+        if form_at(pc).is_none() {
             pc += 1;
             continue;
         }
         let start = pc;
         pc += 1;
-        while pc < func.code.len() && !leader[pc] && translatable(&func.code[pc], func.registers) {
+        while pc < func.code.len() && !leader[pc] && form_at(pc).is_some() {
             pc += 1;
         }
-        if pc - start >= MIN_RUN {
+        let native = (start..pc).any(|i| form_at(i) != Some(Form::Interpreter));
+        if pc - start >= MIN_RUN && native {
             runs.push((start as u32, (pc - start) as u32));
         }
     }
@@ -247,18 +380,24 @@ fn visible_in(code: &[Inst]) -> u32 {
     code.iter().filter(|inst| inst.visible).count() as u32
 }
 
-/// Whether the native code runs `inst` on its own (a segment of one instruction): a kernel
-/// call, or a load (checked for all lanes first; a slice may end right after it).
-fn alone(inst: &Inst) -> bool {
-    calls_kernel(inst) || matches!(inst.op, Op::Ld { .. })
+/// Whether the native code runs `inst` (of form `form`) on its own (a segment of one
+/// instruction): a kernel call, an instruction the interpreter executes, or a load (checked
+/// for all lanes first; a slice may end right after it).
+fn alone(inst: &Inst, form: Form) -> bool {
+    form != Form::Inline || memory_access(inst)
+}
+
+/// Whether `inst` is a load or a store (their addresses are checked for all lanes first).
+fn memory_access(inst: &Inst) -> bool {
+    matches!(inst.op, Op::Ld { .. } | Op::St { .. })
 }
 
 /// The first instruction of each segment of a run: the run's first, and each instruction
 /// that runs alone and the one after it.
-fn segment_starts(code: &[Inst]) -> Vec<u32> {
+fn segment_starts(code: &[Inst], forms: &[Form]) -> Vec<u32> {
     let mut starts = vec![0u32];
-    for (i, inst) in code.iter().enumerate() {
-        if alone(inst) {
+    for (i, (inst, &form)) in code.iter().zip(forms).enumerate() {
+        if alone(inst, form) {
             starts.extend([i as u32, i as u32 + 1]);
         }
     }
@@ -266,6 +405,13 @@ fn segment_starts(code: &[Inst]) -> Vec<u32> {
     starts.sort_unstable();
     starts.dedup();
     starts
+}
+
+/// The forms of the instructions of a run.
+fn forms_of(code: &[Inst], registers: u32) -> Result<Vec<Form>, CompileError> {
+    code.iter()
+        .map(|inst| form(inst, registers).ok_or_else(|| error("a run with an instruction outside")))
+        .collect()
 }
 
 /// Compiles the runs of `func` (`None`: it has none).
@@ -289,7 +435,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             for (i, &(start, len)) in runs.iter().enumerate() {
                 let name = format!("run{i}");
                 let code = &func.code[start as usize..(start + len) as usize];
-                gen.run_function(&name, code)?;
+                gen.run_function(&name, code, &forms_of(code, func.registers)?, start)?;
                 names.push(name);
             }
         }
@@ -308,7 +454,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             // convention.
             let entry = unsafe { std::mem::transmute::<usize, RunEntry>(address) };
             let code = &func.code[start as usize..(start + len) as usize];
-            for offset in segment_starts(code) {
+            for offset in segment_starts(code, &forms_of(code, func.registers)?) {
                 let visible_before = visible_in(&code[..offset as usize]);
                 compiled.push(NativeRun {
                     entry,
@@ -384,7 +530,8 @@ fn optimize(module: &Module<'_>) -> Result<(), CompileError> {
     module.set_data_layout(&machine.get_target_data().get_data_layout());
     module
         .run_passes(PASSES, &machine, PassBuilderOptions::create())
-        .map_err(error)
+        .map_err(error)?;
+    Ok(())
 }
 
 /// The interpreter's [`WarpKernel`] for an instruction without a lowered form, called from
@@ -413,18 +560,35 @@ const LANES: u32 = 32;
 /// the warp's lanes in groups of this many (lanes are independent in ALU instructions), all
 /// instructions for one group before the next group: a group's values stay in vector
 /// registers from one instruction to the next, and the code is a quarter of a whole-warp
-/// version's size, so that LLVM compiles it quickly.
-const GROUP: u32 = 4;
+/// version's size, so that LLVM compiles it quickly. Eight 64-bit lanes: one AVX-512 vector,
+/// two AVX2 ones (fewer loop iterations than four: see
+/// `benchmarks/results/2026-11-25-cpu-native-engine-2.md`).
+const GROUP: u32 = 8;
 
 /// The lanes of one group in the generated loop.
-struct GroupLanes<'ctx> {
+struct GroupLanes<'a, 'ctx> {
     regs: PointerValue<'ctx>,
     /// Index of the group's first lane (`i64`).
     first: IntValue<'ctx>,
     /// The active lanes of the group.
     active: VectorValue<'ctx>,
-    /// The CTA's shared window (`i64`).
+    /// The run's context, loaded.
+    context: &'a RunValues<'ctx>,
+}
+
+/// The [`RunContext`] of a run as loaded at its entry.
+struct RunValues<'ctx> {
     shared_base: IntValue<'ctx>,
+    shared_len: IntValue<'ctx>,
+    exec: PointerValue<'ctx>,
+    params: IntValue<'ctx>,
+    accessible_lo: PointerValue<'ctx>,
+    accessible_hi: PointerValue<'ctx>,
+    wrote: PointerValue<'ctx>,
+    specials: PointerValue<'ctx>,
+    tid: PointerValue<'ctx>,
+    shared_offsets: PointerValue<'ctx>,
+    shared_offsets_len: IntValue<'ctx>,
 }
 
 /// IR generation for one module.
@@ -435,6 +599,8 @@ struct Gen<'ctx, 'm> {
     i64t: IntType<'ctx>,
     i32t: IntType<'ctx>,
     call_kernel: FunctionValue<'ctx>,
+    /// The declaration of [`crate::exec::interpret_for_native`]'s type.
+    call_interpreter: FunctionValue<'ctx>,
 }
 
 /// Whether `inst` runs through its interpreter kernel rather than inline code.
@@ -462,6 +628,11 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             ),
             None,
         );
+        let call_interpreter = module.add_function(
+            "cuda_flux_interpret_for_native",
+            i32t.fn_type(&[ptr.into(), i32t.into(), i32t.into()], false),
+            None,
+        );
         Ok(Gen {
             ctx,
             module,
@@ -469,6 +640,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             i64t: ctx.i64_type(),
             i32t,
             call_kernel,
+            call_interpreter,
         })
     }
 
@@ -480,10 +652,17 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         self.ctx.bool_type().vec_type(lanes)
     }
 
-    /// Generates the function `name` for the instructions `code`: inline instructions in
-    /// loops over lane groups, instructions without a lowered form as kernel calls between
-    /// them.
-    fn run_function(&self, name: &str, code: &[Inst]) -> Result<(), CompileError> {
+    /// Generates the function `name` for the instructions `code` (of forms `forms`, the
+    /// first at `first_pc` in the function): inline instructions in loops over lane groups,
+    /// instructions without a lowered form as kernel calls between them, the others as calls
+    /// into the interpreter.
+    fn run_function(
+        &self,
+        name: &str,
+        code: &[Inst],
+        forms: &[Form],
+        first_pc: u32,
+    ) -> Result<(), CompileError> {
         let ptr = self.ctx.ptr_type(AddressSpace::default());
         let fn_type = self.i32t.fn_type(
             &[
@@ -513,13 +692,13 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let regs = param(0)?.into_pointer_value();
         let active = param(1)?.into_int_value();
         let context = param(2)?.into_pointer_value();
-        let shared = |field: u64, name: &str| -> Result<IntValue<'ctx>, CompileError> {
-            // SAFETY: `RunContext` is two `u64`s.
+        let field = |field: Field, name: &str| -> Result<IntValue<'ctx>, CompileError> {
+            // SAFETY: `RunContext` is `u64`s and pointers, 8 bytes each, in `Field`'s order.
             let ptr = unsafe {
                 self.builder.build_in_bounds_gep(
                     self.i64t,
                     context,
-                    &[self.i64t.const_int(field, false)],
+                    &[self.i64t.const_int(field as u64, false)],
                     name,
                 )
             }
@@ -530,10 +709,26 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 .map_err(error)?
                 .into_int_value())
         };
+        let pointer = |f: Field, name: &str| -> Result<PointerValue<'ctx>, CompileError> {
+            self.builder
+                .build_int_to_ptr(field(f, name)?, ptr, name)
+                .map_err(error)
+        };
         let start = param(3)?.into_int_value();
         let allowance = param(4)?.into_int_value();
-        let shared_base = shared(0, "shared_base")?;
-        let shared_len = shared(1, "shared_len")?;
+        let values = RunValues {
+            shared_base: field(Field::SharedBase, "shared_base")?,
+            shared_len: field(Field::SharedLen, "shared_len")?,
+            exec: pointer(Field::Exec, "exec")?,
+            params: field(Field::Params, "params")?,
+            accessible_lo: pointer(Field::AccessibleLo, "accessible_lo")?,
+            accessible_hi: pointer(Field::AccessibleHi, "accessible_hi")?,
+            wrote: pointer(Field::Wrote, "wrote")?,
+            specials: pointer(Field::Specials, "specials")?,
+            tid: pointer(Field::Tid, "tid")?,
+            shared_offsets: pointer(Field::SharedOffsets, "shared_offsets")?,
+            shared_offsets_len: field(Field::SharedOffsetsLen, "shared_offsets_len")?,
+        };
         // A sink for results without a destination register (`_`) of called kernels.
         let sink = self
             .builder
@@ -543,7 +738,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         // checked for all lanes (a fault leaves the run before the load, nothing of it done),
         // the other inline instructions in loops over lane groups. The entry jumps to the
         // segment `start` names.
-        let segments = segment_starts(code);
+        let segments = segment_starts(code, forms);
         let blocks: Vec<_> = segments
             .iter()
             .map(|_| self.ctx.append_basic_block(function, "segment"))
@@ -566,16 +761,17 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             let first = first as usize;
             self.builder.position_at_end(block);
             let segment = &code[first..end];
-            if calls_kernel(&code[first]) {
-                self.call(&code[first], regs, active, sink)?;
-            } else if matches!(code[first].op, Op::Ld { .. }) {
+            let inst = &code[first];
+            if forms[first] == Form::Kernel {
+                self.call(inst, regs, active, sink)?;
+            } else if forms[first] == Form::Interpreter || memory_access(inst) {
                 let index = self.i32t.const_int(first as u64, false);
                 // The allowance counts from the run's first instruction (the caller adds the
                 // visible accesses before the entry).
                 let ordinal = self
                     .i32t
                     .const_int(u64::from(visible_in(&code[..first])) + 1, false);
-                if code[first].visible {
+                if inst.visible {
                     // The interpreter stops before a visible access when none is left.
                     let spent = self
                         .builder
@@ -583,17 +779,48 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                         .map_err(error)?;
                     self.leave_if(function, spent, index)?;
                 }
-                self.check_load(
-                    function,
-                    &code[first],
-                    first as u32,
-                    regs,
-                    active,
-                    shared_base,
-                    shared_len,
-                )?;
-                self.group_loop(function, segment, regs, active, shared_base)?;
-                if code[first].visible {
+                let pc = first_pc + first as u32;
+                if forms[first] == Form::Interpreter {
+                    self.interpret(&values, pc, active, function, index)?;
+                } else if matches!(
+                    inst.op,
+                    Op::Ld {
+                        space: Space::Shared,
+                        ..
+                    } | Op::St {
+                        space: Space::Shared,
+                        ..
+                    }
+                ) {
+                    // A shared access some lane of which fails the check faults: the run
+                    // leaves before it, nothing of it done, for the interpreter to report.
+                    let fault = self.check_access(inst, regs, active, &values)?;
+                    self.leave_if(function, fault, index)?;
+                    self.group_loop(function, segment, regs, active, &values)?;
+                } else {
+                    // A host access is inline when every lane passes the interpreter's first
+                    // check (which changes nothing); otherwise the interpreter executes it,
+                    // with whatever it does then (another cached range, a fault to report).
+                    let slow = self.check_access(inst, regs, active, &values)?;
+                    let slow_block = self.ctx.append_basic_block(function, "slow");
+                    let fast_block = self.ctx.append_basic_block(function, "fast");
+                    let join = self.ctx.append_basic_block(function, "join");
+                    self.builder
+                        .build_conditional_branch(slow, slow_block, fast_block)
+                        .map_err(error)?;
+                    self.builder.position_at_end(slow_block);
+                    self.interpret(&values, pc, active, function, index)?;
+                    self.builder
+                        .build_unconditional_branch(join)
+                        .map_err(error)?;
+                    self.builder.position_at_end(fast_block);
+                    self.group_loop(function, segment, regs, active, &values)?;
+                    self.builder
+                        .build_unconditional_branch(join)
+                        .map_err(error)?;
+                    self.builder.position_at_end(join);
+                }
+                if inst.visible {
                     // ... and right after the one that uses up the allowance.
                     let last = self
                         .builder
@@ -602,7 +829,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     self.leave_if(function, last, self.i32t.const_int(end as u64, false))?;
                 }
             } else {
-                self.group_loop(function, segment, regs, active, shared_base)?;
+                self.group_loop(function, segment, regs, active, &values)?;
             }
             match blocks.get(k + 1) {
                 Some(&next) => self
@@ -632,7 +859,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         code: &[Inst],
         regs: PointerValue<'ctx>,
         active: IntValue<'ctx>,
-        shared_base: IntValue<'ctx>,
+        values: &RunValues<'ctx>,
     ) -> Result<(), CompileError> {
         let b = &self.builder;
         let before = b
@@ -664,7 +891,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             regs,
             first,
             active,
-            shared_base,
+            context: values,
         };
         for inst in code {
             self.inline_instruction(inst, &lanes)?;
@@ -757,13 +984,150 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     /// Source `src` of the group's lanes.
     fn group_source(
         &self,
-        lanes: &GroupLanes<'ctx>,
+        lanes: &GroupLanes<'_, 'ctx>,
         src: &Src,
     ) -> Result<VectorValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let values = lanes.context;
         match *src {
             Src::Reg(r) => self.load(self.row_at(lanes.regs, r, lanes.first)?, GROUP),
             Src::Imm(v) => Ok(self.splat(v, GROUP)),
-            _ => Err(error("source neither register nor immediate")),
+            Src::Special(Special::LaneId) => {
+                let lane = b
+                    .build_int_add(
+                        self.splat_value(lanes.first, GROUP)?,
+                        VectorType::const_vector(
+                            &(0..GROUP)
+                                .map(|i| self.i64t.const_int(i.into(), false))
+                                .collect::<Vec<_>>(),
+                        ),
+                        "laneid",
+                    )
+                    .map_err(e)?;
+                Ok(lane)
+            }
+            Src::Special(Special::Tid(d)) => {
+                // `tid[lane][d]`: u32 at byte `lane * 12 + d * 4`.
+                let d = u64::from(d.min(2));
+                let lane = self.group_source(lanes, &Src::Special(Special::LaneId))?;
+                let index = b
+                    .build_int_add(
+                        b.build_int_mul(lane, self.splat(3, GROUP), "tid3")
+                            .map_err(e)?,
+                        self.splat(d, GROUP),
+                        "tid_index",
+                    )
+                    .map_err(e)?;
+                let element = self.i32t.vec_type(GROUP);
+                let ptr_vec = self.ctx.ptr_type(AddressSpace::default()).vec_type(GROUP);
+                let base = b
+                    .build_ptr_to_int(values.tid, self.i64t, "tid_base")
+                    .map_err(e)?;
+                let bytes = b
+                    .build_int_mul(index, self.splat(4, GROUP), "tid_bytes")
+                    .map_err(e)?;
+                let at = b
+                    .build_int_add(self.splat_value(base, GROUP)?, bytes, "tid_at")
+                    .map_err(e)?;
+                let pointers = b.build_int_to_ptr(at, ptr_vec, "tid_ptrs").map_err(e)?;
+                let gather =
+                    self.intrinsic("llvm.masked.gather", &[element.into(), ptr_vec.into()])?;
+                let all = VectorType::const_vector(
+                    &(0..GROUP)
+                        .map(|_| self.ctx.bool_type().const_all_ones())
+                        .collect::<Vec<_>>(),
+                );
+                let tid = b
+                    .build_call(
+                        gather,
+                        &[
+                            pointers.into(),
+                            self.i32t.const_int(4, false).into(),
+                            all.into(),
+                            element.const_zero().into(),
+                        ],
+                        "tid",
+                    )
+                    .map_err(e)?
+                    .try_as_basic_value()
+                    .left()
+                    .ok_or_else(|| error("gather without a value"))?
+                    .into_vector_value();
+                b.build_int_z_extend(tid, self.i64v(GROUP), "tid")
+                    .map_err(e)
+            }
+            Src::Special(special) => {
+                let index = UNIFORM_SPECIALS
+                    .iter()
+                    .position(|&s| s == special)
+                    .ok_or_else(|| error("a special register without inline code"))?;
+                // SAFETY: `specials` points to `UNIFORM_SPECIALS.len()` values.
+                let at = unsafe {
+                    b.build_in_bounds_gep(
+                        self.i64t,
+                        values.specials,
+                        &[self.i64t.const_int(index as u64, false)],
+                        "special",
+                    )
+                }
+                .map_err(e)?;
+                let v = b
+                    .build_load(self.i64t, at, "special")
+                    .map_err(e)?
+                    .into_int_value();
+                self.splat_value(v, GROUP)
+            }
+            Src::Shared { var, offset } => {
+                // The interpreter's `read_other`: the variable's offset (`u64::MAX` when the
+                // launch has none such) plus `offset`, wrapping.
+                let known = b
+                    .build_int_compare(
+                        IntPredicate::ULT,
+                        self.i64t.const_int(var.into(), false),
+                        values.shared_offsets_len,
+                        "known",
+                    )
+                    .map_err(e)?;
+                let function = b
+                    .get_insert_block()
+                    .and_then(|block| block.get_parent())
+                    .ok_or_else(|| error("no function"))?;
+                let before = b
+                    .get_insert_block()
+                    .ok_or_else(|| error("no insertion block"))?;
+                let read = self.ctx.append_basic_block(function, "shared_offset");
+                let join = self.ctx.append_basic_block(function, "shared_offset_join");
+                b.build_conditional_branch(known, read, join).map_err(e)?;
+                b.position_at_end(read);
+                // SAFETY: `var` is below the array's length (checked above).
+                let at = unsafe {
+                    b.build_in_bounds_gep(
+                        self.i64t,
+                        values.shared_offsets,
+                        &[self.i64t.const_int(var.into(), false)],
+                        "shared_offset",
+                    )
+                }
+                .map_err(e)?;
+                let v = b
+                    .build_load(self.i64t, at, "shared_offset")
+                    .map_err(e)?
+                    .into_int_value();
+                b.build_unconditional_branch(join).map_err(e)?;
+                b.position_at_end(join);
+                let phi = b.build_phi(self.i64t, "shared_offset").map_err(e)?;
+                phi.add_incoming(&[(&v, read), (&self.i64t.const_all_ones(), before)]);
+                let v = b
+                    .build_int_add(
+                        phi.as_basic_value().into_int_value(),
+                        self.i64t.const_int(offset as u64, false),
+                        "shared_address",
+                    )
+                    .map_err(e)?;
+                self.splat_value(v, GROUP)
+            }
+            _ => Err(error("a source without inline code")),
         }
     }
 
@@ -771,7 +1135,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     fn group_exec(
         &self,
         inst: &Inst,
-        lanes: &GroupLanes<'ctx>,
+        lanes: &GroupLanes<'_, 'ctx>,
     ) -> Result<VectorValue<'ctx>, CompileError> {
         if inst.guard == NO_REG {
             return Ok(lanes.active);
@@ -792,7 +1156,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     /// Stores `value` into register `r` for the group's lanes of `exec` (nothing for `_`).
     fn group_store(
         &self,
-        lanes: &GroupLanes<'ctx>,
+        lanes: &GroupLanes<'_, 'ctx>,
         r: u32,
         value: VectorValue<'ctx>,
         exec: VectorValue<'ctx>,
@@ -806,7 +1170,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     fn inline_instruction(
         &self,
         inst: &Inst,
-        lanes: &GroupLanes<'ctx>,
+        lanes: &GroupLanes<'_, 'ctx>,
     ) -> Result<(), CompileError> {
         let exec = self.group_exec(inst, lanes)?;
         match &inst.op {
@@ -826,38 +1190,24 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 None => Err(error("an instruction without a lowered form inline")),
             },
             Op::Ld {
+                space,
                 addr,
                 dsts,
                 count,
                 ty,
-                ..
             } => {
-                // Checked for all lanes before the loop (`check_load`): every lane of `exec`
-                // reads inside the window, aligned; the others read nothing.
+                // Checked for all lanes before the loop (`check_access`): every lane of
+                // `exec` reads inside the window or cached range, aligned; the others read
+                // nothing.
                 let b = &self.builder;
                 let e = error;
-                let Src::Reg(base) = addr.base else {
-                    return Err(error("a load address without a base register"));
-                };
-                let row = self.load(self.row_at(lanes.regs, base, lanes.first)?, GROUP)?;
-                let address = b
-                    .build_int_add(row, self.splat(addr.offset as u64, GROUP), "address")
-                    .map_err(e)?;
-                let undef = self.i64v(GROUP).get_undef();
-                let one = b
-                    .build_insert_element(undef, lanes.shared_base, self.i32t.const_zero(), "b")
-                    .map_err(e)?;
-                let base_vec = b
-                    .build_shuffle_vector(one, undef, self.i32t.vec_type(GROUP).const_zero(), "b")
-                    .map_err(e)?;
-                let host = b.build_int_add(address, base_vec, "host").map_err(e)?;
+                let address = self.group_address(lanes, addr)?;
+                let host = self.host_addresses(address, *space, lanes.context, GROUP)?;
                 let element = self.ctx.custom_width_int_type(u32::from(ty.bytes) * 8);
                 let element_vec = element.vec_type(GROUP);
                 let ptr_vec = self.ctx.ptr_type(AddressSpace::default()).vec_type(GROUP);
-                let gather = inkwell::intrinsics::Intrinsic::find("llvm.masked.gather")
-                    .ok_or_else(|| error("no llvm.masked.gather"))?
-                    .get_declaration(self.module, &[element_vec.into(), ptr_vec.into()])
-                    .ok_or_else(|| error("no llvm.masked.gather for the element vector"))?;
+                let gather =
+                    self.intrinsic("llvm.masked.gather", &[element_vec.into(), ptr_vec.into()])?;
                 for (i, &d) in dsts[..usize::from(*count)].iter().enumerate() {
                     if d == NO_REG {
                         continue;
@@ -899,6 +1249,99 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 }
                 Ok(())
             }
+            Op::St {
+                space,
+                addr,
+                srcs,
+                count,
+                ty,
+            } => {
+                // Checked for all lanes before the loop, as loads. The lanes store in order
+                // (`llvm.masked.scatter` orders overlapping lanes from the lowest, as the
+                // interpreter's lane loop), and `wrote` is set when some stored element
+                // differs from the memory it replaces, all compared before any is stored:
+                // the same as comparing each just before its store (if none differs from the
+                // memory before the stores, no store changes the memory; and conversely).
+                let b = &self.builder;
+                let e = error;
+                let address = self.group_address(lanes, addr)?;
+                let host = self.host_addresses(address, *space, lanes.context, GROUP)?;
+                let element = self.ctx.custom_width_int_type(u32::from(ty.bytes) * 8);
+                let element_vec = element.vec_type(GROUP);
+                let ptr_vec = self.ctx.ptr_type(AddressSpace::default()).vec_type(GROUP);
+                let gather =
+                    self.intrinsic("llvm.masked.gather", &[element_vec.into(), ptr_vec.into()])?;
+                let scatter =
+                    self.intrinsic("llvm.masked.scatter", &[element_vec.into(), ptr_vec.into()])?;
+                let align = self.i32t.const_int(ty.bytes.into(), false);
+                let mut elements = Vec::with_capacity(usize::from(*count));
+                let mut changed = None;
+                for (i, src) in srcs[..usize::from(*count)].iter().enumerate() {
+                    let value = self.group_source(lanes, src)?;
+                    let value = b
+                        .build_int_truncate(value, element_vec, "element")
+                        .map_err(e)?;
+                    let at = b
+                        .build_int_add(
+                            host,
+                            self.splat(i as u64 * u64::from(ty.bytes), GROUP),
+                            "at",
+                        )
+                        .map_err(e)?;
+                    let pointers = b.build_int_to_ptr(at, ptr_vec, "ptrs").map_err(e)?;
+                    let old = b
+                        .build_call(
+                            gather,
+                            &[pointers.into(), align.into(), exec.into(), value.into()],
+                            "old",
+                        )
+                        .map_err(e)?
+                        .try_as_basic_value()
+                        .left()
+                        .ok_or_else(|| error("gather without a value"))?
+                        .into_vector_value();
+                    // Lanes off take their own value: equal.
+                    let differs = b
+                        .build_int_compare(IntPredicate::NE, old, value, "differs")
+                        .map_err(e)?;
+                    changed = Some(match changed {
+                        None => differs,
+                        Some(c) => b.build_or(c, differs, "changed").map_err(e)?,
+                    });
+                    elements.push((value, pointers));
+                }
+                for (value, pointers) in elements {
+                    b.build_call(
+                        scatter,
+                        &[value.into(), pointers.into(), align.into(), exec.into()],
+                        "",
+                    )
+                    .map_err(e)?;
+                }
+                if let Some(changed) = changed {
+                    let bits = b
+                        .build_bit_cast(changed, self.ctx.custom_width_int_type(GROUP), "changed")
+                        .map_err(e)?
+                        .into_int_value();
+                    let any = b
+                        .build_int_compare(
+                            IntPredicate::NE,
+                            bits,
+                            bits.get_type().const_zero(),
+                            "any",
+                        )
+                        .map_err(e)?;
+                    let flag = self.ctx.i8_type();
+                    let old = b
+                        .build_load(flag, lanes.context.wrote, "wrote")
+                        .map_err(e)?
+                        .into_int_value();
+                    let any = b.build_int_z_extend(any, flag, "any").map_err(e)?;
+                    let wrote = b.build_or(old, any, "wrote").map_err(e)?;
+                    b.build_store(lanes.context.wrote, wrote).map_err(e)?;
+                }
+                Ok(())
+            }
             _ => Err(error("not a run instruction")),
         }
     }
@@ -933,64 +1376,79 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         b.build_and(active, holds, "exec").map_err(error)
     }
 
-    /// Leaves the run, returning `index` (the instructions done), unless every lane that runs
-    /// load `inst` has its whole access inside the shared window and aligned to its size: what
-    /// the interpreter accepts (`Exec::resolve_aligned`), which otherwise reports the fault.
-    #[allow(clippy::too_many_arguments)]
-    fn check_load(
+    /// Whether some lane that runs memory access `inst` fails the interpreter's first check
+    /// of its address (`Exec::lane_hosts`' first attempt, which changes nothing): the whole
+    /// access inside the CTA's shared window (shared) or the warp's cached accessible range
+    /// (host), and aligned to its size.
+    fn check_access(
         &self,
-        function: FunctionValue<'ctx>,
         inst: &Inst,
-        index: u32,
         regs: PointerValue<'ctx>,
         active: IntValue<'ctx>,
-        shared_base: IntValue<'ctx>,
-        shared_len: IntValue<'ctx>,
-    ) -> Result<(), CompileError> {
-        let Op::Ld {
-            addr, count, ty, ..
-        } = &inst.op
-        else {
-            return Err(error("a load check for another instruction"));
-        };
-        let Src::Reg(base) = addr.base else {
-            return Err(error("a load address without a base register"));
+        values: &RunValues<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let (space, addr, total) = match &inst.op {
+            Op::Ld {
+                space,
+                addr,
+                count,
+                ty,
+                ..
+            }
+            | Op::St {
+                space,
+                addr,
+                count,
+                ty,
+                ..
+            } => (*space, addr, u64::from(ty.bytes) * u64::from(*count)),
+            _ => return Err(error("an address check for another instruction")),
         };
         let b = &self.builder;
         let e = error;
-        let total = u64::from(ty.bytes) * u64::from(*count);
         let exec = self.warp_exec(inst, regs, active)?;
-        let row = self.load(self.row_at(regs, base, self.i64t.const_zero())?, LANES)?;
-        let splat = |v: IntValue<'ctx>, name: &str| -> Result<VectorValue<'ctx>, CompileError> {
-            let undef = self.i64v(LANES).get_undef();
-            let one = b
-                .build_insert_element(undef, v, self.i32t.const_zero(), name)
-                .map_err(e)?;
-            let zeros = self.i32t.vec_type(LANES).const_zero();
-            b.build_shuffle_vector(one, undef, zeros, name).map_err(e)
+        let address = self.warp_address(regs, addr, values)?;
+        let (lo, hi) = match space {
+            Space::Shared => (self.i64t.const_zero(), values.shared_len),
+            Space::Host => (
+                b.build_load(self.i64t, values.accessible_lo, "lo")
+                    .map_err(e)?
+                    .into_int_value(),
+                b.build_load(self.i64t, values.accessible_hi, "hi")
+                    .map_err(e)?
+                    .into_int_value(),
+            ),
+            Space::Local => return Err(error("a local access inline")),
         };
-        let address = b
-            .build_int_add(row, self.splat(addr.offset as u64, LANES), "address")
-            .map_err(e)?;
-        // `address + total <= shared_len`, without wrapping: `address <= shared_len - total`,
-        // no address passing when the window is smaller than the access.
+        // `lo <= address <= hi - total`, none when the range is smaller than the access.
         let too_small = b
             .build_int_compare(
                 IntPredicate::ULT,
-                shared_len,
+                hi,
                 self.i64t.const_int(total, false),
                 "too_small",
             )
             .map_err(e)?;
         let last = b
-            .build_int_sub(shared_len, self.i64t.const_int(total, false), "last")
+            .build_int_sub(hi, self.i64t.const_int(total, false), "last")
             .map_err(e)?;
-        let outside = b
-            .build_int_compare(IntPredicate::UGT, address, splat(last, "last")?, "outside")
+        let below = b
+            .build_int_compare(
+                IntPredicate::ULT,
+                address,
+                self.splat_value(lo, LANES)?,
+                "below",
+            )
             .map_err(e)?;
-        let host = b
-            .build_int_add(address, splat(shared_base, "base")?, "host")
+        let above = b
+            .build_int_compare(
+                IntPredicate::UGT,
+                address,
+                self.splat_value(last, LANES)?,
+                "above",
+            )
             .map_err(e)?;
+        let host = self.host_addresses(address, space, values, LANES)?;
         let misaligned_bits = b
             .build_and(host, self.splat(total - 1, LANES), "misaligned")
             .map_err(e)?;
@@ -1002,7 +1460,8 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 "misaligned",
             )
             .map_err(e)?;
-        let bad = b.build_or(outside, misaligned, "bad").map_err(e)?;
+        let bad = b.build_or(below, above, "bad").map_err(e)?;
+        let bad = b.build_or(bad, misaligned, "bad").map_err(e)?;
         let bad = b
             .build_bit_cast(bad, self.i32t, "bad")
             .map_err(e)?
@@ -1013,10 +1472,112 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .map_err(e)?
             .into_int_value();
         let bad = b.build_and(bad, exec, "bad").map_err(e)?;
-        let fault = b
-            .build_int_compare(IntPredicate::NE, bad, self.i32t.const_zero(), "fault")
-            .map_err(e)?;
-        self.leave_if(function, fault, self.i32t.const_int(index.into(), false))
+        b.build_int_compare(IntPredicate::NE, bad, self.i32t.const_zero(), "slow")
+            .map_err(e)
+    }
+
+    /// `v` in each of `lanes` lanes.
+    fn splat_value(
+        &self,
+        v: IntValue<'ctx>,
+        lanes: u32,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let undef = self.i64v(lanes).get_undef();
+        let one = b
+            .build_insert_element(undef, v, self.i32t.const_zero(), "one")
+            .map_err(error)?;
+        let zeros = self.i32t.vec_type(lanes).const_zero();
+        b.build_shuffle_vector(one, undef, zeros, "splat")
+            .map_err(error)
+    }
+
+    /// The address operand `addr` of all 32 lanes (a register base, or a kernel parameter's
+    /// host address).
+    fn warp_address(
+        &self,
+        regs: PointerValue<'ctx>,
+        addr: &Addr,
+        values: &RunValues<'ctx>,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        let base = match addr.base {
+            Src::Reg(r) => self.load(self.row_at(regs, r, self.i64t.const_zero())?, LANES)?,
+            Src::KernelParam(offset) => self.param_address(values, offset, LANES)?,
+            _ => return Err(error("an address neither register nor parameter")),
+        };
+        self.builder
+            .build_int_add(base, self.splat(addr.offset as u64, LANES), "address")
+            .map_err(error)
+    }
+
+    /// The address operand `addr` of the group's lanes.
+    fn group_address(
+        &self,
+        lanes: &GroupLanes<'_, 'ctx>,
+        addr: &Addr,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        let base = match addr.base {
+            Src::Reg(r) => self.load(self.row_at(lanes.regs, r, lanes.first)?, GROUP)?,
+            Src::KernelParam(offset) => self.param_address(lanes.context, offset, GROUP)?,
+            _ => return Err(error("an address neither register nor parameter")),
+        };
+        self.builder
+            .build_int_add(base, self.splat(addr.offset as u64, GROUP), "address")
+            .map_err(error)
+    }
+
+    /// The host address of the kernel parameter at `offset`, in each of `lanes` lanes (as the
+    /// interpreter reads `Src::KernelParam`: wrapping).
+    fn param_address(
+        &self,
+        values: &RunValues<'ctx>,
+        offset: i64,
+        lanes: u32,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        let at = self
+            .builder
+            .build_int_add(
+                values.params,
+                self.i64t.const_int(offset as u64, false),
+                "param",
+            )
+            .map_err(error)?;
+        self.splat_value(at, lanes)
+    }
+
+    /// Host addresses of `address` (lanes of `lanes`) in `space`: offsets in the shared window,
+    /// host addresses as they are.
+    fn host_addresses(
+        &self,
+        address: VectorValue<'ctx>,
+        space: Space,
+        values: &RunValues<'ctx>,
+        lanes: u32,
+    ) -> Result<VectorValue<'ctx>, CompileError> {
+        match space {
+            Space::Shared => self
+                .builder
+                .build_int_add(
+                    address,
+                    self.splat_value(values.shared_base, lanes)?,
+                    "host",
+                )
+                .map_err(error),
+            Space::Host => Ok(address),
+            Space::Local => Err(error("a local access inline")),
+        }
+    }
+
+    /// The declaration of LLVM intrinsic `name` for `types`.
+    fn intrinsic(
+        &self,
+        name: &str,
+        types: &[inkwell::types::BasicTypeEnum<'ctx>],
+    ) -> Result<FunctionValue<'ctx>, CompileError> {
+        inkwell::intrinsics::Intrinsic::find(name)
+            .ok_or_else(|| error(format!("no {name}")))?
+            .get_declaration(self.module, types)
+            .ok_or_else(|| error(format!("no {name} for these types")))
     }
 
     /// Returns `done` from the run when `condition` holds; continues in a new block otherwise.
@@ -1035,6 +1596,47 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         b.build_return(Some(&done)).map_err(error)?;
         b.position_at_end(go);
         Ok(())
+    }
+
+    /// Instruction `pc` of the function executed by the interpreter; a failure leaves the run
+    /// returning `index` (the interpreter keeps the error for the run loop).
+    fn interpret(
+        &self,
+        values: &RunValues<'ctx>,
+        pc: u32,
+        active: IntValue<'ctx>,
+        function: FunctionValue<'ctx>,
+        index: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let callee = b
+            .build_int_to_ptr(
+                self.i64t
+                    .const_int(crate::exec::interpret_for_native() as usize as u64, false),
+                self.ctx.ptr_type(AddressSpace::default()),
+                "interpret",
+            )
+            .map_err(error)?;
+        let failed = b
+            .build_indirect_call(
+                self.call_interpreter.get_type(),
+                callee,
+                &[
+                    values.exec.into(),
+                    self.i32t.const_int(pc.into(), false).into(),
+                    active.into(),
+                ],
+                "failed",
+            )
+            .map_err(error)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("call without a value"))?
+            .into_int_value();
+        let failed = b
+            .build_int_compare(IntPredicate::NE, failed, self.i32t.const_zero(), "failed")
+            .map_err(error)?;
+        self.leave_if(function, failed, index)
     }
 
     /// An instruction through its interpreter kernel, on the whole warp.
@@ -1200,7 +1802,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         &self,
         alu: &AluInst,
         lowered: Lowered,
-        lanes: &GroupLanes<'ctx>,
+        lanes: &GroupLanes<'_, 'ctx>,
         exec: VectorValue<'ctx>,
     ) -> Result<(), CompileError> {
         let b = &self.builder;
@@ -1495,6 +2097,28 @@ mod tests {
         }
     }
 
+    /// A run context with the shared window `[base, base + len)`, no cached host range (every
+    /// host access goes to the interpreter, which these tests do not have) and a `wrote` flag
+    /// that lives for the program.
+    fn test_context(base: u64, len: u64) -> RunContext {
+        static EMPTY: [u64; 2] = [0, 0];
+        static SPECIALS: [u64; 9] = [0; 9];
+        static TID: [u32; 96] = [0; 96];
+        RunContext {
+            shared_base: base,
+            shared_len: len,
+            exec: std::ptr::null_mut(),
+            params: 0,
+            accessible_lo: &EMPTY[0],
+            accessible_hi: &EMPTY[1],
+            wrote: Box::leak(Box::new(false)),
+            specials: SPECIALS.as_ptr(),
+            tid: TID.as_ptr(),
+            shared_offsets: SPECIALS.as_ptr(),
+            shared_offsets_len: 0,
+        }
+    }
+
     fn op(text: &str) -> AluOp {
         match decode(&Opcode::new(text)) {
             Ok(Some(op)) => op,
@@ -1637,10 +2261,7 @@ mod tests {
                     }
                     expected[7 * 32 + lane] = expected[4 * 32 + lane] & mask;
                 }
-                let context = RunContext {
-                    shared_base: 0,
-                    shared_len: 0,
-                };
+                let context = test_context(0, 0);
                 // SAFETY: `regs` holds the frame's registers; no shared memory is read.
                 let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
                 assert_eq!(done, 2, "{text}: the whole run");
@@ -1917,10 +2538,7 @@ mod tests {
                             }
                         }
                     }
-                    let context = RunContext {
-                        shared_base: base,
-                        shared_len: window_bytes,
-                    };
+                    let context = test_context(base, window_bytes);
                     // SAFETY: `regs` holds the frame; the window is `window`.
                     let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
                     assert_eq!(
@@ -1938,8 +2556,151 @@ mod tests {
         }
     }
 
-    /// Runs start after branch targets and stop before instructions the engine does not
-    /// translate; single instructions are left to the interpreter.
+    /// `st.shared` in a run: every lane of `exec` stores its elements (truncated to the
+    /// type) at its address, lanes in order, so that where lanes share an address the highest
+    /// lane's value stays (the interpreter's `store_lanes`); `wrote` is set exactly when some
+    /// store changes the memory, as the interpreter's store-by-store comparison; an address
+    /// outside the window or misaligned in any running lane leaves the run before the store,
+    /// with nothing of it done.
+    #[test]
+    fn shared_stores_write_in_lane_order_and_set_wrote_as_the_interpreter() {
+        let mut rng = Rng(0x5707e);
+        for (bytes, count) in [
+            (4u8, 1u8),
+            (1, 1),
+            (2, 1),
+            (8, 1),
+            (4, 2),
+            (4, 4),
+            (8, 2),
+            (2, 4),
+        ] {
+            let total = u64::from(bytes) * u64::from(count);
+            let mask = u64::MAX >> (64 - 8 * u32::from(bytes));
+            for (offset, guard, immediate) in
+                [(0i64, NO_REG, false), (8, 6, false), (-16, NO_REG, true)]
+            {
+                let mut srcs = [Src::Reg(4), Src::Reg(5), Src::Reg(7), Src::Reg(3)];
+                if immediate {
+                    srcs[0] = Src::Imm(0x1234_5678_9abc_def0);
+                }
+                let st = Op::St {
+                    space: Space::Shared,
+                    addr: Addr {
+                        base: Src::Reg(0),
+                        offset,
+                    },
+                    srcs,
+                    count,
+                    ty: MemType {
+                        bytes,
+                        signed: false,
+                    },
+                };
+                // A move after the store, so that the run is two long.
+                let mov = Op::Mov {
+                    dst: 2,
+                    src: Src::Reg(1),
+                    mask: u64::MAX,
+                };
+                let func = function(vec![inst(st, guard, false), inst(mov, NO_REG, false)]);
+                let native = compile(&func).unwrap().expect("a run");
+                let run = native.run_at(0).expect("a run at 0");
+                assert_eq!(run.len, 2);
+                for round in 0..32 {
+                    // A small window, so that lanes often share an address.
+                    let slots = if round % 2 == 0 { 4 } else { 64 };
+                    let mut window = vec![0u64; (slots * total as usize).div_ceil(8)];
+                    for word in window.iter_mut() {
+                        *word = rng.next() % 3;
+                    }
+                    let window_bytes = (window.len() * 8) as u64;
+                    let base = window.as_mut_ptr() as u64;
+                    let mut regs = vec![0u64; REGISTERS as usize * 32];
+                    for v in regs.iter_mut() {
+                        // Small values: some stores leave memory as it is.
+                        *v = if round % 3 == 0 {
+                            rng.value()
+                        } else {
+                            rng.next() % 3
+                        };
+                    }
+                    for lane in 0..32 {
+                        regs[6 * 32 + lane] = rng.next() & 1;
+                        let slot = rng.next() % (window_bytes / total);
+                        regs[lane] = (slot * total).wrapping_sub(offset as u64);
+                    }
+                    let active = if round % 4 == 0 {
+                        u32::MAX
+                    } else {
+                        rng.next() as u32
+                    };
+                    let exec = match guard {
+                        NO_REG => active,
+                        g => {
+                            (0..32).fold(0u32, |m, l| {
+                                m | (((regs[g as usize * 32 + l] & 1) as u32) << l)
+                            }) & active
+                        }
+                    };
+                    let faulty = round % 5 == 3 && exec != 0;
+                    if faulty {
+                        let lane = 31 - exec.leading_zeros() as usize;
+                        let bad = if round % 10 == 3 && total > 1 {
+                            total / 2
+                        } else {
+                            window_bytes - total + 1
+                        };
+                        regs[lane] = bad.wrapping_sub(offset as u64);
+                    }
+                    // The interpreter's order: lane by lane, each lane's elements in order,
+                    // comparing each element with the memory it replaces.
+                    let mut expected_memory = window.clone();
+                    let mut expected_regs = regs.clone();
+                    let mut expected_wrote = false;
+                    if !faulty {
+                        for lane in 0..32 {
+                            if exec >> lane & 1 != 0 {
+                                let address = regs[lane].wrapping_add(offset as u64);
+                                for (i, src) in srcs[..usize::from(count)].iter().enumerate() {
+                                    let value = match *src {
+                                        Src::Reg(r) => regs[r as usize * 32 + lane],
+                                        Src::Imm(v) => v,
+                                        _ => unreachable!(),
+                                    } & mask;
+                                    let at = address + i as u64 * u64::from(bytes);
+                                    let (word, shift) = ((at / 8) as usize, 8 * (at % 8));
+                                    let old = (expected_memory[word] >> shift) & mask;
+                                    expected_wrote |= old != value;
+                                    expected_memory[word] = (expected_memory[word]
+                                        & !(mask << shift))
+                                        | (value << shift);
+                                }
+                            }
+                            if active >> lane & 1 != 0 {
+                                expected_regs[2 * 32 + lane] = regs[32 + lane];
+                            }
+                        }
+                    }
+                    let context = test_context(base, window_bytes);
+                    // SAFETY: `regs` holds the frame; the window is `window`.
+                    let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                    let what = format!(
+                        "{bytes}x{count} offset {offset} guard {guard} immediate {immediate} \
+                         round {round}"
+                    );
+                    assert_eq!(done, if faulty { 0 } else { 2 }, "{what}");
+                    assert!(window == expected_memory, "{what}: memory differs");
+                    assert!(regs == expected_regs, "{what}: registers differ");
+                    // SAFETY: the context's flag, leaked for the test.
+                    assert_eq!(unsafe { *context.wrote }, expected_wrote, "{what}: wrote");
+                }
+            }
+        }
+    }
+
+    /// Runs start after branch targets and stop before instructions the engine cannot run;
+    /// single instructions, and runs with no native code, are left to the interpreter.
     #[test]
     fn runs_stop_at_leaders_and_untranslatable_instructions() {
         let add = || {
@@ -1966,8 +2727,27 @@ mod tests {
             add(),
             inst(Op::Fence, NO_REG, false),
             add(),
+            inst(
+                Op::Mov {
+                    dst: 4,
+                    src: Src::Special(crate::decode::Special::Clock),
+                    mask: u64::MAX,
+                },
+                NO_REG,
+                false,
+            ),
+            add(),
+            add(),
             inst(Op::Exit, NO_REG, false),
+            inst(Op::Fence, NO_REG, false),
+            inst(Op::Fence, NO_REG, false),
         ];
-        assert_eq!(find_runs(&function(code)), vec![(0, 3), (4, 2)]);
+        // The branch's target (4) and reconvergence point (6) start runs; the fence is
+        // executed by the interpreter inside the third; `%clock` (which counts the
+        // instructions before it) and control flow end runs; fences alone make none.
+        assert_eq!(
+            find_runs(&function(code)),
+            vec![(0, 3), (4, 2), (6, 3), (10, 2)]
+        );
     }
 }

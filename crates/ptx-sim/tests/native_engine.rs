@@ -1,0 +1,343 @@
+//! The native engine against the interpreter on hand-written PTX whose runs mix inline code,
+//! kernel calls and instructions the interpreter executes inside a run: global loads that hit
+//! and miss the warp's cached range, `ld.param`, shared stores with partial masks and shared
+//! addresses, warps racing through shared memory (the slices must end at the same accesses),
+//! and faults of every kind inside a run. The interpreter is the reference: each launch runs
+//! once per engine on equal inputs, and the results (statistics or the error's text) and the
+//! memory after must be the same.
+
+mod common;
+
+use common::{config, launch, load, Arg, TestEnv};
+use ptx_sim::{Engine, LaunchConfig, Program};
+
+/// What one launch gave: its statistics or its error's text, and the buffers after it.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    result: Result<ptx_sim::LaunchStats, String>,
+    buffers: Vec<Vec<u32>>,
+}
+
+/// Launches `kernel` of `text` with `engine`: its parameters are the addresses of
+/// `buffers` (filled with `inputs` first), then `scalars`. (The same buffers for both engines,
+/// so that the addresses in errors are the same.)
+fn run(
+    text: &str,
+    engine: Engine,
+    kernel: &str,
+    config: &LaunchConfig,
+    (inputs, buffers): (&[Vec<u32>], &mut [Vec<u32>]),
+    scalars: &[u32],
+) -> Outcome {
+    let mut program: Program = load(text);
+    program.set_engine(engine);
+    let env = TestEnv::default();
+    let mut args = Vec::new();
+    for (buffer, input) in buffers.iter_mut().zip(inputs) {
+        buffer.copy_from_slice(input);
+        args.push(Arg::U64(env.register(buffer)));
+    }
+    args.extend(scalars.iter().map(|&v| Arg::U32(v)));
+    let result = launch(&program, kernel, config, &args, &env).map_err(|e| e.to_string());
+    Outcome {
+        result,
+        buffers: buffers.to_vec(),
+    }
+}
+
+/// Runs the launch with both engines and checks that they agree; returns the interpreter's.
+fn agree(
+    text: &str,
+    kernel: &str,
+    config: LaunchConfig,
+    inputs: &[Vec<u32>],
+    scalars: &[u32],
+) -> Outcome {
+    let mut buffers = inputs.to_vec();
+    let interpreted = run(
+        text,
+        Engine::Interpreter,
+        kernel,
+        &config,
+        (inputs, &mut buffers),
+        scalars,
+    );
+    let native = run(
+        text,
+        Engine::Native,
+        kernel,
+        &config,
+        (inputs, &mut buffers),
+        scalars,
+    );
+    assert_eq!(
+        native, interpreted,
+        "{kernel} {scalars:?}: the native engine differs from the interpreter"
+    );
+    interpreted
+}
+
+/// One straight run from the entry to `ret` (no branch): `ld.param`, `%tid` and a shared
+/// variable's address executed by the interpreter inside the run, then per `mode` a fault:
+/// 0 a global load out of the buffer in some lanes, 1 a misaligned global load, 2 a shared
+/// store outside the window, 3 `trap` in lane 3, 4 none.
+const FAULTS: &str = r#"
+.visible .entry faults(.param .u64 a, .param .u32 mode)
+{
+    .shared .align 4 .b8 sh[64];
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u32 %r1, [mode];
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    setp.eq.u32 %p1, %r1, 1;
+    selp.b64 %rd4, 2, 0, %p1;
+    add.s64 %rd3, %rd3, %rd4;
+    add.u32 %r3, %r2, 1;
+    setp.eq.u32 %p2, %r1, 2;
+    selp.b32 %r4, 64, 0, %p2;
+    mov.u32 %r10, sh;
+    shl.b32 %r5, %r2, 2;
+    add.u32 %r5, %r5, %r4;
+    add.u32 %r5, %r5, %r10;
+    st.shared.u32 [%r5], %r3;
+    setp.eq.u32 %p3, %r1, 3;
+    setp.eq.and.u32 %p3, %r2, 3, %p3;
+    @%p3 trap;
+    ld.global.u32 %r6, [%rd3];
+    ld.shared.u32 %r8, [%r5];
+    add.u32 %r7, %r6, %r8;
+    st.global.u32 [%rd3], %r7;
+    ret;
+}
+"#;
+
+#[test]
+fn faults_inside_a_run_are_reported_as_the_interpreter_reports_them() {
+    let block = config([2, 1, 1], [16, 1, 1], 1);
+    for (mode, len, fails) in [
+        (0u32, 5usize, true),
+        (1, 17, true),
+        (2, 17, true),
+        (3, 17, true),
+        (4, 16, false),
+    ] {
+        let input: Vec<u32> = (0..len as u32).map(|i| i * 10).collect();
+        let outcome = agree(FAULTS, "faults", block, &[input], &[mode]);
+        assert_eq!(
+            outcome.result.is_err(),
+            fails,
+            "mode {mode}: {:?}",
+            outcome.result
+        );
+    }
+}
+
+/// Reads two global arrays alternately (the warp's cached range misses at every switch) with
+/// scalar and vector loads, stores into shared memory with a guard that holds in some lanes,
+/// at addresses several lanes share (the highest lane's value stays) and with `.v2` stores,
+/// reads it back after `bar.sync`, and writes the sums.
+const ARRAYS: &str = r#"
+.visible .entry arrays(.param .u64 a, .param .u64 b, .param .u64 out, .param .u32 n)
+{
+    .shared .align 16 .b8 sh[1024];
+    .reg .pred %p<4>;
+    .reg .b32 %r<40>;
+    .reg .b64 %rd<20>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u64 %rd3, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r5, %r3, %r4, %r2;
+    mov.u32 %r6, 0;
+    mov.u32 %r7, 0;
+LOOP:
+    add.u32 %r8, %r5, %r7;
+    rem.u32 %r8, %r8, %r1;
+    mul.wide.u32 %rd4, %r8, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u32 %r9, [%rd5];
+    add.s64 %rd6, %rd2, %rd4;
+    ld.global.nc.u32 %r10, [%rd6];
+    and.b32 %r11, %r8, -4;
+    mul.wide.u32 %rd7, %r11, 4;
+    add.s64 %rd8, %rd1, %rd7;
+    ld.global.v4.u32 {%r12, %r13, %r14, %r15}, [%rd8];
+    add.u32 %r6, %r6, %r9;
+    mad.lo.s32 %r6, %r10, 3, %r6;
+    add.u32 %r6, %r6, %r12;
+    xor.b32 %r6, %r6, %r13;
+    add.u32 %r6, %r6, %r14;
+    sub.u32 %r6, %r6, %r15;
+    add.u32 %r7, %r7, 1;
+    setp.lt.u32 %p1, %r7, 6;
+    @%p1 bra LOOP;
+    mov.u32 %r20, sh;
+    shr.u32 %r21, %r2, 2;
+    shl.b32 %r21, %r21, 3;
+    add.u32 %r22, %r20, %r21;
+    rem.u32 %r23, %r2, 3;
+    setp.ne.u32 %p2, %r23, 0;
+    @%p2 st.shared.v2.u32 [%r22], {%r6, %r2};
+    shl.b32 %r24, %r2, 2;
+    add.u32 %r25, %r20, %r24;
+    st.shared.u16 [%r25+512], %r6;
+    bar.sync 0;
+    ld.shared.v2.u32 {%r26, %r27}, [%r22];
+    ld.shared.u16 %r28, [%r25+512];
+    add.u32 %r29, %r26, %r27;
+    add.u32 %r29, %r29, %r28;
+    mul.wide.u32 %rd9, %r5, 4;
+    add.s64 %rd10, %rd3, %rd9;
+    st.global.u32 [%rd10], %r29;
+    ret;
+}
+"#;
+
+#[test]
+fn global_loads_and_shared_stores_give_the_interpreters_memory_and_counts() {
+    let n = 200u32;
+    let a: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let b: Vec<u32> = (0..n).map(|i| i ^ 0x5a5a).collect();
+    for workers in [1, 2] {
+        let outcome = agree(
+            ARRAYS,
+            "arrays",
+            config([3, 1, 1], [100, 1, 1], workers),
+            &[a.clone(), b.clone(), vec![0; 300]],
+            &[n],
+        );
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        assert!(outcome.buffers[2].iter().any(|&v| v != 0));
+    }
+}
+
+/// Warps race through one shared cell without a barrier: each reads it, writes a function of
+/// what it read and its warp index, and adds to it atomically, twelve times in one straight
+/// run (more visible accesses than a slice allows, so that slices end inside the run); a
+/// shuffle mixes lanes. What the cell holds at the end depends on where every slice ended.
+const RACE: &str = r#"
+.visible .entry race(.param .u64 out)
+{
+    .shared .align 4 .b8 cell[8];
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<4>;
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    mov.u32 %r9, cell;
+    ld.shared.u32 %r3, [%r9];
+    mad.lo.s32 %r3, %r3, 3, %r2;
+    st.shared.u32 [%r9], %r3;
+    atom.shared.add.u32 %r4, [%r9+4], 1;
+    ld.shared.u32 %r3, [%r9];
+    mad.lo.s32 %r3, %r3, 5, %r2;
+    st.shared.u32 [%r9], %r3;
+    atom.shared.add.u32 %r4, [%r9+4], %r3;
+    ld.shared.u32 %r3, [%r9];
+    mad.lo.s32 %r3, %r3, 7, %r2;
+    st.shared.u32 [%r9], %r3;
+    shfl.sync.bfly.b32 %r5, %r3, 1, 31, -1;
+    add.u32 %r3, %r3, %r5;
+    atom.shared.add.u32 %r4, [%r9+4], %r5;
+    ld.shared.u32 %r6, [%r9];
+    mad.lo.s32 %r6, %r6, 11, %r2;
+    st.shared.u32 [%r9], %r6;
+    ld.shared.u32 %r7, [%r9+4];
+    xor.b32 %r7, %r7, %r6;
+    st.shared.u32 [%r9], %r7;
+    ld.shared.u32 %r8, [%r9];
+    add.u32 %r8, %r8, %r4;
+    mul.wide.u32 %rd1, %r1, 4;
+    ld.param.u64 %rd2, [out];
+    add.s64 %rd3, %rd2, %rd1;
+    st.global.u32 [%rd3], %r8;
+    ret;
+}
+"#;
+
+#[test]
+fn racing_warps_interleave_as_under_the_interpreter() {
+    for block in [64, 128, 160] {
+        let outcome = agree(
+            RACE,
+            "race",
+            config([2, 1, 1], [block, 1, 1], 1),
+            &[vec![0; block as usize]],
+            &[],
+        );
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    }
+}
+
+/// Every special register and shared-variable address inline code reads, in a 3-D grid of
+/// 3-D CTAs whose last warp is partial, combined in ALU instructions and moves and stored
+/// per thread.
+const SPECIALS: &str = r#"
+.shared .align 8 .b8 first[24];
+.shared .align 4 .b8 second[12];
+.visible .entry specials(.param .u64 out)
+{
+    .reg .b32 %r<30>;
+    .reg .b64 %rd<8>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %tid.y;
+    mov.u32 %r3, %tid.z;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %ntid.y;
+    mov.u32 %r6, %ntid.z;
+    mov.u32 %r7, %ctaid.x;
+    mov.u32 %r8, %ctaid.y;
+    mov.u32 %r9, %ctaid.z;
+    mov.u32 %r10, %nctaid.x;
+    mov.u32 %r11, %nctaid.y;
+    mov.u32 %r12, %nctaid.z;
+    mov.u32 %r13, %laneid;
+    mov.u32 %r14, first;
+    mov.u32 %r15, second;
+    add.u32 %r16, %tid.x, %ctaid.y;
+    mad.lo.s32 %r17, %tid.z, %ntid.y, %tid.y;
+    mad.lo.s32 %r17, %r17, %ntid.x, %r1;
+    mad.lo.s32 %r18, %ctaid.z, %nctaid.y, %ctaid.y;
+    mad.lo.s32 %r18, %r18, %nctaid.x, %ctaid.x;
+    mul.lo.s32 %r19, %r4, %r5;
+    mul.lo.s32 %r19, %r19, %r6;
+    mad.lo.s32 %r20, %r18, %r19, %r17;
+    mul.wide.u32 %rd1, %r20, 64;
+    ld.param.u64 %rd2, [out];
+    add.s64 %rd3, %rd2, %rd1;
+    st.global.v4.u32 [%rd3], {%r1, %r2, %r3, %r4};
+    st.global.v4.u32 [%rd3+16], {%r5, %r6, %r7, %r8};
+    st.global.v4.u32 [%rd3+32], {%r9, %r10, %r11, %r12};
+    st.global.v4.u32 [%rd3+48], {%r13, %r14, %r15, %r16};
+    ret;
+}
+"#;
+
+#[test]
+fn special_registers_and_shared_addresses_read_inline_are_the_interpreters() {
+    let (grid, block) = ([3, 2, 2], [5, 3, 3]);
+    let threads = grid.iter().chain(&block).product::<u32>() as usize;
+    let outcome = agree(
+        SPECIALS,
+        "specials",
+        config(grid, block, 2),
+        &[vec![u32::MAX; threads * 16]],
+        &[],
+    );
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    // Thread (1, 2, 1) of CTA (2, 1, 0): its row (linear: x + nx * (y + ny * z)).
+    let (cta, thread) = (2 + 3, 1 + 5 * (2 + 3));
+    let row = &outcome.buffers[0][(cta * 45 + thread) * 16..][..16];
+    assert_eq!(
+        &row[..13],
+        &[1, 2, 1, 5, 3, 3, 2, 1, 0, 3, 2, 2, thread as u32 % 32]
+    );
+    assert_eq!(row[15], 1 + 1);
+    assert_ne!(row[14], row[13], "two variables, two addresses");
+}
