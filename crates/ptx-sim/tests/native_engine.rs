@@ -80,7 +80,8 @@ fn agree(
 /// One straight run from the entry to `ret` (no branch): `ld.param`, `%tid` and a shared
 /// variable's address executed by the interpreter inside the run, then per `mode` a fault:
 /// 0 a global load out of the buffer in some lanes, 1 a misaligned global load, 2 a shared
-/// store outside the window, 3 `trap` in lane 3, 4 none.
+/// store outside the window, 3 `trap` in lane 3, 4 none, 5 a global store out of the buffer
+/// in the last lane (the lanes before it store: the buffer shows it).
 const FAULTS: &str = r#"
 .visible .entry faults(.param .u64 a, .param .u32 mode)
 {
@@ -110,7 +111,10 @@ const FAULTS: &str = r#"
     ld.global.u32 %r6, [%rd3];
     ld.shared.u32 %r8, [%r5];
     add.u32 %r7, %r6, %r8;
-    st.global.u32 [%rd3], %r7;
+    setp.eq.u32 %p1, %r1, 5;
+    selp.b64 %rd4, 4, 0, %p1;
+    add.s64 %rd5, %rd3, %rd4;
+    st.global.u32 [%rd5], %r7;
     ret;
 }
 "#;
@@ -124,9 +128,20 @@ fn faults_inside_a_run_are_reported_as_the_interpreter_reports_them() {
         (2, 17, true),
         (3, 17, true),
         (4, 16, false),
+        (5, 16, true),
     ] {
         let input: Vec<u32> = (0..len as u32).map(|i| i * 10).collect();
-        let outcome = agree(FAULTS, "faults", block, &[input], &[mode]);
+        let outcome = agree(
+            FAULTS,
+            "faults",
+            block,
+            std::slice::from_ref(&input),
+            &[mode],
+        );
+        if mode == 5 {
+            // CTA 0's lanes 0-14 stored before lane 15 faulted.
+            assert_ne!(outcome.buffers[0][1], input[1]);
+        }
         assert_eq!(
             outcome.result.is_err(),
             fails,
