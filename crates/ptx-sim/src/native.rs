@@ -587,8 +587,9 @@ struct RunValues<'ctx> {
     wrote: PointerValue<'ctx>,
     specials: PointerValue<'ctx>,
     tid: PointerValue<'ctx>,
-    shared_offsets: PointerValue<'ctx>,
-    shared_offsets_len: IntValue<'ctx>,
+    /// The offsets of the shared variables the run's inline code names, `(var, offset)`,
+    /// looked up at the run's entry.
+    shared_vars: Vec<(u32, IntValue<'ctx>)>,
 }
 
 /// IR generation for one module.
@@ -726,8 +727,13 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             wrote: pointer(Field::Wrote, "wrote")?,
             specials: pointer(Field::Specials, "specials")?,
             tid: pointer(Field::Tid, "tid")?,
-            shared_offsets: pointer(Field::SharedOffsets, "shared_offsets")?,
-            shared_offsets_len: field(Field::SharedOffsetsLen, "shared_offsets_len")?,
+            shared_vars: self.shared_offsets(
+                function,
+                code,
+                forms,
+                pointer(Field::SharedOffsets, "shared_offsets")?,
+                field(Field::SharedOffsetsLen, "shared_offsets_len")?,
+            )?,
         };
         // A sink for results without a destination register (`_`) of called kernels.
         let sink = self
@@ -1079,48 +1085,14 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 self.splat_value(v, GROUP)
             }
             Src::Shared { var, offset } => {
-                // The interpreter's `read_other`: the variable's offset (`u64::MAX` when the
-                // launch has none such) plus `offset`, wrapping.
-                let known = b
-                    .build_int_compare(
-                        IntPredicate::ULT,
-                        self.i64t.const_int(var.into(), false),
-                        values.shared_offsets_len,
-                        "known",
-                    )
-                    .map_err(e)?;
-                let function = b
-                    .get_insert_block()
-                    .and_then(|block| block.get_parent())
-                    .ok_or_else(|| error("no function"))?;
-                let before = b
-                    .get_insert_block()
-                    .ok_or_else(|| error("no insertion block"))?;
-                let read = self.ctx.append_basic_block(function, "shared_offset");
-                let join = self.ctx.append_basic_block(function, "shared_offset_join");
-                b.build_conditional_branch(known, read, join).map_err(e)?;
-                b.position_at_end(read);
-                // SAFETY: `var` is below the array's length (checked above).
-                let at = unsafe {
-                    b.build_in_bounds_gep(
-                        self.i64t,
-                        values.shared_offsets,
-                        &[self.i64t.const_int(var.into(), false)],
-                        "shared_offset",
-                    )
-                }
-                .map_err(e)?;
-                let v = b
-                    .build_load(self.i64t, at, "shared_offset")
-                    .map_err(e)?
-                    .into_int_value();
-                b.build_unconditional_branch(join).map_err(e)?;
-                b.position_at_end(join);
-                let phi = b.build_phi(self.i64t, "shared_offset").map_err(e)?;
-                phi.add_incoming(&[(&v, read), (&self.i64t.const_all_ones(), before)]);
+                let &(_, base) = values
+                    .shared_vars
+                    .iter()
+                    .find(|&&(v, _)| v == var)
+                    .ok_or_else(|| error("a shared variable not looked up"))?;
                 let v = b
                     .build_int_add(
-                        phi.as_basic_value().into_int_value(),
+                        base,
                         self.i64t.const_int(offset as u64, false),
                         "shared_address",
                     )
@@ -1129,6 +1101,60 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             }
             _ => Err(error("a source without inline code")),
         }
+    }
+
+    /// Looks up, at the insertion point, the offset of each shared variable that the inline
+    /// instructions of `code` name, as the interpreter's `read_other` does: the launch's offset
+    /// of the variable, `u64::MAX` when it has none such.
+    fn shared_offsets(
+        &self,
+        function: FunctionValue<'ctx>,
+        code: &[Inst],
+        forms: &[Form],
+        offsets: PointerValue<'ctx>,
+        len: IntValue<'ctx>,
+    ) -> Result<Vec<(u32, IntValue<'ctx>)>, CompileError> {
+        let mut vars = Vec::new();
+        for (inst, &form) in code.iter().zip(forms) {
+            if form == Form::Inline {
+                inst.op.for_each_source(|src| {
+                    if let Src::Shared { var, .. } = *src {
+                        if !vars.contains(&var) {
+                            vars.push(var);
+                        }
+                    }
+                });
+            }
+        }
+        let b = &self.builder;
+        let e = error;
+        let mut found = Vec::with_capacity(vars.len());
+        for var in vars {
+            let index = self.i64t.const_int(var.into(), false);
+            let known = b
+                .build_int_compare(IntPredicate::ULT, index, len, "known")
+                .map_err(e)?;
+            let before = b
+                .get_insert_block()
+                .ok_or_else(|| error("no insertion block"))?;
+            let read = self.ctx.append_basic_block(function, "shared_offset");
+            let join = self.ctx.append_basic_block(function, "shared_offset_join");
+            b.build_conditional_branch(known, read, join).map_err(e)?;
+            b.position_at_end(read);
+            // SAFETY: `var` is below the array's length (checked above).
+            let at =
+                unsafe { b.build_in_bounds_gep(self.i64t, offsets, &[index], "at") }.map_err(e)?;
+            let v = b
+                .build_load(self.i64t, at, "shared_offset")
+                .map_err(e)?
+                .into_int_value();
+            b.build_unconditional_branch(join).map_err(e)?;
+            b.position_at_end(join);
+            let phi = b.build_phi(self.i64t, "shared_offset").map_err(e)?;
+            phi.add_incoming(&[(&v, read), (&self.i64t.const_all_ones(), before)]);
+            found.push((var, phi.as_basic_value().into_int_value()));
+        }
+        Ok(found)
     }
 
     /// The group's lanes that run `inst`: active, and the guard holds.
