@@ -9,7 +9,7 @@
 //! interpreter does for each instruction in turn, in one of three [`Form`]s: *inline* (the
 //! guard row to a mask, the operation on the lanes as vectors, the result stored into the
 //! lanes the guard lets through: ALU instructions with a [`Lowered`] form, moves, loads and
-//! stores), a call of the instruction's interpreter [`WarpKernel`] (the other ALU
+//! `st.shared`), a call of the instruction's interpreter [`WarpKernel`] (the other ALU
 //! instructions with register or immediate sources), or a call of the interpreter itself for
 //! the instruction ([`crate::exec::interpret_for_native`]: everything else, so that runs do not
 //! end at it). A run is *segments* (each call and each memory access alone, loops over lane
@@ -261,8 +261,10 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                 && total.is_power_of_two()
                 && dsts[..usize::from(*count)].iter().all(|&d| reg_ok(d))
         }
+        // Global stores stay with the interpreter: a kernel that loads one array and stores
+        // another misses the cached range at every store, where the check would only add.
         Op::St {
-            space: Space::Shared | Space::Host,
+            space: Space::Shared,
             addr,
             srcs,
             count,
@@ -1288,8 +1290,6 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 // differs from the memory it replaces, all compared before any is stored:
                 // the same as comparing each just before its store (if none differs from the
                 // memory before the stores, no store changes the memory; and conversely).
-                // (Global memory other workers write meanwhile is a race either way; each
-                // element is one aligned access, as the interpreter's relaxed atomics.)
                 let b = &self.builder;
                 let e = error;
                 let address = self.group_address(lanes, addr)?;
