@@ -857,9 +857,24 @@ pub(crate) struct Plan {
     /// Blocks whose thread counts the runtime derives by flow conservation ([`crate::flow`]):
     /// the device counts only their warps.
     pub thread_flows: Vec<ThreadFlow>,
-    /// Whether blocks of counter code can be appended to the body: its last statement is an
-    /// unconditional transfer in the body's own scope, so nothing falls into them.
+    /// Whether blocks of counter code can be added to the body ([`append_point`]).
     pub appendable: bool,
+}
+
+/// Where blocks of counter code can go: right after the body's last instruction, when that is
+/// an unconditional transfer in the body's own scope, so that nothing falls into them. Only
+/// labels and directives may follow it (clang `-g` ends bodies with labels its debug
+/// information names, `$L__tmp…` and `$L__func_end…`): the blocks go before them, so those
+/// labels still mark the end of the body, and a branch to one still reaches nothing else.
+pub(crate) fn append_point(function: &Function, depths: &[usize]) -> Option<usize> {
+    let statements = function.statements();
+    let last = statements
+        .iter()
+        .rposition(|s| s.as_instruction().is_some())?;
+    let transfers = statements[last]
+        .as_instruction()
+        .is_some_and(|ins| !ins.can_fall_through());
+    (transfers && depths[last] == 0).then_some(last + 1)
 }
 
 /// One side of a warp-uniform two-way branch: every thread that runs `branch` (a block that
@@ -927,19 +942,9 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     let ipdoms = cfg.ipdoms();
     let divergence = Divergence::of(function, &cfg, &loops, &ipdoms);
     let depths = scope_depths(function);
-    let statements = function.statements();
-    let last_is_unconditional_transfer = statements
-        .iter()
-        .rposition(|s| !matches!(s.kind(), StatementKind::Directive(_)))
-        .is_some_and(|i| {
-            depths[i] == 0
-                && statements[i]
-                    .as_instruction()
-                    .is_some_and(|ins| !ins.can_fall_through())
-        });
     let mut plan = Plan {
         entry_from_launch,
-        appendable: last_is_unconditional_transfer,
+        appendable: append_point(function, &depths).is_some(),
         ..Plan::default()
     };
     let mut registers = 0;
@@ -977,7 +982,7 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
                 continue;
             };
             let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
-            if needs_new_blocks && !last_is_unconditional_transfer {
+            if needs_new_blocks && !plan.appendable {
                 continue;
             }
             if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
@@ -2080,6 +2085,48 @@ mod tests {
         let (_, form) = &region.counts[0];
         assert_eq!(form.counters, vec![1]);
         assert_eq!(form.exits, vec![1]);
+    }
+
+    /// A uniform loop left by a taken branch, whose flush needs a block of its own, in a body
+    /// that ends with `tail`.
+    fn taken_exit_loop(tail: &str) -> (Plan, Option<usize>) {
+        let src = format!(
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.ge.u32 %p1, %r2, %r1;\n\t@%p1 bra $DONE;\n\tbra.uni $L1;\n$DONE:\n{tail}"
+        );
+        let module = function(&src);
+        let k = module.function("k").unwrap();
+        let at = append_point(k, &scope_depths(k));
+        (plan(k, Placement::Derived, true), at)
+    }
+
+    #[test]
+    fn counter_blocks_go_after_the_last_transfer_and_before_trailing_debug_labels() {
+        // clang -g: labels the debug information names follow the last `ret`.
+        let (plan, at) = taken_exit_loop("\tret;\n$L__tmp3:\n$L__func_end0:");
+        assert_eq!(
+            plan.regions.len(),
+            1,
+            "a loop with a taken exit is a region"
+        );
+        let module = function("\tret;\n$L__tmp3:\n$L__func_end0:");
+        let k = module.function("k").unwrap();
+        let ret = k
+            .statements()
+            .iter()
+            .position(|s| s.as_instruction().is_some())
+            .unwrap();
+        assert_eq!(append_point(k, &scope_depths(k)), Some(ret + 1));
+        assert!(at.is_some());
+        // A body whose last instruction can fall through has no such place.
+        let (plan, at) = taken_exit_loop("\t@%p1 ret;\n$L__func_end0:");
+        assert!(
+            plan.regions.is_empty() && at.is_none(),
+            "{:?}",
+            plan.regions
+        );
+        // Nor one whose last instruction is in a nested scope, where labels are scoped.
+        let (_, at) = taken_exit_loop("\t{\n\tret;\n\t}");
+        assert_eq!(at, None);
     }
 
     #[test]
