@@ -84,7 +84,8 @@ __global__ void own_trips(const float* rows, int* out, int n, int width) {
 
 // 32-bit variables stepped by more than one (clang keeps an unsigned index 32 bits wide), each
 // tested by its loop's only exit: a stride of 8 from the lane's own start, with `<`; and a
-// countdown by 3 (odd), with `>`, that addresses nothing (so no pointer stands in for it). Lanes leave at different times.
+// countdown by 3 (odd), with `>`, that addresses nothing (so no pointer stands in for it).
+// Lanes leave at different times.
 __global__ void strided_trips(const float* rows, int* out, int n, int width) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;

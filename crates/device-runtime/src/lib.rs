@@ -463,6 +463,11 @@ pub(crate) fn induction_snapshot(
         placement::Recovery::Wide {
             snapshot_offset, ..
         } => ("add.s64", vec![c, v, Operand::int(snapshot_offset)]),
+        // v0 + σ, zero-extended then stepped: taken modulo 2^32 by the recovery.
+        placement::Recovery::Narrow { step, .. } if induction.recovery.snapshot_takes_a_step() => (
+            "mad.wide.u32",
+            vec![c, v, Operand::int(1), Operand::int(step)],
+        ),
         placement::Recovery::Narrow { .. } => ("cvt.u64.u32", vec![c, v]),
     };
     Statement::instruction(Instruction::new(
@@ -483,8 +488,9 @@ pub(crate) fn induction_snapshot(
 /// Narrow: `d = (register - snapshot)` in 32 bits, times the inverse of the step's odd part
 /// and shifted right by its `s` trailing zero bits (negated for a negative step): the runs
 /// modulo 2^(32 - s). Less one modulo 2^(32 - s) on the exit its test takes, where the runs are
-/// 1 to 2^(32 - s); zero-extended; plus `1 - x` on that exit, `-x` on others (the runs less
-/// the exit's term), negated when the sign is -1.
+/// 1 to 2^(32 - s) (already so where the snapshot was taken a step ahead); zero-extended; plus
+/// `1 - x` on that exit, `-x` on others (the runs less the exit's term), negated when the sign
+/// is -1.
 pub(crate) fn induction_count(
     regs: &CounterRegisters,
     counter: usize,
@@ -549,7 +555,10 @@ pub(crate) fn induction_count(
                 ));
             }
             let on_test = i64::from(exit == *test_exit);
-            if on_test == 1 {
+            // Taken one step ahead, the snapshot makes `d = runs - 1` (the runs are 1 to
+            // 2^(32 - s) on the only exit, so no correction modulo 2^(32 - s) is needed).
+            let ahead = induction.recovery.snapshot_takes_a_step();
+            if on_test == 1 && !ahead {
                 code.push(ins("add.s32", vec![d.clone(), d.clone(), Operand::int(-1)]));
                 if shift != 0 {
                     let mask = Operand::int(format!("0x{:08X}", u32::MAX >> shift));

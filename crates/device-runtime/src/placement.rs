@@ -799,7 +799,9 @@ pub(crate) enum Recovery {
     /// often only when it leaves by `test_exit` ([`test_exit`]). `v - v0` is `runs(B) × σ`
     /// modulo 2^32; times the inverse of σ's odd part and shifted right by s, it is
     /// `d = runs(B)` modulo 2^(32 - s): `runs(B)` is `d` on other exits and
-    /// `((d - 1) mod 2^(32 - s)) + 1` on `test_exit`. The snapshot is `v0`, zero-extended.
+    /// `((d - 1) mod 2^(32 - s)) + 1` on `test_exit`. The snapshot is `v0`, zero-extended; or,
+    /// where `test_exit` is the only exit, `v0 + σ` ([`Recovery::snapshot_takes_a_step`]), and
+    /// then `d + 1` is `runs(B)`.
     Narrow {
         step: i64,
         sign: i64,
@@ -820,9 +822,20 @@ impl Recovery {
             Recovery::Narrow { step, .. } => {
                 let magnitude = step.unsigned_abs();
                 let shift = magnitude.trailing_zeros();
-                4 + usize::from(magnitude >> shift != 1) + 2 * usize::from(shift != 0)
+                let masked = !self.snapshot_takes_a_step() && shift != 0;
+                3 + usize::from(magnitude >> shift != 1)
+                    + usize::from(shift != 0)
+                    + if self.snapshot_takes_a_step() { 1 } else { 2 }
+                    + usize::from(masked)
             }
         }
+    }
+
+    /// Whether the snapshot is taken one step ahead, `v0 + σ`: for a narrow variable whose test
+    /// is its loop's only exit, where a lane runs B at least once, so that `runs(B) - 1`, below
+    /// 2^(32 - s), comes out of the recovery exactly with no correction modulo 2^(32 - s).
+    pub fn snapshot_takes_a_step(&self) -> bool {
+        matches!(self, Recovery::Narrow { exit_terms, .. } if exit_terms.len() == 1)
     }
 }
 
@@ -1831,8 +1844,8 @@ fn test_exit(
 /// terms), is written by nothing else in the loop, and is a register declared once, in the
 /// body's own scope (so that every mention of the name, in any `{ }` scope, is it): 64-bit,
 /// stepped by any constant with at most [`MAX_INDUCTION_SHIFT`] trailing zero bits, or 32-bit,
-/// stepped by a constant and tested against a bound that ends the loop ([`test_exit`]). Among several,
-/// the one whose count takes the fewest instructions to recover.
+/// stepped by a constant and tested against a bound that ends the loop ([`test_exit`]). Among
+/// several, the one whose count takes the fewest instructions to recover.
 fn inductions(
     function: &Function,
     cfg: &Cfg,
