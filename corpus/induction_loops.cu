@@ -4,7 +4,8 @@
 // forwards (step 4), an array of 12-byte structs (step 12: odd part 3), a row walked
 // backwards (negative step), a loop re-entered once per outer trip, a uniform loop with a
 // second exit before the step, and loops whose trip count is the thread's own (lanes leave
-// at different times; in one some lanes skip it, in the other all leave by its one exit).
+// at different times; in one some lanes skip it, in the other all leave by its one exit); and
+// 32-bit variables stepped by 8 and by -3 whose test, `<` or `>`, is their loop's only exit.
 // Witnesses use witness_predicated() so that they add no
 // branch.
 #include "witness.cuh"
@@ -81,6 +82,28 @@ __global__ void own_trips(const float* rows, int* out, int n, int width) {
     out[i] += (int)acc;
 }
 
+// 32-bit variables stepped by more than one (clang keeps an unsigned index 32 bits wide), each
+// tested by its loop's only exit: a stride of 8 from the lane's own start, with `<`; and a
+// countdown by 3 (odd), with `>`, that addresses nothing (so no pointer stands in for it).
+// Lanes leave at different times.
+__global__ void strided_trips(const float* rows, int* out, int n, int width) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float* row = rows + (size_t)(i % 7) * width;
+    float acc = 0.0f;
+#pragma unroll 1
+    for (unsigned j = i % 8; j < (unsigned)width; j += 8) {
+        acc += row[j];
+        witness_predicated();
+    }
+#pragma unroll 1
+    for (unsigned j = width - 1 - (i % 4); j > 2; j -= 3) {
+        acc += (float)(j % 5) * 0.5f;
+        witness_predicated();
+    }
+    out[i] += (int)acc;
+}
+
 static int reference(int i, const std::vector<float>& rows, const std::vector<Point>& points,
                      int width, int stop) {
     const float* row = rows.data() + (size_t)(i % 7) * width;
@@ -99,7 +122,10 @@ static int reference(int i, const std::vector<float>& rows, const std::vector<Po
     for (int j = 0; j < own; ++j) own_acc += row[j] * 2.0f;
     int runs = 1 + (i * 11) % width;
     for (int k = 0; k < runs; ++k) own_acc += row[k] * 3.0f;
-    return (int)acc + (int)own_acc;
+    float strided_acc = 0.0f;
+    for (int j = i % 8; j < width; j += 8) strided_acc += row[j];
+    for (int j = width - 1 - (i % 4); j > 2; j -= 3) strided_acc += (float)(j % 5) * 0.5f;
+    return (int)acc + (int)own_acc + (int)strided_acc;
 }
 
 int main() {
@@ -123,6 +149,8 @@ int main() {
     induction_loops<<<blocks, threads>>>(drows, dpoints, dout, n, width, stop);
     CHECK_LAUNCH();
     own_trips<<<blocks, threads>>>(drows, dout, n, width);
+    CHECK_LAUNCH();
+    strided_trips<<<blocks, threads>>>(drows, dout, n, width);
     CHECK_LAUNCH();
     std::vector<int> out(n, 0);
     CHECK(cudaMemcpy(out.data(), dout, n * sizeof(int), cudaMemcpyDeviceToHost));

@@ -407,6 +407,7 @@ fn place_counters(
     let cfg = placement::Cfg::of(function);
     let depths = placement::scope_depths(function);
     let statements = function.statements();
+    let append_at = placement::append_point(function, &depths);
     // (statement index, order among inserts at that index, code)
     let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
     let mut new_blocks: Vec<Statement> = Vec::new();
@@ -660,7 +661,6 @@ fn place_counters(
             }
         }
     }
-    let end = statements.len();
     for (at, old, new) in retargets {
         if let StatementKind::Instruction(branch) = function.statements_mut()[at].kind_mut() {
             for operand in &mut branch.operands {
@@ -674,7 +674,13 @@ fn place_counters(
     // index, the later-ordered code first, so that it ends up after.
     inserts.sort_by_key(|(at, order, _)| std::cmp::Reverse((*at, *order)));
     let any = !inserts.is_empty();
-    function.insert_statements(end, new_blocks)?;
+    // Before every other insertion, all of which are at earlier statements. (Placement plans
+    // such blocks only where the body has a place for them.)
+    if !new_blocks.is_empty() {
+        let end =
+            append_at.ok_or_else(|| RewriteError::NoPlaceForBlock(function.name().to_string()))?;
+        function.insert_statements(end, new_blocks)?;
+    }
     for (at, _, code) in inserts {
         function.insert_statements(at, code)?;
     }

@@ -463,6 +463,11 @@ pub(crate) fn induction_snapshot(
         placement::Recovery::Wide {
             snapshot_offset, ..
         } => ("add.s64", vec![c, v, Operand::int(snapshot_offset)]),
+        // v0 + σ, zero-extended then stepped: taken modulo 2^32 by the recovery.
+        placement::Recovery::Narrow { step, .. } if induction.recovery.snapshot_takes_a_step() => (
+            "mad.wide.u32",
+            vec![c, v, Operand::int(1), Operand::int(step)],
+        ),
         placement::Recovery::Narrow { .. } => ("cvt.u64.u32", vec![c, v]),
     };
     Statement::instruction(Instruction::new(
@@ -480,9 +485,12 @@ pub(crate) fn induction_snapshot(
 /// `count × 2^s`, and shifted right by `s` it is the count modulo 2^(64 - s), that is the
 /// count. A negative step subtracts the other way round.
 ///
-/// Narrow: `d = (register - snapshot) × step` in 32 bits (less one on the exit its equality
-/// test takes, where the runs are 1 to 2^32), zero-extended, plus `1 - x` on that exit, `-x`
-/// on others (the runs less the exit's term), negated when the sign is -1.
+/// Narrow: `d = (register - snapshot)` in 32 bits, times the inverse of the step's odd part
+/// and shifted right by its `s` trailing zero bits (negated for a negative step): the runs
+/// modulo 2^(32 - s). Less one modulo 2^(32 - s) on the exit its test takes, where the runs are
+/// 1 to 2^(32 - s) (already so where the snapshot was taken a step ahead); zero-extended; plus
+/// `1 - x` on that exit, `-x` on others (the runs less the exit's term), negated when the sign
+/// is -1.
 pub(crate) fn induction_count(
     regs: &CounterRegisters,
     counter: usize,
@@ -531,9 +539,31 @@ pub(crate) fn induction_count(
             } else {
                 ins("sub.u32", vec![d.clone(), d.clone(), v()])
             });
+            let magnitude = step.unsigned_abs();
+            let shift = magnitude.trailing_zeros();
+            let odd = magnitude >> shift;
+            if odd != 1 {
+                // The inverse modulo 2^64 is one modulo 2^32 too.
+                let inverse = odd_inverse(odd) as u32;
+                let inverse = Operand::int(format!("0x{inverse:08X}"));
+                code.push(ins("mul.lo.u32", vec![d.clone(), d.clone(), inverse]));
+            }
+            if shift != 0 {
+                code.push(ins(
+                    "shr.b32",
+                    vec![d.clone(), d.clone(), Operand::int(shift)],
+                ));
+            }
             let on_test = i64::from(exit == *test_exit);
-            if on_test == 1 {
+            // Taken one step ahead, the snapshot makes `d = runs - 1` (the runs are 1 to
+            // 2^(32 - s) on the only exit, so no correction modulo 2^(32 - s) is needed).
+            let ahead = induction.recovery.snapshot_takes_a_step();
+            if on_test == 1 && !ahead {
                 code.push(ins("add.s32", vec![d.clone(), d.clone(), Operand::int(-1)]));
+                if shift != 0 {
+                    let mask = Operand::int(format!("0x{:08X}", u32::MAX >> shift));
+                    code.push(ins("and.b32", vec![d.clone(), d.clone(), mask]));
+                }
             }
             code.push(ins("cvt.u64.u32", vec![c(), d]));
             // runs - x = d + on_test - x; the counter is sign × that.
@@ -898,8 +928,9 @@ mod tests {
 
     #[test]
     fn a_counted_edge_out_of_a_block_of_a_label_alone_counts_after_that_label() {
-        // $L1 holds no instruction; its edge into $L2 is the loop's counted edge.
-        let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n$L2:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;\n}\n";
+        // $L1 holds no instruction; its edge into $L2 is the loop's counted edge (stepped by a
+        // register, %r2 gives no count of its own).
+        let ptx = ".version 7.8\n.target sm_70\n.address_size 64\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n\tmov.u32 %r3, 1;\n$L1:\n$L2:\n\tadd.s32 %r2, %r2, %r3;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;\n}\n";
         let mut module = ptx_lexer::parse(ptx).unwrap();
         let results = instrument_module(&mut module);
         let clone = module

@@ -793,12 +793,15 @@ pub(crate) enum Recovery {
         snapshot_offset: i64,
         exit_corrections: Vec<i64>,
     },
-    /// A 32-bit register stepped by σ = ±1 in B, whose equality with a value the loop does not
-    /// change, tested after the step, sends the lane out of the loop by exit `test_exit`. The
-    /// values after each step are distinct until 2^32 steps, and the one equal to the bound
-    /// ends the loop, so a lane runs B at most 2^32 times, and that often only when it leaves
-    /// by `test_exit`: with `d = (v - v0) × σ` modulo 2^32, `runs(B)` is `d` on other exits
-    /// and `((d - 1) mod 2^32) + 1` on `test_exit`. The snapshot is `v0`, zero-extended.
+    /// A 32-bit register stepped by σ in B, whose comparison with a value the loop does not
+    /// change, tested after the step, sends the lane out of the loop by exit `test_exit`, such
+    /// that a lane runs B at most 2^(32 - s) times (s the trailing zero bits of σ), and that
+    /// often only when it leaves by `test_exit` ([`test_exit`]). `v - v0` is `runs(B) × σ`
+    /// modulo 2^32; times the inverse of σ's odd part and shifted right by s, it is
+    /// `d = runs(B)` modulo 2^(32 - s): `runs(B)` is `d` on other exits and
+    /// `((d - 1) mod 2^(32 - s)) + 1` on `test_exit`. The snapshot is `v0`, zero-extended; or,
+    /// where `test_exit` is the only exit, `v0 + σ` ([`Recovery::snapshot_takes_a_step`]), and
+    /// then `d + 1` is `runs(B)`.
     Narrow {
         step: i64,
         sign: i64,
@@ -816,8 +819,23 @@ impl Recovery {
                 let shift = magnitude.trailing_zeros();
                 1 + usize::from(magnitude >> shift != 1) + usize::from(shift != 0)
             }
-            Recovery::Narrow { .. } => 5,
+            Recovery::Narrow { step, .. } => {
+                let magnitude = step.unsigned_abs();
+                let shift = magnitude.trailing_zeros();
+                let masked = !self.snapshot_takes_a_step() && shift != 0;
+                3 + usize::from(magnitude >> shift != 1)
+                    + usize::from(shift != 0)
+                    + if self.snapshot_takes_a_step() { 1 } else { 2 }
+                    + usize::from(masked)
+            }
         }
+    }
+
+    /// Whether the snapshot is taken one step ahead, `v0 + σ`: for a narrow variable whose test
+    /// is its loop's only exit, where a lane runs B at least once, so that `runs(B) - 1`, below
+    /// 2^(32 - s), comes out of the recovery exactly with no correction modulo 2^(32 - s).
+    pub fn snapshot_takes_a_step(&self) -> bool {
+        matches!(self, Recovery::Narrow { exit_terms, .. } if exit_terms.len() == 1)
     }
 }
 
@@ -857,9 +875,24 @@ pub(crate) struct Plan {
     /// Blocks whose thread counts the runtime derives by flow conservation ([`crate::flow`]):
     /// the device counts only their warps.
     pub thread_flows: Vec<ThreadFlow>,
-    /// Whether blocks of counter code can be appended to the body: its last statement is an
-    /// unconditional transfer in the body's own scope, so nothing falls into them.
+    /// Whether blocks of counter code can be added to the body ([`append_point`]).
     pub appendable: bool,
+}
+
+/// Where blocks of counter code can go: right after the body's last instruction, when that is
+/// an unconditional transfer in the body's own scope, so that nothing falls into them. Only
+/// labels and directives may follow it (clang `-g` ends bodies with labels its debug
+/// information names, `$L__tmp…` and `$L__func_end…`): the blocks go before them, so those
+/// labels still mark the end of the body, and a branch to one still reaches nothing else.
+pub(crate) fn append_point(function: &Function, depths: &[usize]) -> Option<usize> {
+    let statements = function.statements();
+    let last = statements
+        .iter()
+        .rposition(|s| s.as_instruction().is_some())?;
+    let transfers = statements[last]
+        .as_instruction()
+        .is_some_and(|ins| !ins.can_fall_through());
+    (transfers && depths[last] == 0).then_some(last + 1)
 }
 
 /// One side of a warp-uniform two-way branch: every thread that runs `branch` (a block that
@@ -927,19 +960,9 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
     let ipdoms = cfg.ipdoms();
     let divergence = Divergence::of(function, &cfg, &loops, &ipdoms);
     let depths = scope_depths(function);
-    let statements = function.statements();
-    let last_is_unconditional_transfer = statements
-        .iter()
-        .rposition(|s| !matches!(s.kind(), StatementKind::Directive(_)))
-        .is_some_and(|i| {
-            depths[i] == 0
-                && statements[i]
-                    .as_instruction()
-                    .is_some_and(|ins| !ins.can_fall_through())
-        });
     let mut plan = Plan {
         entry_from_launch,
-        appendable: last_is_unconditional_transfer,
+        appendable: append_point(function, &depths).is_some(),
         ..Plan::default()
     };
     let mut registers = 0;
@@ -977,7 +1000,7 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
                 continue;
             };
             let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
-            if needs_new_blocks && !last_is_unconditional_transfer {
+            if needs_new_blocks && !plan.appendable {
                 continue;
             }
             if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
@@ -1718,18 +1741,26 @@ fn induction_step(instruction: &Instruction) -> Option<(&str, u32, i64)> {
     (step != 0).then_some((register.as_str(), width, step))
 }
 
-/// The exit of `region` that block `b` takes whenever `register` (32-bit, written in `b` by the
-/// instruction at statement `step_at` and by nothing else in the loop) equals a value the loop
-/// does not change: `b` ends in `@p bra` (or `@!p bra`) where `p` is last written in `b`, after
-/// the step, by `setp.eq` or `setp.ne` of the register against a literal or a register the
-/// loop does not write, and the side that equality takes leaves the loop.
-fn equality_exit(
+/// The exit of `region` by which the test that ends block `b` sends a lane out, when that
+/// test alone bounds how often a lane runs `b` in one execution of the loop: `b` ends in
+/// `@p bra` (or `@!p bra`) where `p` is last written in `b`, after the step at statement
+/// `step_at`, by a 32-bit `setp` comparing `register` (written in `b` by that step and by
+/// nothing else in the loop) with a literal or a register the loop does not write. Either
+/// - the loop's only exit is that branch's: whatever the comparison, the lane leaves at the
+///   first value after a step that fails (or passes) it, and the values after the steps cycle
+///   through all 2^(32 - s) numbers of their class modulo 2^s (s the step's trailing zero bits)
+///   before any repeats, so a lane that leaves runs `b` 1 to 2^(32 - s) times; or
+/// - the step is ±1, the test is `setp.eq`/`setp.ne`, and the side equality takes leaves the
+///   loop: the values are distinct until 2^32 steps and the one equal to the bound ends the
+///   loop, so a lane runs `b` at most 2^32 times, and that often only when it leaves by this
+///   exit (other exits may be taken earlier).
+fn test_exit(
     function: &Function,
     cfg: &Cfg,
     region: &Region,
     b: usize,
     register: &str,
-    step_at: usize,
+    (step_at, step): (usize, i64),
     written_in_loop: &dyn Fn(&str) -> bool,
 ) -> Option<usize> {
     let statements = function.statements();
@@ -1752,9 +1783,18 @@ fn equality_exit(
     if test_at < step_at || test.guard.is_some() {
         return None;
     }
-    let equal_when_true = match test.opcode.as_str() {
-        "setp.eq.s32" | "setp.eq.u32" | "setp.eq.b32" => true,
-        "setp.ne.s32" | "setp.ne.u32" | "setp.ne.b32" => false,
+    // `setp.<comparison>.<type>`, nothing combined (a combining predicate would make the exit
+    // depend on more than the register).
+    let equal_when_true = match test
+        .opcode
+        .as_str()
+        .split('.')
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["setp", "eq", "s32" | "u32" | "b32"] => Some(true),
+        ["setp", "ne", "s32" | "u32" | "b32"] => Some(false),
+        ["setp", "lt" | "le" | "gt" | "ge" | "lo" | "ls" | "hi" | "hs", "s32" | "u32"] => None,
         _ => return None,
     };
     let bound = match test.operands.as_slice() {
@@ -1778,9 +1818,14 @@ fn equality_exit(
     if !invariant {
         return None;
     }
+    if let [only] = region.exits.as_slice() {
+        if only.from == b {
+            return Some(0);
+        }
+    }
     // The branch is taken when its guard holds: on equality when `p` means "equal" and the
     // guard is not negated, or `p` means "differ" and it is.
-    let taken_on_equality = equal_when_true != guard.negated;
+    let taken_on_equality = equal_when_true.filter(|_| step.abs() == 1)? != guard.negated;
     let kind = if taken_on_equality {
         EdgeKind::Branch
     } else {
@@ -1799,8 +1844,8 @@ fn equality_exit(
 /// terms), is written by nothing else in the loop, and is a register declared once, in the
 /// body's own scope (so that every mention of the name, in any `{ }` scope, is it): 64-bit,
 /// stepped by any constant with at most [`MAX_INDUCTION_SHIFT`] trailing zero bits, or 32-bit,
-/// stepped by ±1 and ending the loop when equal to a bound ([`equality_exit`]). Among several,
-/// the one whose count takes the fewest instructions to recover.
+/// stepped by a constant and tested against a bound that ends the loop ([`test_exit`]). Among
+/// several, the one whose count takes the fewest instructions to recover.
 fn inductions(
     function: &Function,
     cfg: &Cfg,
@@ -1885,12 +1930,15 @@ fn inductions(
                     _ => continue,
                 }
             } else {
-                let Some(test_exit) = (step.abs() == 1)
-                    .then(|| {
-                        equality_exit(function, cfg, region, *block, register, s, &written_in_loop)
-                    })
-                    .flatten()
-                else {
+                let Some(test_exit) = test_exit(
+                    function,
+                    cfg,
+                    region,
+                    *block,
+                    register,
+                    (s, step),
+                    &written_in_loop,
+                ) else {
                     continue;
                 };
                 Recovery::Narrow {
@@ -2080,6 +2128,48 @@ mod tests {
         let (_, form) = &region.counts[0];
         assert_eq!(form.counters, vec![1]);
         assert_eq!(form.exits, vec![1]);
+    }
+
+    /// A uniform loop left by a taken branch, whose flush needs a block of its own, in a body
+    /// that ends with `tail`.
+    fn taken_exit_loop(tail: &str) -> (Plan, Option<usize>) {
+        let src = format!(
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.ge.u32 %p1, %r2, %r1;\n\t@%p1 bra $DONE;\n\tbra.uni $L1;\n$DONE:\n{tail}"
+        );
+        let module = function(&src);
+        let k = module.function("k").unwrap();
+        let at = append_point(k, &scope_depths(k));
+        (plan(k, Placement::Derived, true), at)
+    }
+
+    #[test]
+    fn counter_blocks_go_after_the_last_transfer_and_before_trailing_debug_labels() {
+        // clang -g: labels the debug information names follow the last `ret`.
+        let (plan, at) = taken_exit_loop("\tret;\n$L__tmp3:\n$L__func_end0:");
+        assert_eq!(
+            plan.regions.len(),
+            1,
+            "a loop with a taken exit is a region"
+        );
+        let module = function("\tret;\n$L__tmp3:\n$L__func_end0:");
+        let k = module.function("k").unwrap();
+        let ret = k
+            .statements()
+            .iter()
+            .position(|s| s.as_instruction().is_some())
+            .unwrap();
+        assert_eq!(append_point(k, &scope_depths(k)), Some(ret + 1));
+        assert!(at.is_some());
+        // A body whose last instruction can fall through has no such place.
+        let (plan, at) = taken_exit_loop("\t@%p1 ret;\n$L__func_end0:");
+        assert!(
+            plan.regions.is_empty() && at.is_none(),
+            "{:?}",
+            plan.regions
+        );
+        // Nor one whose last instruction is in a nested scope, where labels are scoped.
+        let (_, at) = taken_exit_loop("\t{\n\tret;\n\t}");
+        assert_eq!(at, None);
     }
 
     #[test]
@@ -2285,39 +2375,114 @@ mod tests {
         }
     }
 
+    /// `for (i = tid; i < n; i += step)` with a 32-bit `i` (a loop lanes leave at different
+    /// times); `extra` goes before the step.
+    fn strided_loop(step: &str, test: &str, extra: &str) -> Plan {
+        let src = format!(
+            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, %tid.x;\n\tsetp.ge.s32 %p2, %r2, %r1;\n\t@%p2 bra $L2;\n$L1:\n\tld.global.u32 %r3, [%r2];\n{extra}\tadd.s32 %r2, %r2, {step};\n\t{test} %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;"
+        );
+        plan_of(&src, Placement::Derived, true)
+    }
+
+    #[test]
+    fn a_loop_counter_is_read_off_a_32_bit_variable_whose_test_is_the_loops_only_exit() {
+        let narrow = |step: i64, test_exit: usize| Recovery::Narrow {
+            step,
+            sign: 1,
+            exit_terms: vec![1],
+            test_exit,
+        };
+        let inductions = |plan: Plan| {
+            assert_eq!(plan.regions.len(), 1);
+            plan.regions[0].inductions.clone()
+        };
+        let of = |register: &str, recovery| {
+            vec![Some(Induction {
+                register: register.into(),
+                recovery,
+            })]
+        };
+        // Any comparison and any step: the values after the steps run through their whole
+        // class before one repeats, so the one that leaves comes within 2^(32 - s) runs.
+        assert_eq!(
+            inductions(counted_down("setp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;")),
+            of("%r2", narrow(-1, 0))
+        );
+        assert_eq!(
+            inductions(counted_down("setp.eq.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;")),
+            of("%r2", narrow(-1, 0)),
+            "the equality stays in the loop"
+        );
+        assert_eq!(
+            inductions(plan_of(
+                &counted_down_source("setp.ne.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;")
+                    .replace("-1;", "-2;"),
+                Placement::Derived,
+                true,
+            )),
+            of("%r2", narrow(-2, 0))
+        );
+        for (step, test) in [
+            (256, "setp.lt.s32"),
+            (12, "setp.lo.u32"),
+            (-3, "setp.gt.s32"),
+        ] {
+            let plan = strided_loop(&step.to_string(), test, "");
+            let region = &plan.regions[0];
+            assert!(
+                region.shrinking_to.is_some(),
+                "lanes leave at different times"
+            );
+            assert_eq!(
+                region.inductions,
+                of("%r2", narrow(step, 0)),
+                "{step} {test}"
+            );
+        }
+    }
+
     #[test]
     fn a_loop_variable_is_no_induction_when_anything_else_could_change_it() {
+        // (The 64-bit cases' loop also steps a 32-bit trip counter, which may serve instead.)
+        let not = |register: &str, plan: Plan| {
+            assert_eq!(plan.regions.len(), 1);
+            let inductions = &plan.regions[0].inductions;
+            assert!(
+                inductions.iter().flatten().all(|i| i.register != register),
+                "{inductions:?}"
+            );
+        };
         let none = |plan: Plan| {
             assert_eq!(plan.regions.len(), 1);
             assert_eq!(plan.regions[0].inductions, vec![None]);
             assert!(plan.regions[0].entries.is_empty());
         };
         // Written again in the loop, even under a guard.
-        none(stepped_loop("8", "\t@%p1 mov.u64 %rd1, 0;\n", ""));
+        not("%rd1", stepped_loop("8", "\t@%p1 mov.u64 %rd1, 0;\n", ""));
         // Stepped twice per run.
-        none(stepped_loop("8", "\tadd.s64 %rd1, %rd1, 8;\n", ""));
+        not("%rd1", stepped_loop("8", "\tadd.s64 %rd1, %rd1, 8;\n", ""));
         // A step whose count would be known only modulo 2^54.
-        none(stepped_loop("1024", "", ""));
+        not("%rd1", stepped_loop("1024", "", ""));
         // The name is declared again in a nested scope: a mention may be another register.
-        none(stepped_loop(
-            "8",
-            "",
-            "\t{\n\t.reg .b64 %rd1;\n\tmov.u64 %rd1, 0;\n\t}\n",
-        ));
-        // A 32-bit register whose loop ends on `<`: nothing bounds its runs below 2^32.
-        none(counted_down("setp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;"));
+        not(
+            "%rd1",
+            stepped_loop("8", "", "\t{\n\t.reg .b64 %rd1;\n\tmov.u64 %rd1, 0;\n\t}\n"),
+        );
         // A 32-bit bound the loop changes.
         none(counted_down(
             "add.s32 %r1, %r1, 2;\n\tsetp.ne.s32 %p1, %r2, %r1;\n\t@%p1 bra $L1;",
         ));
-        // A 32-bit step other than ±1 can skip the bound.
-        none(plan_of(
-            &counted_down_source("setp.ne.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;").replace("-1;", "-2;"),
-            Placement::Derived,
-            true,
+        // A test that combines another predicate.
+        none(counted_down(
+            "setp.lt.and.u32 %p1, %r2, %r1, %p2;\n\t@%p1 bra $L1;",
         ));
-        // The equality test stays in the loop.
-        none(counted_down("setp.eq.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;"));
+        // A 32-bit step other than ±1 in a loop with a second exit, which a lane could take
+        // after any number of runs.
+        none(strided_loop(
+            "256",
+            "setp.lt.s32",
+            "\tsetp.eq.s32 %p3, %r3, 7;\n\t@%p3 bra $L2;\n",
+        ));
         // A loop at the function's start: nothing to take a snapshot of before it.
         let src = "\t.reg .b64 %rd<4>;\n$L1:\n\tadd.s64 %rd1, %rd1, 8;\n\tld.param.u32 %r1, [k_n];\n\tcvt.u64.u32 %rd2, %r1;\n\tsetp.lt.u64 %p1, %rd1, %rd2;\n\t@%p1 bra $L1;\n\tret;";
         none(plan_of(src, Placement::Derived, true));

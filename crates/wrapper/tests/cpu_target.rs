@@ -177,11 +177,15 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
 
 #[test]
 fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
-    // `-g` PTX splits blocks at every `.loc` label: chains, blocks of a label alone.
+    // `-g` PTX splits blocks at every `.loc` label: chains, blocks of a label alone; and its
+    // bodies end with labels after the last `ret`, before which the blocks of counter code go
+    // (loop exits taken by a branch, the full flush that long_loops' lanes take).
     same_block_counts_in_placements(
         "cpu-target-debug-placements",
         &[
             "loops",
+            "long_loops",
+            "persistent_ctas",
             "uniform_loops",
             "switch_dense",
             "device_calls",
