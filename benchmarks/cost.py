@@ -4,12 +4,16 @@
     cargo build --release --workspace
     benchmarks/cost.sh [--out PATH.md] [--runs N] [--timeout S] [--only NAME...]
                        [--skip NAME...] [--no-programs] [--no-corpus] [--extra SPEC.json ...]
+                       [--arch SM]
 
 Builds every benchmark program (benchmarks/programs/*.cu, -DBENCH_SMALL) and every corpus program
 (corpus/*.cu and corpus/multi_tu) with
 
     target/release/cuda-flux-clang -O2 --cuda-flux-target=cpu --cuda-gpu-arch=sm_90
         --cuda-flux-keep=DIR
+
+(--arch sm_70 builds sm_70 PTX instead: the drivers' default target, whose counter code differs
+where it needs instructions of later targets; ptxas still reports sm_90 resources)
 
 and runs each one N times (default 5) in two ways, alternating, with CUDA_FLUX_CPU_THREADS=1 and
 CUDA_FLUX_CPU_STATS (crates/cpu-runtime/README.md):
@@ -634,7 +638,7 @@ def strip_runs(variants):
     return out
 
 
-def build(program, driver, timeout):
+def build(program, driver, timeout, arch="sm_90"):
     env = dict(os.environ)
     env.pop("CUDA_FLUX_TARGET", None)
     os.makedirs(program["keep"], exist_ok=True)
@@ -646,7 +650,7 @@ def build(program, driver, timeout):
         env["CUDA_FLUX_KEEP"] = program["keep"]
         cmd = program["build"]
     else:
-        cmd = [driver, "-O2", "--cuda-flux-target=cpu", "--cuda-gpu-arch=sm_90",
+        cmd = [driver, "-O2", "--cuda-flux-target=cpu", f"--cuda-gpu-arch={arch}",
                f"--cuda-flux-keep={program['keep']}", *program["flags"], *program["sources"],
                "-o", program["binary"]]
     try:
@@ -958,6 +962,9 @@ def main(argv=None):
     parser.add_argument("--extra", action="append", default=[], metavar="SPEC.json")
     parser.add_argument("--title", default=None)
     parser.add_argument("--work-dir", help="keep binaries, PTX and statistics here")
+    parser.add_argument("--arch", default="sm_90", metavar="SM",
+                        help="the PTX target of the benchmark and corpus programs (default "
+                             "sm_90; extra programs build as their spec says)")
     args = parser.parse_args(argv)
 
     driver = os.path.join(ROOT, "target", "release", "cuda-flux-clang")
@@ -977,7 +984,7 @@ def main(argv=None):
     records = []
     for program in programs:
         t0 = time.monotonic()
-        error = build(program, driver, args.timeout)
+        error = build(program, driver, args.timeout, args.arch)
         if error:
             record = {"name": program["name"], "kind": program["kind"], "passed": False,
                       "notes": [error]}

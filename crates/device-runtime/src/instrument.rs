@@ -21,6 +21,7 @@ use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
     function_prologue, guarded, induction_count, induction_snapshot, packed_update, region_flush,
     shrinking_flush, shrinking_flush_fast, warp_update, CountForm, CounterRegisters,
+    WarpReductions,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -76,17 +77,7 @@ pub fn instrument_module_with(
     module: &mut Module,
     placement: Placement,
 ) -> Vec<KernelInstrumentation> {
-    // `redux.sync` (sm_80 and later) lets the lanes of a warp sum their counts in one
-    // instruction; without it, loops that lanes leave at different times are counted directly.
-    let warp_reductions = module.target().iter().any(|t| {
-        t.strip_prefix("sm_")
-            .and_then(|n| {
-                n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
-                    .parse::<u32>()
-                    .ok()
-            })
-            .is_some_and(|n| n >= 80)
-    });
+    let reductions = WarpReductions::for_targets(module.target());
     let kernels: Vec<String> = module
         .functions()
         .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
@@ -96,7 +87,7 @@ pub fn instrument_module_with(
     for (index, kernel) in kernels.iter().enumerate() {
         // Work on a copy so that a failure leaves the module untouched.
         let mut attempt = module.clone();
-        match instrument_kernel_in(&mut attempt, kernel, index, placement, warp_reductions) {
+        match instrument_kernel_in(&mut attempt, kernel, index, placement, reductions) {
             Ok(result) => {
                 *module = attempt;
                 results.push(result);
@@ -253,7 +244,7 @@ fn instrument_kernel_in(
     kernel: &str,
     kernel_index: usize,
     placement: Placement,
-    warp_reductions: bool,
+    reductions: Option<WarpReductions>,
 ) -> Result<KernelInstrumentation, RewriteError> {
     let targets = address_taken_functions(module);
     let functions = reachable_functions(module, kernel, &targets);
@@ -290,7 +281,7 @@ fn instrument_kernel_in(
     let (counters_name, banks_name) = (counters.name.to_string(), banks.name.to_string());
     kernel_fn.push_param(counters);
     kernel_fn.push_param(banks);
-    let plan = placement::plan(kernel_fn, placement, warp_reductions);
+    let plan = placement::plan(kernel_fn, placement, reductions);
     let entry_from_launch = plan.entry_from_launch;
     let mut copied_counts: Vec<(usize, usize)> = plan
         .copies
@@ -324,6 +315,7 @@ fn instrument_kernel_in(
         &regs,
         offsets[0],
         &plan,
+        reductions,
         true,
         &mut packed_counts,
     )?;
@@ -352,7 +344,7 @@ fn instrument_kernel_in(
         let function = module.clone_function(name, clone_name)?;
         let base_param = format!("{clone_name}_param_cf");
         function.push_param(Param::new(".param .b64", base_param.clone()));
-        let plan = placement::plan(function, placement, warp_reductions);
+        let plan = placement::plan(function, placement, reductions);
         copied_counts.extend(
             plan.copies
                 .iter()
@@ -360,7 +352,15 @@ fn instrument_kernel_in(
         );
         add_differences(&plan, offset as usize);
         let regs = declare_registers(function, plan.counter_registers() as u32)?;
-        place_counters(function, &regs, offset, &plan, false, &mut packed_counts)?;
+        place_counters(
+            function,
+            &regs,
+            offset,
+            &plan,
+            reductions,
+            false,
+            &mut packed_counts,
+        )?;
         redirect_calls(function, &regs, &clones)?;
         unredirected += redirect_indirect_calls(function, &regs, &indirect_targets)?;
         let load_base = function_prologue(&regs, &base_param);
@@ -401,6 +401,7 @@ fn place_counters(
     regs: &CounterRegisters,
     offset: u64,
     plan: &Plan,
+    reductions: Option<WarpReductions>,
     packable: bool,
     packed: &mut Vec<usize>,
 ) -> Result<bool, RewriteError> {
@@ -545,6 +546,10 @@ fn place_counters(
             inserts.push((at, 0, vec![counter_increment(regs, counter, guard)]));
         }
         if let Some(meeting) = region.shrinking_to {
+            // Placement makes a loop shrinking only where the target has warp reductions.
+            let Some(reductions) = reductions else {
+                return Err(RewriteError::NoPlaceForBlock(function.name().to_string()));
+            };
             let forms: Vec<(u64, CountForm)> = region
                 .counts
                 .iter()
@@ -578,14 +583,18 @@ fn place_counters(
             // The fast path returns from its out-of-line block to a label after it, which must
             // be in the body's own scope.
             let at = cfg.blocks[meeting].insertion_point();
-            let top_level = depths.get(at) == Some(&0)
-                && cfg.blocks[meeting]
-                    .label_statement
-                    .is_none_or(|s| depths[s] == 0);
-            let fast = if plan.appendable && top_level {
+            let fast = if plan.appendable && placement::at_top_level(&cfg, &depths, meeting) {
                 let slow = fresh_label(function, "$__cf_slow", &mut exit_labels);
                 let resume = fresh_label(function, "$__cf_resume", &mut exit_labels);
-                shrinking_flush_fast(regs, &forms, &reset, &slow, &resume)
+                shrinking_flush_fast(
+                    regs,
+                    &forms,
+                    &reset,
+                    &slow,
+                    &resume,
+                    reductions,
+                    &mut || fresh_label(function, "$__cf_tree", &mut exit_labels),
+                )
             } else {
                 None
             };
@@ -608,7 +617,17 @@ fn place_counters(
                     new_blocks.append(&mut out_of_line);
                     at_meeting
                 }
-                None => shrinking_flush(regs, &forms, &reset),
+                None => {
+                    let in_line = shrinking_flush(regs, &forms, &reset, reductions, &mut || {
+                        fresh_label(function, "$__cf_tree", &mut exit_labels)
+                    });
+                    // A flush with a loop (shuffles) in line would split the meeting block;
+                    // placement keeps such loops to meeting blocks that can have it out of line.
+                    if in_line.iter().any(|s| s.as_label().is_some()) {
+                        return Err(RewriteError::NoPlaceForBlock(function.name().to_string()));
+                    }
+                    in_line
+                }
             });
             inserts.push((at, 1, flush));
             continue;

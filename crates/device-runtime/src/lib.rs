@@ -664,6 +664,70 @@ fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>
     value
 }
 
+/// How the lanes of a warp sum their counts and take their maximum at a shrinking flush
+/// ([`shrinking_flush`]), by what the PTX's target has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarpReductions {
+    /// `redux.sync` (sm_80 and later): one instruction for a 32-bit sum or maximum.
+    Redux,
+    /// `shfl.sync` and `match.sync` (sm_70 to sm_75): where the whole warp is active, a butterfly of five
+    /// shuffles, each followed by the operation (ten instructions for a 32-bit sum or
+    /// maximum); otherwise a loop of tree steps over the active lanes in order, each lane
+    /// finding the lane 1, 2, 4, ... places above it among them (`fns`), in 64 bits, to the
+    /// first. The loop needs a block of its own: such a flush goes out of line.
+    Shuffles,
+}
+
+impl WarpReductions {
+    /// What PTX for `targets` (its `.target` entries, e.g. `sm_90a`) can use: nothing before
+    /// sm_70 (no `match.sync`), where loops that lanes leave at different times are counted
+    /// at their blocks.
+    pub fn for_targets<T: AsRef<str>>(targets: &[T]) -> Option<Self> {
+        let sm = targets
+            .iter()
+            .filter_map(|t| {
+                t.as_ref()
+                    .strip_prefix("sm_")?
+                    .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                    .parse::<u32>()
+                    .ok()
+            })
+            .max()?;
+        match sm {
+            80.. => Some(WarpReductions::Redux),
+            70.. => Some(WarpReductions::Shuffles),
+            _ => None,
+        }
+    }
+}
+
+/// Lane offsets of a butterfly over 32 lanes.
+const BUTTERFLY: [u32; 5] = [16, 8, 4, 2, 1];
+
+/// `value = op(value over the warp's 32 lanes)` in every lane, by a butterfly of shuffles
+/// (`op`: `max.u32` or `add.u32`; `scratch` a free `.b32`). Every lane of the warp must be
+/// active: a shuffle from an inactive lane gives an undefined value.
+fn butterfly(op: &str, value: &Operand, scratch: &Operand, mask: &Operand) -> Vec<Statement> {
+    BUTTERFLY
+        .iter()
+        .flat_map(|&offset| {
+            [
+                ins(
+                    "shfl.sync.bfly.b32",
+                    vec![
+                        scratch.clone(),
+                        value.clone(),
+                        Operand::int(offset),
+                        Operand::int(31),
+                        mask.clone(),
+                    ],
+                ),
+                ins(op, vec![value.clone(), value.clone(), scratch.clone()]),
+            ]
+        })
+        .collect()
+}
+
 /// The flush where the lanes that left a loop in different iterations meet again (the
 /// immediate post-dominator of its divergent exits). Each lane holds its own counts: a block's
 /// thread count is their sum, its warp count their maximum (the lanes that ran it last ran it
@@ -671,12 +735,28 @@ fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>
 /// reductions (high halves, then low halves among the lanes with the largest high half); the
 /// sum takes one reduction when every lane's count is below 2^27 (so 32 of them fit 32 bits),
 /// else each counted lane adds its own. Lanes that did not run the loop hold zeros. Then the
-/// loop's counters (`reset`) go back to zero. Needs `redux.sync` (sm_80).
+/// loop's counters (`reset`) go back to zero. `reductions`: how the lanes
+/// combine their counts; with shuffles, each count's tree is a loop whose label
+/// `fresh_label` makes (so the flush must go out of line, where it cannot split a block of
+/// the original).
 pub fn shrinking_flush(
     regs: &CounterRegisters,
     blocks: &[(u64, CountForm)],
     reset: &[usize],
+    reductions: WarpReductions,
+    fresh_label: &mut dyn FnMut() -> String,
 ) -> Vec<Statement> {
+    let mut code = match reductions {
+        WarpReductions::Redux => shrinking_counts_redux(regs, blocks),
+        WarpReductions::Shuffles => shrinking_counts_shuffled(regs, blocks, fresh_label),
+    };
+    code.extend(zeroed(regs, reset.iter().copied()));
+    code
+}
+
+/// [`shrinking_flush`]'s counts with `redux.sync`: the maximum in two 32-bit reductions, the
+/// sum in one where every count is below 2^27, else each counted lane adds its own.
+fn shrinking_counts_redux(regs: &CounterRegisters, blocks: &[(u64, CountForm)]) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let mut code = elect_leader_only(regs);
     let mask = r(3);
@@ -717,7 +797,94 @@ pub fn shrinking_flush(
             code.push(counter_add(regs, 0, threads + 8, rd(5)));
         }
     }
-    code.extend(zeroed(regs, reset.iter().copied()));
+    code
+}
+
+/// [`shrinking_flush`]'s counts with shuffles, for any set of active lanes: per count, a tree
+/// over the n active lanes in order of lane, a loop over d = 1, 2, 4, ... while d < n (uniform:
+/// every lane holds the same mask). At each step, each lane adds (and takes the larger of) the
+/// running sum (maximum) of the active lane d places above it, where there is one (`fns`
+/// finds it, from the lane itself: the (d+1)-th active lane from there), so that at the end
+/// the first active lane, the leader, holds the sum and the maximum over them all. In 64 bits,
+/// so exact for any counts (a shuffle moves 32: two per value). A lane with no such partner
+/// shuffles from itself and ignores the value: no lane reads an inactive lane. The steps are a
+/// loop rather than five copies because ptxas schedules copies' shuffles together and keeps
+/// their values live: 24 more registers in a kernel of 32.
+fn shrinking_counts_shuffled(
+    regs: &CounterRegisters,
+    blocks: &[(u64, CountForm)],
+    fresh_label: &mut dyn FnMut() -> String,
+) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let mut code = elect_leader_only(regs);
+    let (mask, lanes, lane, partner, distance) = (r(3), r(1), r(0), r(2), r(4));
+    code.extend([
+        ins("mov.u32", vec![lane.clone(), Operand::reg("%laneid")]),
+        ins("popc.b32", vec![lanes.clone(), mask.clone()]),
+    ]);
+    for (form, list) in distinct_forms(blocks) {
+        let value = evaluate(regs, form, &mut code);
+        let step = fresh_label();
+        // rd4: threads (the sum), rd5: warps (the maximum).
+        code.extend([
+            ins("mov.b64", vec![rd(4), value.clone()]),
+            ins("mov.b64", vec![rd(5), value]),
+            ins("mov.u32", vec![distance.clone(), Operand::int(1)]),
+            Statement::label(step.as_str()),
+            ins(
+                "add.u32",
+                vec![partner.clone(), distance.clone(), Operand::int(1)],
+            ),
+            ins(
+                "fns.b32",
+                vec![partner.clone(), mask.clone(), lane.clone(), partner.clone()],
+            ),
+            ins(
+                "setp.ne.u32",
+                vec![p(4), partner.clone(), Operand::int("0xFFFFFFFF")],
+            ),
+            ins(
+                "selp.b32",
+                vec![partner.clone(), partner.clone(), lane.clone(), p(4)],
+            ),
+        ]);
+        for (accumulated, op) in [(rd(4), "add.s64"), (rd(5), "max.u64")] {
+            let halves = Operand::Vector(vec![r(6), r(7)]);
+            code.push(ins("mov.b64", vec![halves.clone(), accumulated.clone()]));
+            for half in [r(6), r(7)] {
+                code.push(ins(
+                    "shfl.sync.idx.b32",
+                    vec![
+                        half.clone(),
+                        half,
+                        partner.clone(),
+                        Operand::int(31),
+                        mask.clone(),
+                    ],
+                ));
+            }
+            code.push(ins("mov.b64", vec![rd(2), halves]));
+            code.push(guarded(
+                regs,
+                4,
+                op,
+                vec![accumulated.clone(), accumulated, rd(2)],
+            ));
+        }
+        code.extend([
+            ins(
+                "shl.b32",
+                vec![distance.clone(), distance.clone(), Operand::int(1)],
+            ),
+            ins("setp.lt.u32", vec![p(4), distance.clone(), lanes.clone()]),
+            guarded(regs, 4, "bra.uni", vec![Operand::sym(step.as_str())]),
+        ]);
+        for block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(counter_add(regs, 0, threads, rd(4)));
+            code.push(counter_add(regs, 0, threads + 8, rd(5)));
+        }
+    }
     code
 }
 
@@ -733,13 +900,23 @@ const SMALL_WEIGHT: i64 = 1 << 7;
 /// low halves (about half the instructions, no per-lane adds). Otherwise a uniform branch goes
 /// to `slow`, where the full flush runs out of line and returns to `resume`. Returns the code
 /// for the meeting point and the out-of-line block (for the end of the body, after its final
-/// unconditional transfer), or `None` where no count qualifies (use [`shrinking_flush`]).
+/// unconditional transfer), or `None` where there is nothing to flush or, with `redux.sync`,
+/// no count qualifies (use [`shrinking_flush`] in line).
+///
+/// With shuffles ([`WarpReductions::Shuffles`]) the code at the meeting point is cheaper
+/// still, and takes only the commonest case: every lane holds the same counters
+/// (`match.all.sync`: a grid-stride loop of one trip per lane, lanes none of which ran the
+/// loop), so that each count is one lane's times the group's size. Out of line, the fast path
+/// above (where the whole warp is active: its sums and maxima by a butterfly), else the full
+/// flush, which loops ([`shrinking_flush`]), all returning to `resume`.
 pub fn shrinking_flush_fast(
     regs: &CounterRegisters,
     blocks: &[(u64, CountForm)],
     reset: &[usize],
     slow: &str,
     resume: &str,
+    reductions: WarpReductions,
+    fresh_label: &mut dyn FnMut() -> String,
 ) -> Option<(Vec<Statement>, Vec<Statement>)> {
     let forms = distinct_forms(blocks);
     // A constant (an exit every lane took) weighs as one more counter would.
@@ -752,41 +929,138 @@ pub fn shrinking_flush_fast(
         .collect();
     counters.sort_unstable();
     counters.dedup();
-    if forms.is_empty() || counters.is_empty() || !weights_small {
+    let has_fast_path = !counters.is_empty() && weights_small;
+    if forms.is_empty() {
         return None;
     }
-    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
-    let mut code = elect_leader_only(regs);
+    let (r, p) = (|i| regs.r32(i), |i| regs.p(i));
     let mask = r(3);
-    // p4: every lane's counters are small.
-    for (i, &counter) in counters.iter().enumerate() {
-        code.push(if i == 0 {
-            ins(
-                "setp.lt.u64",
-                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER)],
-            )
-        } else {
-            ins(
-                "setp.lt.and.u64",
-                vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER), p(4)],
-            )
-        });
+    let branch_unless_p4 = |target: &str| {
+        Statement::instruction(Instruction::new(
+            Some(Guard {
+                negated: true,
+                predicate: format!("{}4", regs.pred).into(),
+            }),
+            ptx_lexer::Opcode::new("bra.uni"),
+            vec![Operand::sym(target)],
+        ))
+    };
+    match reductions {
+        WarpReductions::Redux => {
+            if !has_fast_path {
+                return None;
+            }
+            let mut code = elect_leader_only(regs);
+            code.extend(small_counters_test(regs, &counters));
+            code.push(branch_unless_p4(slow));
+            code.extend(small_counts(regs, &forms, reductions));
+            code.push(Statement::label(resume));
+            code.extend(zeroed(regs, reset.iter().copied()));
+            let mut out_of_line = vec![Statement::label(slow)];
+            out_of_line.extend(shrinking_flush(regs, blocks, &[], reductions, fresh_label));
+            out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+            Some((code, out_of_line))
+        }
+        WarpReductions::Shuffles => {
+            // At the meeting point: p4, every lane holds the same counters.
+            let mut code = elect_leader_only(regs);
+            for (i, &counter) in counters.iter().enumerate() {
+                code.push(ins(
+                    "match.all.sync.b64",
+                    vec![
+                        Operand::RegisterPair(
+                            format!("{}6", regs.b32).into(),
+                            format!("{}{}", regs.pred, if i == 0 { 4 } else { 3 }).into(),
+                        ),
+                        regs.c(counter),
+                        mask.clone(),
+                    ],
+                ));
+                if i > 0 {
+                    code.push(ins("and.pred", vec![p(4), p(4), p(3)]));
+                }
+            }
+            if !counters.is_empty() {
+                code.push(branch_unless_p4(slow));
+            }
+            code.push(ins("popc.b32", vec![r(2), mask.clone()]));
+            code.extend(uniform_counts(regs, &forms));
+            code.push(Statement::label(resume));
+            code.extend(zeroed(regs, reset.iter().copied()));
+            // Out of line: the whole warp with small counts, else the full flush.
+            let full = fresh_label();
+            let mut out_of_line = vec![Statement::label(slow)];
+            if has_fast_path {
+                out_of_line.extend(small_counters_test(regs, &counters));
+                // A butterfly needs every lane (the mask is the same in all lanes: a uniform
+                // test).
+                out_of_line.push(ins(
+                    "setp.eq.and.u32",
+                    vec![p(4), mask.clone(), Operand::int("0xFFFFFFFF"), p(4)],
+                ));
+                out_of_line.push(branch_unless_p4(&full));
+                out_of_line.extend(small_counts(regs, &forms, reductions));
+                out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+            }
+            out_of_line.push(Statement::label(full.as_str()));
+            out_of_line.extend(shrinking_flush(regs, blocks, &[], reductions, fresh_label));
+            out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+            Some((code, out_of_line))
+        }
     }
-    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), mask.clone()]));
-    code.push(Statement::instruction(Instruction::new(
-        Some(Guard {
-            negated: true,
-            predicate: format!("{}4", regs.pred).into(),
-        }),
-        ptx_lexer::Opcode::new("bra.uni"),
-        vec![Operand::sym(slow)],
-    )));
-    for (form, list) in &forms {
+}
+
+/// `{pred}4`: every active lane's `counters` are below [`SMALL_COUNTER`] (the group's mask in
+/// `{b32}3`).
+fn small_counters_test(regs: &CounterRegisters, counters: &[usize]) -> Vec<Statement> {
+    let p = |i| regs.p(i);
+    let mut code: Vec<Statement> = counters
+        .iter()
+        .enumerate()
+        .map(|(i, &counter)| {
+            if i == 0 {
+                ins(
+                    "setp.lt.u64",
+                    vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER)],
+                )
+            } else {
+                ins(
+                    "setp.lt.and.u64",
+                    vec![p(4), regs.c(counter), Operand::int(SMALL_COUNTER), p(4)],
+                )
+            }
+        })
+        .collect();
+    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), regs.r32(3)]));
+    code
+}
+
+/// The fast path's counts, each below 2^27 in every lane: the leader (`{pred}0`) adds the sum
+/// over the group (`{b32}3`) and the maximum, with `redux.sync` or, where the whole warp is
+/// active, butterflies of shuffles.
+fn small_counts(
+    regs: &CounterRegisters,
+    forms: &[(&CountForm, Vec<u64>)],
+    reductions: WarpReductions,
+) -> Vec<Statement> {
+    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+    let mask = r(3);
+    let mut code = Vec::new();
+    for (form, list) in forms {
         let value = evaluate(regs, form, &mut code);
+        code.push(ins("cvt.u32.u64", vec![r(8), value]));
+        match reductions {
+            WarpReductions::Redux => code.extend([
+                ins("redux.sync.max.u32", vec![r(9), r(8), mask.clone()]),
+                ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
+            ]),
+            WarpReductions::Shuffles => {
+                code.push(ins("mov.b32", vec![r(9), r(8)]));
+                code.extend(butterfly("max.u32", &r(9), &r(7), &mask));
+                code.extend(butterfly("add.u32", &r(8), &r(7), &mask));
+            }
+        }
         code.extend([
-            ins("cvt.u32.u64", vec![r(8), value]),
-            ins("redux.sync.max.u32", vec![r(9), r(8), mask.clone()]),
-            ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
             ins("cvt.u64.u32", vec![rd(4), r(8)]),
             ins("cvt.u64.u32", vec![rd(5), r(9)]),
         ]);
@@ -796,12 +1070,24 @@ pub fn shrinking_flush_fast(
             code.push(counter_add(regs, 0, threads + 8, rd(5)));
         }
     }
-    code.push(Statement::label(resume));
-    code.extend(zeroed(regs, reset.iter().copied()));
-    let mut out_of_line = vec![Statement::label(slow)];
-    out_of_line.extend(shrinking_flush(regs, blocks, &[]));
-    out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
-    Some((code, out_of_line))
+    code
+}
+
+/// Counts that are the same in every lane of the group, whose size is in `{b32}2`: the leader
+/// (`{pred}0`) adds each count times the size (threads) and the count (warps).
+fn uniform_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)]) -> Vec<Statement> {
+    let mut code = vec![ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)])];
+    for (form, list) in forms {
+        let warps = evaluate(regs, form, &mut code);
+        code.push(ins(
+            "mul.lo.s64",
+            vec![regs.r64(2), warps.clone(), regs.r64(3)],
+        ));
+        for &block in list {
+            code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
+        }
+    }
+    code
 }
 
 /// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
@@ -816,18 +1102,7 @@ pub fn region_flush(
     reset: &[usize],
 ) -> Vec<Statement> {
     let mut code = elect_leader(regs);
-    code.push(ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)]));
-    let forms = distinct_forms(blocks);
-    for (form, list) in forms {
-        let warps = evaluate(regs, form, &mut code);
-        code.push(ins(
-            "mul.lo.s64",
-            vec![regs.r64(2), warps.clone(), regs.r64(3)],
-        ));
-        for block in list {
-            code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
-        }
-    }
+    code.extend(uniform_counts(regs, &distinct_forms(blocks)));
     code.extend(zeroed(regs, reset.iter().copied()));
     code
 }
@@ -881,11 +1156,28 @@ mod tests {
         assert_eq!(text.len(), 7);
     }
 
+    /// `$tree0`, `$tree1`, ...: fresh labels for the flushes' loops.
+    fn numbered_labels() -> impl FnMut() -> String {
+        let mut next = 0;
+        move || {
+            next += 1;
+            format!("$tree{}", next - 1)
+        }
+    }
+
     #[test]
     fn the_shrinking_flush_fast_path_only_takes_counts_it_can_bound() {
         let form = |terms: Vec<(usize, i64)>| CountForm { constant: 0, terms };
         let fast = |blocks: &[(u64, CountForm)]| {
-            shrinking_flush_fast(&regs(), blocks, &[1], "$slow", "$resume")
+            shrinking_flush_fast(
+                &regs(),
+                blocks,
+                &[1],
+                "$slow",
+                "$resume",
+                WarpReductions::Redux,
+                &mut numbered_labels(),
+            )
         };
         // c0 + c1 and 128 x c0 are bounded (2^20 x 128 = 2^27); 129 x c0 is not, and nothing
         // to flush needs no fast path.
@@ -914,6 +1206,125 @@ mod tests {
         // Block 2's pair: threads (the sum) and warps (the maximum), by the leader only.
         assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+32], %rd4;".to_string()));
         assert!(inline.contains(&"@%p0 red.global.add.u64 [%rd0+40], %rd5;".to_string()));
+    }
+
+    #[test]
+    fn before_sm_80_shrinking_flushes_take_sums_and_maxima_with_shuffles() {
+        use WarpReductions::{Redux, Shuffles};
+        assert_eq!(WarpReductions::for_targets(&["sm_70"]), Some(Shuffles));
+        assert_eq!(
+            WarpReductions::for_targets(&["sm_75", "texmode_independent"]),
+            Some(Shuffles)
+        );
+        assert_eq!(WarpReductions::for_targets(&["sm_80"]), Some(Redux));
+        assert_eq!(WarpReductions::for_targets(&["sm_90a"]), Some(Redux));
+        // Before sm_70 (no `match.sync`) there are none: such loops are counted at their blocks.
+        assert_eq!(WarpReductions::for_targets(&["sm_61"]), None);
+        let text = |code: &[Statement]| -> Vec<String> {
+            code.iter()
+                .map(|s| match s.kind() {
+                    StatementKind::Instruction(i) => i.to_string(),
+                    StatementKind::Label(l) => format!("{l}:"),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect()
+        };
+        let count = |text: &[String], what: &str| text.iter().filter(|t| t.contains(what)).count();
+        let blocks = [(
+            2,
+            CountForm {
+                constant: 0,
+                terms: vec![(0, 1), (1, 1)],
+            },
+        )];
+        let flush = |blocks: &[(u64, CountForm)]| {
+            let (inline, out_of_line) = shrinking_flush_fast(
+                &regs(),
+                blocks,
+                &[1],
+                "$slow",
+                "$resume",
+                Shuffles,
+                &mut numbered_labels(),
+            )
+            .unwrap();
+            (text(&inline), text(&out_of_line))
+        };
+        let (inline, out_of_line) = flush(&blocks);
+        assert_eq!(count(&inline, "redux") + count(&out_of_line, "redux"), 0);
+        // At the meeting point, only lanes that all hold the same counters (checked with
+        // `match.all`, both of them): each count times the group's size.
+        assert_eq!(
+            inline,
+            [
+                "activemask.b32 %r3;",
+                "and.b32 %r1, %r3, %r5;",
+                "setp.eq.u32 %p0, %r1, 0;",
+                "match.all.sync.b64 %r6|%p4, %c0, %r3;",
+                "match.all.sync.b64 %r6|%p3, %c1, %r3;",
+                "and.pred %p4, %p4, %p3;",
+                "@!%p4 bra.uni $slow;",
+                "popc.b32 %r2, %r3;",
+                "cvt.u64.u32 %rd3, %r2;",
+                "add.s64 %rd1, %c0, %c1;",
+                "mul.lo.s64 %rd2, %rd1, %rd3;",
+                "@%p0 red.global.add.u64 [%rd0+32], %rd2;",
+                "@%p0 red.global.add.u64 [%rd0+40], %rd1;",
+                "$resume:",
+                "mov.u64 %c1, 0;",
+            ]
+        );
+        // Out of line, where the whole warp is active (a butterfly reads every lane) and the
+        // counts are small: ten shuffles, a maximum and a sum of five steps each.
+        let whole = out_of_line
+            .iter()
+            .position(|t| t == "setp.eq.and.u32 %p4, %r3, 0xFFFFFFFF, %p4;")
+            .expect("the whole warp tested");
+        assert_eq!(out_of_line[whole + 1], "@!%p4 bra.uni $tree0;");
+        assert_eq!(count(&out_of_line, "shfl.sync.bfly.b32 %r7, %r9, "), 5);
+        assert_eq!(count(&out_of_line, "max.u32 %r9, %r9, %r7;"), 5);
+        assert_eq!(count(&out_of_line, "shfl.sync.bfly.b32 %r7, %r8, "), 5);
+        assert_eq!(count(&out_of_line, "add.u32 %r8, %r8, %r7;"), 5);
+        assert_eq!(count(&out_of_line, "bra.uni $resume;"), 2);
+        // Else a loop of tree steps over the n active lanes: d = 1, 2, 4, ... while d < n; the
+        // partner d active lanes up (the (d+1)-th from the lane itself), or the lane itself;
+        // 64-bit values in two shuffles each; then the leader adds the sum and the maximum.
+        let full = out_of_line.iter().position(|t| t == "$tree0:").unwrap();
+        let full = &out_of_line[full..];
+        for line in [
+            "mov.u32 %r0, %laneid;",
+            "popc.b32 %r1, %r3;",
+            "mov.u32 %r4, 1;",
+            "$tree1:",
+            "add.u32 %r2, %r4, 1;",
+            "fns.b32 %r2, %r3, %r0, %r2;",
+            "selp.b32 %r2, %r2, %r0, %p4;",
+            "@%p4 add.s64 %rd4, %rd4, %rd2;",
+            "@%p4 max.u64 %rd5, %rd5, %rd2;",
+            "shl.b32 %r4, %r4, 1;",
+            "setp.lt.u32 %p4, %r4, %r1;",
+            "@%p4 bra.uni $tree1;",
+            "@%p0 red.global.add.u64 [%rd0+32], %rd4;",
+            "@%p0 red.global.add.u64 [%rd0+40], %rd5;",
+            "bra.uni $resume;",
+        ] {
+            assert_eq!(count(full, line), 1, "{line}: {full:#?}");
+        }
+        assert_eq!(count(full, "shfl.sync.idx.b32"), 4);
+        assert_eq!(out_of_line.last().unwrap(), "bra.uni $resume;");
+        // A count weighing its counters by more than 128 has no fast path: out of line, only
+        // the full flush (with `redux.sync` it would run in line).
+        let heavy = [(
+            2,
+            CountForm {
+                constant: 0,
+                terms: vec![(0, 129)],
+            },
+        )];
+        let (inline, out_of_line) = flush(&heavy);
+        assert!(inline.contains(&"match.all.sync.b64 %r6|%p4, %c0, %r3;".to_string()));
+        assert_eq!(out_of_line[..2], ["$slow:", "$tree0:"]);
+        assert_eq!(count(&out_of_line, "shfl.sync.bfly"), 0);
     }
 
     #[test]

@@ -28,6 +28,7 @@ use ptx_lexer::{
 };
 
 use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
+use crate::WarpReductions;
 
 /// At most this many counter registers (64-bit) in one function, so that the counting code does
 /// not cost the kernel occupancy; loops beyond it are counted directly.
@@ -676,6 +677,16 @@ fn joins(
     taint
 }
 
+/// Whether block `b` starts in the body's own scope (its label, if any, and its first
+/// statement), where a label for code to return to can go.
+pub(crate) fn at_top_level(cfg: &Cfg, depths: &[usize], b: usize) -> bool {
+    let at = cfg.blocks[b].insertion_point();
+    depths.get(at) == Some(&0)
+        && cfg.blocks[b]
+            .label_statement
+            .is_none_or(|s| depths.get(s) == Some(&0))
+}
+
 /// Scope depth (nested `{ }`) of every statement.
 pub(crate) fn scope_depths(function: &Function) -> Vec<usize> {
     let mut depth = 0usize;
@@ -941,7 +952,11 @@ impl Plan {
 }
 
 /// Plans the counters of `function` (a kernel or a device function).
-pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: bool) -> Plan {
+pub(crate) fn plan(
+    function: &Function,
+    placement: Placement,
+    reductions: Option<WarpReductions>,
+) -> Plan {
     if placement == Placement::EveryBlock {
         return Plan::default();
     }
@@ -966,8 +981,10 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
         ..Plan::default()
     };
     let mut registers = 0;
+    // Divergent branches in loops (the lanes meet again inside, or at one block after the loop:
+    // a shrinking region, whose flush sums the lanes' counts and takes their maximum with
+    // `redux.sync` or shuffles, `WarpReductions`) rely on assumption R.
     let enclosed_divergence = placement == Placement::Derived;
-    let shrinking = enclosed_divergence && warp_reductions;
     // Outermost loops first (`loops` is sorted by size). Then, in a second pass, loops that lie
     // wholly in the divergent parts of chosen regions (e.g. an inner loop that only some lanes
     // enter, or a grid-stride loop inside a round loop): nested regions, whose flushes count
@@ -992,7 +1009,6 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
                 &divergence,
                 &ipdoms,
                 enclosed_divergence,
-                shrinking,
                 &depths,
                 l,
                 &loops,
@@ -1001,6 +1017,22 @@ pub(crate) fn plan(function: &Function, placement: Placement, warp_reductions: b
             };
             let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
             if needs_new_blocks && !plan.appendable {
+                continue;
+            }
+            // A loop that lanes leave at different times needs the lanes' sums and maxima
+            // (`WarpReductions`), from sm_70; with shuffles its full flush loops, so it goes out
+            // of line, returning to a label at the meeting block, in the body's own scope.
+            let flush_out_of_line =
+                |meeting| plan.appendable && at_top_level(&cfg, &depths, meeting);
+            let meeting_ok = |meeting| match reductions {
+                Some(WarpReductions::Redux) => true,
+                Some(WarpReductions::Shuffles) => flush_out_of_line(meeting),
+                None => false,
+            };
+            if region
+                .shrinking_to
+                .is_some_and(|meeting| !meeting_ok(meeting))
+            {
                 continue;
             }
             if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
@@ -1347,7 +1379,6 @@ fn region_of(
     divergence: &Divergence,
     ipdoms: &[Option<usize>],
     enclosed_divergence: bool,
-    shrinking: bool,
     depths: &[usize],
     l: &NaturalLoop,
     loops: &[NaturalLoop],
@@ -1373,7 +1404,7 @@ fn region_of(
             let leaves_directly = succs.len() == 2
                 && succs.contains(&join)
                 && succs.iter().any(|s| l.blocks.contains(s));
-            if !shrinking || !leaves_directly || shrinking_to.is_some_and(|x| x != join) {
+            if !leaves_directly || shrinking_to.is_some_and(|x| x != join) {
                 return None;
             }
             shrinking_to = Some(join);
@@ -2026,11 +2057,11 @@ mod tests {
     }
 
     /// The plan of kernel `k` with `body`.
-    fn plan_of(body: &str, placement: Placement, warp_reductions: bool) -> Plan {
+    fn plan_of(body: &str, placement: Placement) -> Plan {
         plan(
             function(body).function("k").unwrap(),
             placement,
-            warp_reductions,
+            Some(WarpReductions::Redux),
         )
     }
 
@@ -2040,7 +2071,7 @@ mod tests {
         let src = &format!(
             "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n{between}\t@%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;"
         );
-        plan_of(src, Placement::Derived, false)
+        plan_of(src, Placement::Derived)
     }
 
     #[test]
@@ -2062,7 +2093,7 @@ mod tests {
     fn the_other_side_of_the_second_branch_is_not_a_copy_of_the_first_side() {
         // Negated: the second guarded block runs where the first does not.
         let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n\t@!%p2 bra $L2;\n\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;";
-        let plan = plan_of(src, Placement::Derived, false);
+        let plan = plan_of(src, Placement::Derived);
         assert!(!plan.copied(3), "{:?}", plan.copies);
     }
 
@@ -2071,7 +2102,7 @@ mod tests {
         let src = &format!(
             "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
         );
-        plan_of(src, Placement::Derived, false)
+        plan_of(src, Placement::Derived)
     }
 
     #[test]
@@ -2109,7 +2140,11 @@ mod tests {
             ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{\n\tret;\n}\n.visible .entry k(.param .u32 k_n)\n{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, %r1, %r4;\n\tcall f;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;\n}\n",
         )
         .unwrap();
-        let plan = plan(m.function("k").unwrap(), Placement::Derived, false);
+        let plan = plan(
+            m.function("k").unwrap(),
+            Placement::Derived,
+            Some(WarpReductions::Redux),
+        );
         assert!(plan.differences.is_empty(), "{:?}", plan.differences);
         // The join's threads are the entry's (copied), so one side still follows from the
         // other: threads(side) = threads(join) - threads(other side).
@@ -2120,7 +2155,7 @@ mod tests {
     #[test]
     fn a_loop_with_a_uniform_trip_count_is_a_region_with_one_counter() {
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.counted.len(), 1);
@@ -2139,7 +2174,7 @@ mod tests {
         let module = function(&src);
         let k = module.function("k").unwrap();
         let at = append_point(k, &scope_depths(k));
-        (plan(k, Placement::Derived, true), at)
+        (plan(k, Placement::Derived, Some(WarpReductions::Redux)), at)
     }
 
     #[test]
@@ -2173,30 +2208,39 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_bounded_by_the_thread_id_is_counted_directly() {
+    fn a_loop_bounded_by_the_thread_id_is_one_lanes_leave_at_different_times() {
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
+        assert_all_shrinking(src, 1);
+    }
+
+    /// Under `derived`, `src` has `regions` regions, each a loop that lanes leave at different
+    /// times (its exit branch divergent); under `uniform-loops`, none.
+    fn assert_all_shrinking(src: &str, regions: usize) {
+        let plan = plan_of(src, Placement::Derived);
+        assert_eq!(plan.regions.len(), regions, "{:?}", plan.regions);
+        assert!(plan.regions.iter().all(|r| r.shrinking_to.is_some()));
+        assert!(plan_of(src, Placement::UniformLoops).regions.is_empty());
     }
 
     #[test]
     fn a_value_set_on_both_sides_of_a_divergent_branch_is_divergent_where_they_meet() {
         // r3 is 1 or 2 depending on the thread, then bounds the loop.
         let src = "\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p2, %r1, 0;\n\tmov.u32 %r3, 1;\n\t@%p2 bra $L0;\n\tmov.u32 %r3, 2;\n$L0:\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r3;\n\t@%p1 bra $L1;\n\tret;";
-        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
+        assert_all_shrinking(src, 1);
     }
 
     #[test]
     fn a_uniform_loop_inside_a_thread_guard_is_a_region() {
         let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;";
-        assert_eq!(plan_of(src, Placement::Derived, false).regions.len(), 1);
+        assert_eq!(plan_of(src, Placement::Derived).regions.len(), 1);
     }
 
     #[test]
     fn a_loop_counter_read_after_a_divergent_exit_is_divergent() {
-        // The inner loop leaves at a thread-dependent iteration; its counter then bounds an
-        // outer loop, which must not be a region.
+        // The first loop leaves at a thread-dependent iteration; its counter then bounds the
+        // second loop, which lanes leave at different times too.
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tmov.u32 %r5, 0;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n\tsetp.lt.u32 %p3, %r5, %r2;\n\t@%p3 bra $L2;\n\tret;";
-        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
+        assert_all_shrinking(src, 2);
     }
 
     #[test]
@@ -2204,31 +2248,50 @@ mod tests {
         // $L2 runs for some lanes only; $L3 (where they meet again), the header and the latch
         // are derived.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L3;\n$L2:\n\tadd.s32 %r5, %r5, 1;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 1);
         let region = &plan.regions[0];
         assert_eq!(region.direct.iter().copied().collect::<Vec<_>>(), vec![2]);
         assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
         // Without the reconvergence assumption the loop is counted directly.
-        assert!(plan_of(src, Placement::UniformLoops, true)
-            .regions
-            .is_empty());
+        assert!(plan_of(src, Placement::UniformLoops).regions.is_empty());
     }
 
     #[test]
-    fn a_loop_that_lanes_leave_at_different_times_is_a_shrinking_region_with_warp_reductions() {
+    fn a_loop_that_lanes_leave_at_different_times_is_a_shrinking_region() {
         // The trip count depends on the thread: lanes leave in different iterations and meet
         // again at the block after the loop, where the counts are flushed.
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
         // One counter for the back edge; every lane at $L2 came through the one exit, so that
         // edge needs none.
         assert!(plan.regions[0].exit_taken_by_all);
         assert_eq!(plan.counter_registers(), 1);
-        // Without redux.sync (before sm_80) it is counted directly.
-        assert!(plan_of(src, Placement::Derived, false).regions.is_empty());
+        // Without the reconvergence assumption it is counted directly.
+        assert!(plan_of(src, Placement::UniformLoops).regions.is_empty());
+    }
+
+    #[test]
+    fn with_shuffles_a_shrinking_loop_needs_its_flush_out_of_line() {
+        // The body's last instruction is in a nested scope: no block can be appended, so the
+        // flush could only run in line, where a loop of shuffles (before sm_80) cannot go.
+        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\t{\n\tret;\n\t}";
+        let module = function(src);
+        let k = module.function("k").unwrap();
+        let with = |reductions| plan(k, Placement::Derived, Some(reductions));
+        assert!(!with(WarpReductions::Redux).appendable);
+        assert_eq!(with(WarpReductions::Redux).regions[0].shrinking_to, Some(2));
+        assert!(with(WarpReductions::Shuffles).regions.is_empty());
+        // With a block after the body's end, both count it in registers.
+        let src = src.replace("\t{\n\tret;\n\t}", "\tret;");
+        let module = function(&src);
+        let k = module.function("k").unwrap();
+        assert_eq!(
+            plan(k, Placement::Derived, Some(WarpReductions::Shuffles)).regions[0].shrinking_to,
+            Some(2)
+        );
     }
 
     #[test]
@@ -2236,7 +2299,7 @@ mod tests {
         // Lanes with tid 0 skip the loop and reach $L2 holding zeros: the exit edge carries a
         // counter, so that they add nothing.
         let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 1);
         assert_eq!(plan.regions[0].shrinking_to, Some(2));
         assert!(!plan.regions[0].exit_taken_by_all);
@@ -2248,7 +2311,7 @@ mod tests {
         // The outer loop's divergent branch skips $L2 and the inner loop $L3 (uniform trip
         // count): both lie in its divergent part; $L3 becomes a region of its own.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p2, %r4, %r2;\n\t@%p2 bra $L4;\n$L2:\n\tmov.u32 %r3, 0;\n$L3:\n\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p3, %r3, %r1;\n\t@%p3 bra $L3;\n$L4:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 2);
         let (outer, nested) = (&plan.regions[0], &plan.regions[1]);
         assert_eq!(outer.direct.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
@@ -2268,7 +2331,7 @@ mod tests {
         // $L2 runs once or twice per lane (its exit branch is divergent and in its own
         // divergent part); the lanes meet again at $L3, inside the outer loop.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tmov.u32 %r3, %r4;\n$L2:\n\tadd.s32 %r3, %r3, 32;\n\tsetp.lt.u32 %p3, %r3, 64;\n\t@%p3 bra $L2;\n$L3:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 2);
         assert_eq!(
             plan.regions[0].direct.iter().copied().collect::<Vec<_>>(),
@@ -2276,10 +2339,6 @@ mod tests {
         );
         assert_eq!(plan.regions[1].shrinking_to, Some(3));
         assert!((1..=3).all(|b| plan.derived(b)));
-        // Without redux.sync the inner loop is counted directly, the outer one still derived.
-        let plan = plan_of(src, Placement::Derived, false);
-        assert_eq!(plan.regions.len(), 1);
-        assert!(plan.derived(1) && plan.derived(3) && !plan.derived(2));
     }
 
     #[test]
@@ -2287,7 +2346,7 @@ mod tests {
         // $L1 and $L2 run once per iteration each: one count, flushed once.
         let src = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n$L2:\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
         for placement in [Placement::Derived, Placement::UniformLoops] {
-            let plan = plan_of(src, placement, true);
+            let plan = plan_of(src, placement);
             assert_eq!(plan.regions.len(), 1);
             assert!(plan.derived(1) && plan.derived(2));
             assert!(plan.copies.contains(&(2, 1)));
@@ -2302,7 +2361,7 @@ mod tests {
         let src = format!(
             "\t.reg .b64 %rd<4>;\n{declarations}\tld.param.u32 %r1, [k_n];\n\tmov.u64 %rd1, 0;\n\tmov.u32 %r2, 0;\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $L2;\n$L1:\n\tadd.s64 %rd1, %rd1, {step};\n{extra}\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;"
         );
-        plan_of(&src, Placement::Derived, true)
+        plan_of(&src, Placement::Derived)
     }
 
     #[test]
@@ -2346,7 +2405,7 @@ mod tests {
     }
 
     fn counted_down(test: &str) -> Plan {
-        plan_of(&counted_down_source(test), Placement::Derived, true)
+        plan_of(&counted_down_source(test), Placement::Derived)
     }
 
     #[test]
@@ -2381,7 +2440,7 @@ mod tests {
         let src = format!(
             "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, %tid.x;\n\tsetp.ge.s32 %p2, %r2, %r1;\n\t@%p2 bra $L2;\n$L1:\n\tld.global.u32 %r3, [%r2];\n{extra}\tadd.s32 %r2, %r2, {step};\n\t{test} %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;"
         );
-        plan_of(&src, Placement::Derived, true)
+        plan_of(&src, Placement::Derived)
     }
 
     #[test]
@@ -2418,7 +2477,6 @@ mod tests {
                 &counted_down_source("setp.ne.s32 %p1, %r2, 0;\n\t@%p1 bra $L1;")
                     .replace("-1;", "-2;"),
                 Placement::Derived,
-                true,
             )),
             of("%r2", narrow(-2, 0))
         );
@@ -2485,7 +2543,7 @@ mod tests {
         ));
         // A loop at the function's start: nothing to take a snapshot of before it.
         let src = "\t.reg .b64 %rd<4>;\n$L1:\n\tadd.s64 %rd1, %rd1, 8;\n\tld.param.u32 %r1, [k_n];\n\tcvt.u64.u32 %rd2, %r1;\n\tsetp.lt.u64 %p1, %rd1, %rd2;\n\t@%p1 bra $L1;\n\tret;";
-        none(plan_of(src, Placement::Derived, true));
+        none(plan_of(src, Placement::Derived));
     }
 
     #[test]
@@ -2494,7 +2552,7 @@ mod tests {
         // counters and flush go in line there. Lanes leave it at different times (the trip
         // count is the thread's), and meet again at DONE, inside the scope.
         let src = "\tmov.u32 %r1, %tid.x;\n\t{\n\t.reg .pred p;\n\t.reg .u32 t;\n\tmov.u32 t, %r1;\nLOOP:\n\tsetp.eq.u32 p, t, 0;\n\t@p bra DONE;\n\tshr.u32 t, t, 1;\n\tbra LOOP;\nDONE:\n\tmov.u32 %r2, t;\n\t}\n\tret;";
-        let plan = plan_of(src, Placement::Derived, true);
+        let plan = plan_of(src, Placement::Derived);
         assert_eq!(plan.regions.len(), 1);
         assert!(plan.regions[0].shrinking_to.is_some());
         assert!((1..=2).all(|b| plan.derived(b)));

@@ -413,14 +413,25 @@ enum Update {
 
 /// The counter pair of the update at the top of `block`, if it has one, and what it adds: the
 /// last update in the counter code (instructions not from the original) that follows its label.
+/// Each update and flush starts by reading the active mask: the block's own update is the last
+/// (a flush of a loop that lanes leave at different times may come first, at its meeting block).
 fn top_update_offset(
     function: &ptx_lexer::Function,
     block: &ptx_lexer::BasicBlock,
 ) -> Option<(u64, Update)> {
-    let offsets: Vec<u64> = function.statements()[block.insertion_point()..]
+    let counter_code: Vec<&Instruction> = function.statements()[block.insertion_point()..]
         .iter()
         .take_while(|s| !s.is_from_source() && s.as_label().is_none_or(|l| l.starts_with(RESUME)))
-        .filter_map(|s| s.as_instruction().and_then(counter_offset))
+        .filter_map(|s| s.as_instruction())
+        .collect();
+    let last = counter_code
+        .iter()
+        .rposition(|i| i.opcode.base() == "activemask")
+        .unwrap_or(0);
+    let offsets: Vec<u64> = counter_code[last..]
+        .iter()
+        .copied()
+        .filter_map(counter_offset)
         .collect();
     match offsets[..] {
         [.., threads, warps] if warps == threads + 8 => Some((threads, Update::Pair)),

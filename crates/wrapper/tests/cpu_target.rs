@@ -26,26 +26,27 @@ fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
 }
 
-/// Builds `sources` into `program` for the CPU target (sm_70 and sm_90 PTX, as on the GPU).
+/// The architectures the CPU-target tests build for, as on the GPU; the CPU target runs the
+/// highest one's PTX.
+const ARCHES: [&str; 2] = ["sm_70", "sm_90"];
+
+/// Builds `sources` into `program` for the CPU target ([`ARCHES`]).
 fn build_cpu(sources: &[PathBuf], program: &Path, extra: &[&str]) -> Result<(), String> {
-    build_cpu_placed(sources, program, extra, "derived")
+    build_cpu_placed(sources, program, extra, "derived", &ARCHES)
 }
 
-/// [`build_cpu`] with the counter placement `placement` (`CUDA_FLUX_COUNTERS`).
+/// [`build_cpu`] with the counter placement `placement` (`CUDA_FLUX_COUNTERS`), for `arches`.
 fn build_cpu_placed(
     sources: &[PathBuf],
     program: &Path,
     extra: &[&str],
     placement: &str,
+    arches: &[&str],
 ) -> Result<(), String> {
     let output = driver()
         .env("CUDA_FLUX_COUNTERS", placement)
-        .args([
-            "-O2",
-            "--cuda-gpu-arch=sm_70",
-            "--cuda-gpu-arch=sm_90",
-            "--cuda-flux-target=cpu",
-        ])
+        .args(["-O2", "--cuda-flux-target=cpu"])
+        .args(arches.iter().map(|arch| format!("--cuda-gpu-arch={arch}")))
         .args(extra)
         .args(sources)
         .arg("-o")
@@ -146,7 +147,7 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
         // One host thread for both runs, so that contended retry loops (atomic_cas) take the
         // same paths.
         let reference = dir.join(format!("{name}-every-block"));
-        build_cpu_placed(sources, &reference, &[], "every-block")?;
+        build_cpu_placed(sources, &reference, &[], "every-block", &ARCHES)?;
         let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
         let (output, reference_profile) = run(&reference, &one_thread)?;
         check_witness(
@@ -195,6 +196,32 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
         ],
         &["-g"],
         "derived",
+        &ARCHES,
+    );
+}
+
+#[test]
+fn sm_70_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
+    // Before sm_80 (no `redux.sync`), the flush of a loop that lanes leave at different times
+    // sums and maximizes the lanes' counts with shuffles: a butterfly where the whole warp
+    // meets, a tree over the active lanes elsewhere (loops' inner loops behind `continue`,
+    // nested_loops' per-lane `while` behind a divergent `if`), and in 64 bits for long_loops'
+    // counts of 2^20 and more.
+    same_block_counts_in_placements(
+        "cpu-target-sm70-placements",
+        &[
+            "loops",
+            "long_loops",
+            "exit_after_work",
+            "nested_loops",
+            "induction_loops",
+            "persistent_ctas",
+            "gpu_scheduling",
+            "saxpy",
+        ],
+        &[],
+        "derived",
+        &["sm_70"],
     );
 }
 
@@ -207,16 +234,19 @@ fn the_uniform_loops_placement_counts_the_same_as_every_block() {
         &["uniform_loops", "nested_loops", "loops", "induction_loops"],
         &[],
         "uniform-loops",
+        &ARCHES,
     );
 }
 
-/// Builds each corpus program with `flags` under `placement` and under `every-block`, runs
-/// both on one host thread, checks their witnesses and that every block has the same counts.
+/// Builds each corpus program with `flags` for `arches` under `placement` and under
+/// `every-block`, runs both on one host thread, checks their witnesses and that every block
+/// has the same counts.
 fn same_block_counts_in_placements(
     scratch_name: &str,
     programs: &[&str],
     flags: &[&str],
     placement: &str,
+    arches: &[&str],
 ) {
     let dir = scratch(scratch_name);
     let errors = support::parallel(programs, |name| {
@@ -225,7 +255,7 @@ fn same_block_counts_in_placements(
         let mut profiles = Vec::new();
         for placement in [placement, "every-block"] {
             let program = dir.join(format!("{name}-{placement}"));
-            build_cpu_placed(&sources, &program, flags, placement)?;
+            build_cpu_placed(&sources, &program, flags, placement, arches)?;
             let (output, profile) = run(&program, &one_thread)?;
             check_witness(
                 &format!("{name} {flags:?} ({placement})"),

@@ -1,0 +1,177 @@
+//! The flush of a loop that a warp's lanes leave at different times (device-runtime's
+//! `shrinking_flush` and `shrinking_flush_fast`), run by the interpreter on one warp whose lanes
+//! hold chosen counts: for any set of active lanes and any counts, the leader must add the sum
+//! of the active lanes' counts (threads) and their maximum (warps), with `redux.sync` and with
+//! the shuffles PTX before sm_80 uses instead. The expected values are computed here.
+
+mod common;
+
+use common::{config, launch, Arg, TestEnv};
+use device_runtime::{
+    shrinking_flush, shrinking_flush_fast, CountForm, CounterRegisters, WarpReductions,
+};
+use ptx_lexer::{Statement, StatementKind};
+use ptx_sim::Program;
+
+/// The counter code's registers, as the kernel below declares them.
+fn regs() -> CounterRegisters {
+    CounterRegisters {
+        b32: "%r".into(),
+        b64: "%rd".into(),
+        pred: "%p".into(),
+        counter: "%c".into(),
+        counters: 1,
+    }
+}
+
+fn text(code: &[Statement]) -> String {
+    code.iter()
+        .map(|s| match s.kind() {
+            StatementKind::Instruction(i) => format!("\t{i}\n"),
+            StatementKind::Label(l) => format!("{l}:\n"),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+/// A kernel of one warp: lane l loads its loop counter `%c0` from `values[l]`; the lanes in
+/// `lanes` (a bit per lane) run the flush of one block counted as `%c0`, whose counter pair is
+/// `counters[0..2]`; `fast` places the flush with its fast path and out-of-line slow path.
+fn kernel(reductions: WarpReductions, fast: bool) -> String {
+    let blocks = [(
+        0,
+        CountForm {
+            constant: 0,
+            terms: vec![(0, 1)],
+        },
+    )];
+    let mut next = 0;
+    let mut fresh_label = || {
+        next += 1;
+        format!("$TREE{next}")
+    };
+    let (flush, out_of_line) = if fast {
+        shrinking_flush_fast(
+            &regs(),
+            &blocks,
+            &[],
+            "$SLOW",
+            "$RESUME",
+            reductions,
+            &mut fresh_label,
+        )
+        .expect("a count of one counter has a fast path")
+    } else {
+        // The full flush alone (in line, where it loops: the kernel's own blocks around it are
+        // not counted here).
+        (
+            shrinking_flush(&regs(), &blocks, &[], reductions, &mut fresh_label),
+            Vec::new(),
+        )
+    };
+    let target = match reductions {
+        WarpReductions::Redux => "sm_80",
+        WarpReductions::Shuffles => "sm_70",
+    };
+    format!(
+        ".version 7.8\n.target {target}\n.address_size 64\n\
+.visible .entry flush(.param .u64 counters, .param .u64 values, .param .u32 lanes)\n{{\n\
+\t.reg .pred %p<5>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<6>;\n\t.reg .b64 %c<1>;\n\
+\t.reg .pred %q<1>;\n\t.reg .b32 %t<3>;\n\t.reg .b64 %u<2>;\n\
+\tld.param.u64 %rd0, [counters];\n\
+\tmov.u32 %r5, %lanemask_lt;\n\
+\tmov.u32 %t0, %tid.x;\n\
+\tld.param.u64 %u0, [values];\n\
+\tmul.wide.u32 %u1, %t0, 8;\n\
+\tadd.s64 %u0, %u0, %u1;\n\
+\tld.global.u64 %c0, [%u0];\n\
+\tld.param.u32 %t1, [lanes];\n\
+\tshr.b32 %t2, %t1, %t0;\n\
+\tand.b32 %t2, %t2, 1;\n\
+\tsetp.eq.u32 %q0, %t2, 0;\n\
+\t@%q0 bra $SKIP;\n\
+{}$SKIP:\n\tret;\n{}}}\n",
+        text(&flush),
+        text(&out_of_line)
+    )
+}
+
+/// What the flush adds to the pair: (threads, warps) over the lanes in `lanes`.
+fn flushed(program: &Program, values: &mut [u64; 32], lanes: u32) -> [u64; 2] {
+    let env = TestEnv::default();
+    let mut counters = [0u64; 2];
+    let (c, v) = (env.register(&mut counters), env.register(values));
+    launch(
+        program,
+        "flush",
+        &config([1, 1, 1], [32, 1, 1], 1),
+        &[Arg::U64(c), Arg::U64(v), Arg::U32(lanes)],
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    counters
+}
+
+/// A deterministic stream of numbers (xorshift64*).
+struct Numbers(u64);
+
+impl Numbers {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[test]
+fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() {
+    let mut numbers = Numbers(0x9E37_79B9_7F4A_7C15);
+    let mut masks = vec![
+        u32::MAX,
+        1,
+        1 << 31,
+        0x8000_0001,
+        0xAAAA_AAAA,
+        0x5555_5554,
+        0x0F0F_00F1,
+        0xFFFF_FFFE,
+        0x7FFF_FFFF,
+    ];
+    masks.extend((0..12).map(|_| numbers.next() as u32 | 1 << (numbers.next() % 32)));
+    for reductions in [WarpReductions::Redux, WarpReductions::Shuffles] {
+        for fast in [false, true] {
+            let ptx = kernel(reductions, fast);
+            let program = Program::load(&ptx).unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+            for &lanes in &masks {
+                // Counts below 2^20 (the fast path's), with zeros (lanes that skipped the
+                // loop); counts of up to 40 bits, some above 2^32; the same count in every
+                // lane (the shuffles' cheapest path): zero, small, large.
+                let uniform = numbers.next() >> 30;
+                for kind in ["20 bits", "40 bits", "zero", "1", "uniform"] {
+                    let mut values = [0u64; 32];
+                    for v in values.iter_mut() {
+                        let n = numbers.next();
+                        *v = match kind {
+                            "20 bits" if n % 5 != 0 => n >> 44,
+                            "40 bits" if n % 5 != 0 => n >> 24,
+                            "1" => 1,
+                            "uniform" => uniform,
+                            _ => 0,
+                        };
+                    }
+                    let active = (0..32).filter(|l| lanes >> l & 1 == 1);
+                    let expected = [
+                        active.clone().map(|l| values[l]).sum::<u64>(),
+                        active.map(|l| values[l]).max().unwrap_or(0),
+                    ];
+                    let got = flushed(&program, &mut values, lanes);
+                    assert_eq!(
+                        got, expected,
+                        "{reductions:?}, fast path {fast}, lanes {lanes:#010x}, counts {values:?}"
+                    );
+                }
+            }
+        }
+    }
+}
