@@ -66,13 +66,13 @@ pub fn engine_from_env() -> Result<Engine, ConfigError> {
 pub const NATIVE_AFTER_VAR: &str = "CUDA_FLUX_CPU_NATIVE_AFTER";
 
 /// The native engine's threshold when `CUDA_FLUX_CPU_NATIVE_AFTER` is unset: 2^25 (about 33.5
-/// million) warp-instructions, about a second of interpretation on one core. LLVM takes
-/// 0.1-0.3 s (more on a loaded machine) to compile a function of the benchmark programs, and
-/// the native code saves 10-14 ns per warp-instruction, so compiling pays only after some
-/// 10-30 million more warp-instructions: a function is compiled once it has run about that
-/// long (the rent-or-buy rule, never more than about twice the better choice in hindsight),
-/// and short programs, every test among them, are interpreted throughout
-/// (`benchmarks/results/2026-11-28-cpu-native-tiered.md`).
+/// million) warp-instructions, one to two seconds of interpretation on one core. Compiling a
+/// function of the benchmark programs costs 1.7-4.1 billion host instructions (0.3-1 s), and
+/// its native code saves about 80-110 host instructions per warp-instruction (callgrind), so
+/// compiling pays only after some 16-51 million more warp-instructions: a function is compiled
+/// once it has run about that long (the rent-or-buy rule, which never costs more than about
+/// twice the better choice in hindsight), and short programs, every test among them, are
+/// interpreted throughout (`benchmarks/results/2026-11-28-cpu-native-tiered.md`).
 pub const DEFAULT_NATIVE_AFTER: u64 = 1 << 25;
 
 /// The native engine's threshold in warp-instructions: `value` is the variable's value, if set.
