@@ -18,6 +18,9 @@ at two repetition scales (BENCH_REPS_SCALE=S and 2S), with
   CUDA_FLUX_CPU_STATS=FILE       the interpreter's exact counts and kernel times per kernel
   CUDA_FLUX_CPU_ENGINE=E         per side, with --old-engine / --new-engine E (interpreter or
                                  native; unset by default: the runtime's default engine)
+  CUDA_FLUX_CPU_NATIVE_AFTER=N   with --native-after N, both sides (0: the native engine compiles
+                                 each function at its first run, so that its code runs
+                                 throughout; unset by default: the runtime's threshold)
 
 Per run: thread- and warp-instructions (summed over kernels; they must be equal on both sides and
 in every run), kernel time from the program's CUDA events (`kernel_ms`), and the process's CPU
@@ -71,18 +74,25 @@ def build(driver, source, binary, runtime_lib):
         raise RuntimeError(f"build of {os.path.basename(source)} failed: {tail}")
 
 
-def run_once(binary, scale, work, engine=None):
+def run_once(binary, scale, work, engine=None, native_after=None, kernels=NO_KERNEL):
+    """One run: engine and native_after set CUDA_FLUX_CPU_ENGINE and
+    CUDA_FLUX_CPU_NATIVE_AFTER (None: unset, the runtime's defaults); kernels sets
+    CUDA_FLUX_KERNELS (None: unset, every kernel instrumented)."""
     stats = os.path.join(work, "stats.json")
     if os.path.exists(stats):
         os.remove(stats)
-    env = dict(os.environ, CUDA_FLUX_CPU_THREADS="1", CUDA_FLUX_KERNELS=NO_KERNEL,
+    env = dict(os.environ, CUDA_FLUX_CPU_THREADS="1",
                CUDA_FLUX_CPU_STATS=stats, BENCH_REPS_SCALE=str(scale),
                CUDA_FLUX_OUTPUT=os.path.join(work, "discard.json"))
     for var in ["CUDA_FLUX_MODE", "CUDA_FLUX_BANKS", "CUDA_FLUX_CPU_MEMCHECK",
-                "CUDA_FLUX_CPU_ENGINE"]:
+                "CUDA_FLUX_CPU_ENGINE", "CUDA_FLUX_CPU_NATIVE_AFTER", "CUDA_FLUX_KERNELS"]:
         env.pop(var, None)
     if engine:
         env["CUDA_FLUX_CPU_ENGINE"] = engine
+    if native_after is not None:
+        env["CUDA_FLUX_CPU_NATIVE_AFTER"] = str(native_after)
+    if kernels is not None:
+        env["CUDA_FLUX_KERNELS"] = kernels
     out_path = os.path.join(work, "out.txt")
     with open(out_path, "w") as out:
         proc = subprocess.Popen([binary], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -118,15 +128,17 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def measure(name, binaries, runs, scale, work, engines=None):
-    """binaries: {"old": path, "new": path}; engines: {"old": E, "new": E} (None: unset).
-    Returns a row, or raises on a failure."""
+def measure(name, binaries, runs, scale, work, engines=None, native_after=None):
+    """binaries: {"old": path, "new": path}; engines: {"old": E, "new": E} (None: unset);
+    native_after: CUDA_FLUX_CPU_NATIVE_AFTER (None: unset). Returns a row, or raises on a
+    failure."""
     engines = engines or {}
     samples = {side: {"low": [], "high": []} for side in binaries}
     for _ in range(runs):
         for level, s in (("low", scale), ("high", 2 * scale)):
             for side, binary in binaries.items():
-                samples[side][level].append(run_once(binary, s, work, engines.get(side)))
+                samples[side][level].append(
+                    run_once(binary, s, work, engines.get(side), native_after))
     return summarize(name, samples)
 
 
@@ -173,7 +185,8 @@ def render(doc):
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
         f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
         f"`CUDA_FLUX_CPU_ENGINE`: old {engines.get('old') or 'unset'}, new "
-        f"{engines.get('new') or 'unset'}.",
+        f"{engines.get('new') or 'unset'}; `CUDA_FLUX_CPU_NATIVE_AFTER`: "
+        f"{'unset' if doc.get('native_after') is None else doc['native_after']}.",
         f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
         f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
         f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "
@@ -230,6 +243,8 @@ def main(argv=None):
                         help="CUDA_FLUX_CPU_ENGINE for the baseline's runs (default: unset)")
     parser.add_argument("--new-engine", choices=["interpreter", "native"],
                         help="CUDA_FLUX_CPU_ENGINE for this tree's runs (default: unset)")
+    parser.add_argument("--native-after", type=int,
+                        help="CUDA_FLUX_CPU_NATIVE_AFTER for both sides (default: unset)")
     parser.add_argument("--out", help="Markdown file to write (default: stdout)")
     parser.add_argument("--json", help="also write the rows as JSON")
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS)
@@ -243,7 +258,8 @@ def main(argv=None):
     start = time.monotonic()
     doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "baseline": args.baseline,
            "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": [],
-           "engines": {"old": args.old_engine, "new": args.new_engine}}
+           "engines": {"old": args.old_engine, "new": args.new_engine},
+           "native_after": args.native_after}
     failed = False
     with tempfile.TemporaryDirectory(prefix="cf-cpu-speed-") as work:
         for name in args.programs:
@@ -255,7 +271,8 @@ def main(argv=None):
                     raise RuntimeError(f"no {source}")
                 build(driver, source, binaries["old"], baseline_lib)
                 build(driver, source, binaries["new"], None)
-                row = measure(name, binaries, args.runs, args.scale, work, doc["engines"])
+                row = measure(name, binaries, args.runs, args.scale, work, doc["engines"],
+                              args.native_after)
             except (RuntimeError, OSError, ValueError, KeyError) as e:
                 row = {"name": name, "error": str(e)}
                 failed = True

@@ -35,5 +35,6 @@ python3 benchmarks/tests/test_compare_cpu.py
 echo "test: the suites harness (recipes, comparison, a mini suite on the CPU target)"
 python3 benchmarks/tests/test_suites.py
 python3 benchmarks/tests/test_cpu_speed.py
+python3 benchmarks/tests/test_cpu_time.py
 echo "test: cargo test"
 cargo test --workspace

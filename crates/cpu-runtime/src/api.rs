@@ -235,11 +235,11 @@ pub unsafe extern "C" fn __cudaInitModule(handle: Handle) -> c_char {
         let module = registry()
             .module_of_handle(handle as usize)
             .and_then(|id| registry().module(id));
-        let engine = match runtime::engine() {
-            Ok(engine) => engine,
-            Err(error) => fatal(&error.to_string()),
+        let (engine, native_after) = match (runtime::engine(), runtime::native_after()) {
+            (Ok(engine), Ok(native_after)) => (engine, native_after),
+            (Err(error), _) | (_, Err(error)) => fatal(&error.to_string()),
         };
-        match module.map(|m| m.program(engine)) {
+        match module.map(|m| m.program(engine, native_after)) {
             Some(Ok(_)) => 1,
             Some(Err(error)) => fatal(&error.to_string()),
             None => 0,

@@ -1,5 +1,6 @@
 //! The environment of the CPU runtime: `CUDA_FLUX_CPU_THREADS`, `CUDA_FLUX_CPU_SMS`,
-//! `CUDA_FLUX_CPU_MEMCHECK` and `CUDA_FLUX_CPU_ENGINE`, each read once at first use.
+//! `CUDA_FLUX_CPU_MEMCHECK`, `CUDA_FLUX_CPU_ENGINE` and `CUDA_FLUX_CPU_NATIVE_AFTER`, each read
+//! once at first use.
 
 use std::ffi::OsStr;
 
@@ -25,6 +26,11 @@ pub enum ConfigError {
     BadMemcheck(String),
     #[error("{ENGINE_VAR} must be `interpreter` or `native`, not `{0}`")]
     BadEngine(String),
+    #[error(
+        "{NATIVE_AFTER_VAR} must be a whole number of warp-instructions (0: compile at the \
+         first run), not `{0}`"
+    )]
+    BadNativeAfter(String),
 }
 
 /// The variable that selects the engine that runs kernels: `interpreter` (the reference) or
@@ -52,6 +58,40 @@ pub fn engine_from(value: Option<&OsStr>) -> Result<Engine, ConfigError> {
 /// The engine of this process (`CUDA_FLUX_CPU_ENGINE`).
 pub fn engine_from_env() -> Result<Engine, ConfigError> {
     engine_from(std::env::var_os(ENGINE_VAR).as_deref())
+}
+
+/// The variable that sets how many warp-instructions the native engine interprets a function
+/// for (over all its launches) before compiling it: 0 compiles every function the first time
+/// a warp runs it. Results and counts are the same whatever it is.
+pub const NATIVE_AFTER_VAR: &str = "CUDA_FLUX_CPU_NATIVE_AFTER";
+
+/// The native engine's threshold when `CUDA_FLUX_CPU_NATIVE_AFTER` is unset: 2^25 (about 33.5
+/// million) warp-instructions, one to two seconds of interpretation on one core. Compiling a
+/// function of the benchmark programs costs 1.7-4.1 billion host instructions (0.3-1 s), and
+/// its native code saves about 80-110 host instructions per warp-instruction (callgrind), so
+/// compiling pays only after some 16-51 million more warp-instructions: a function is compiled
+/// once it has run about that long (the rent-or-buy rule, which never costs more than about
+/// twice the better choice in hindsight), and short programs, every test among them, are
+/// interpreted throughout (`benchmarks/results/2026-11-28-cpu-native-tiered.md`).
+pub const DEFAULT_NATIVE_AFTER: u64 = 1 << 25;
+
+/// The native engine's threshold in warp-instructions: `value` is the variable's value, if set.
+pub fn native_after_from(value: Option<&OsStr>) -> Result<u64, ConfigError> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_NATIVE_AFTER);
+    };
+    let text = value.to_string_lossy();
+    match text.trim() {
+        "" => Ok(DEFAULT_NATIVE_AFTER),
+        digits => digits
+            .parse::<u64>()
+            .map_err(|_| ConfigError::BadNativeAfter(text.into_owned())),
+    }
+}
+
+/// The native engine's threshold of this process (`CUDA_FLUX_CPU_NATIVE_AFTER`).
+pub fn native_after_from_env() -> Result<u64, ConfigError> {
+    native_after_from(std::env::var_os(NATIVE_AFTER_VAR).as_deref())
 }
 
 /// The variable that sets the emulated device's multiprocessor count (`multiProcessorCount`).
@@ -188,6 +228,32 @@ mod tests {
             error.to_string(),
             "CUDA_FLUX_CPU_ENGINE must be `interpreter` or `native`, not `jit`"
         );
+    }
+
+    #[test]
+    fn native_after_is_a_whole_number_of_warp_instructions() {
+        assert_eq!(native_after_from(None), Ok(DEFAULT_NATIVE_AFTER));
+        assert_eq!(
+            native_after_from(Some(OsStr::new(""))),
+            Ok(DEFAULT_NATIVE_AFTER)
+        );
+        assert_eq!(native_after_from(Some(OsStr::new("0"))), Ok(0));
+        assert_eq!(native_after_from(Some(OsStr::new(" 250000 "))), Ok(250_000));
+        assert_eq!(
+            native_after_from(Some(OsStr::new("18446744073709551615"))),
+            Ok(u64::MAX)
+        );
+        for bad in ["-1", "1e6", "1_000", "many", "2.5", "18446744073709551616"] {
+            let error = native_after_from(Some(OsStr::new(bad))).unwrap_err();
+            assert_eq!(error, ConfigError::BadNativeAfter(bad.to_owned()));
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "CUDA_FLUX_CPU_NATIVE_AFTER must be a whole number of warp-instructions \
+                     (0: compile at the first run), not `{bad}`"
+                )
+            );
+        }
     }
 
     #[test]

@@ -36,15 +36,21 @@ impl Module {
         })
     }
 
-    /// The loaded program and whether this call loaded it (run by `engine`). Parsing happens
-    /// under this module's own lock (others wait for it), never under the registry's.
-    pub fn program(&self, engine: Engine) -> Result<(Arc<Program>, bool), SimError> {
+    /// The loaded program and whether this call loaded it (run by `engine`, the native one
+    /// compiling a function after `native_after` warp-instructions). Parsing happens under
+    /// this module's own lock (others wait for it), never under the registry's.
+    pub fn program(
+        &self,
+        engine: Engine,
+        native_after: u64,
+    ) -> Result<(Arc<Program>, bool), SimError> {
         let mut slot = self.program.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(program) = slot.as_ref() {
             return Ok((Arc::clone(program), false));
         }
         let mut program = Program::load(&self.ptx)?;
         program.set_engine(engine);
+        program.set_native_after(native_after);
         let program = Arc::new(program);
         *slot = Some(Arc::clone(&program));
         Ok((program, true))

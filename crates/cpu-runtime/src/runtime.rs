@@ -55,6 +55,7 @@ struct Runtime {
     multiprocessors: OnceLock<Result<usize, config::ConfigError>>,
     memcheck: OnceLock<Result<bool, config::ConfigError>>,
     engine: OnceLock<Result<Engine, config::ConfigError>>,
+    native_after: OnceLock<Result<u64, config::ConfigError>>,
 }
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
@@ -64,6 +65,7 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime {
     multiprocessors: OnceLock::new(),
     memcheck: OnceLock::new(),
     engine: OnceLock::new(),
+    native_after: OnceLock::new(),
 });
 
 /// The registry, locked. (A panic while it was held ends the process, so poisoning carries
@@ -122,6 +124,12 @@ pub fn engine() -> Result<Engine> {
     setting(&RUNTIME.engine, config::engine_from_env)
 }
 
+/// The warp-instructions the native engine interprets a function for before compiling it
+/// (`CUDA_FLUX_CPU_NATIVE_AFTER`).
+pub fn native_after() -> Result<u64> {
+    setting(&RUNTIME.native_after, config::native_after_from_env)
+}
+
 /// The emulated device's shape now.
 pub fn device_shape() -> Result<DeviceShape> {
     // The shape does not depend on the host threads, but a bad CUDA_FLUX_CPU_THREADS is
@@ -155,7 +163,7 @@ pub fn note(message: &str) {
 
 /// The loaded program of `module`; a fresh load records its variables' ranges.
 fn program_of(module: &Module) -> Result<Arc<Program>> {
-    let (program, fresh) = module.program(engine()?)?;
+    let (program, fresh) = module.program(engine()?, native_after()?)?;
     if fresh {
         registry().add_symbols(module.id, &program);
     }

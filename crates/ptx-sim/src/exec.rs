@@ -52,8 +52,13 @@ pub(crate) struct Exec<'a, 'w> {
     cta: &'a CtaContext<'a>,
     warp: &'w mut Warp,
     func: &'a DecodedFunction,
-    /// `func`'s native code ([`crate::Engine::Native`]).
+    /// `func`'s native code ([`crate::Engine::Native`], once compiled).
     native: Option<&'a NativeCode>,
+    /// The decoded index of `func`, and the warp's `clock` when it started running it in this
+    /// slice: what it interpreted there is credited to the function's work towards
+    /// compilation ([`Exec::credit_interpreted`]).
+    function: u32,
+    since: u64,
     reg_base: usize,
     local_base: u64,
     /// The error of an instruction a native run had the interpreter execute
@@ -80,23 +85,34 @@ pub(crate) fn run(
     let func = &program.functions[frame.function as usize];
     let native = program.native_code(frame.function);
     let (reg_base, local_base) = (frame.reg_base, frame.local_base);
+    // The slice runs native code only if some function of the program had some when it
+    // started (after the look-up above, which may have compiled this one): until then, the
+    // native engine costs the interpreter no more than the work it credits. A function
+    // compiled during the slice (at a call) runs natively from the next slice on.
+    let native_slice = program.has_native_code();
     let mut specials = [0u64; 9];
-    if program.engine() == crate::Engine::Native {
+    if native_slice {
         for (value, special) in specials.iter_mut().zip(UNIFORM_SPECIALS) {
             *value = read_other(cta, warp, 0, 0, &Src::Special(special), 0);
         }
     }
+    let function = frame.function;
+    let since = warp.clock;
     let mut exec = Exec {
         cta,
         warp,
         func,
         native,
+        function,
+        since,
         reg_base,
         local_base,
         native_error: None,
         specials,
     };
-    exec.run(budget, visible)
+    let outcome = exec.run(native_slice, budget, visible);
+    exec.credit_interpreted();
+    outcome
 }
 
 impl<'a> Exec<'a, '_> {
@@ -205,15 +221,29 @@ impl<'a> Exec<'a, '_> {
         }
     }
 
+    /// Credits what the warp executed in `func` since `since` to its work towards compilation
+    /// while it has no native code (the native engine's tiers; nothing with the interpreter),
+    /// and starts the count again: at the end of a slice and when a call or return changes
+    /// the function.
+    fn credit_interpreted(&mut self) {
+        if self.native.is_none() {
+            self.cta
+                .launch
+                .program
+                .credit_interpreted(self.function, self.warp.clock - self.since);
+        }
+        self.since = self.warp.clock;
+    }
+
     fn frame(&mut self) -> &mut Frame {
         // The loop only runs while a frame exists.
         let last = self.warp.frames.len() - 1;
         &mut self.warp.frames[last]
     }
 
-    fn run(&mut self, budget: u64, visible: u64) -> Result<Yield, SimError> {
-        // The interpreter alone gets a loop without the native engine's checks.
-        let native = self.cta.launch.program.engine() == crate::Engine::Native;
+    /// Runs the slice; `native`: entering native code where there is some (the specials are
+    /// read), else the interpreter alone, in a loop without the native engine's checks.
+    fn run(&mut self, native: bool, budget: u64, visible: u64) -> Result<Yield, SimError> {
         #[cfg(target_arch = "x86_64")]
         if alu::x86_v3() {
             // SAFETY: the CPU has the features `run_v3` is compiled for.
@@ -1697,7 +1727,9 @@ impl<'a> Exec<'a, '_> {
             call_pc: pc,
             returned: 0,
         });
+        self.credit_interpreted();
         self.func = target;
+        self.function = callee;
         self.native = program.native_code(callee);
         self.reg_base = reg_base;
         self.local_base = new_base;
@@ -1714,11 +1746,15 @@ impl<'a> Exec<'a, '_> {
             self.warp.state = WarpState::Done;
             return Ok(Some(Yield::Done));
         };
+        let (function, reg_base, local_base) =
+            (caller.function, caller.reg_base, caller.local_base);
         let callee_func = self.func;
-        self.func = &program.functions[caller.function as usize];
-        self.native = program.native_code(caller.function);
-        self.reg_base = caller.reg_base;
-        self.local_base = caller.local_base;
+        self.credit_interpreted();
+        self.func = &program.functions[function as usize];
+        self.function = function;
+        self.native = program.native_code(function);
+        self.reg_base = reg_base;
+        self.local_base = local_base;
         let lanes = done.returned & !self.warp.exited;
         if let Some(Inst {
             op: Op::Call(call), ..

@@ -2,7 +2,7 @@
 //! layouts of shared and local memory; and kernel launches.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use ptx_lexer::{Instruction, Module};
@@ -74,6 +74,24 @@ pub struct Program {
     /// Per decoded function, its native code once compiled ([`Engine::Native`] only; `None`
     /// when it has no run to translate or LLVM failed, then it is interpreted).
     native: Vec<OnceLock<Option<NativeCode>>>,
+    /// Per decoded function, how far it is from being compiled ([`Engine::Native`] only).
+    tiers: Vec<Tier>,
+    /// The warp-instructions a function is interpreted for before it is compiled
+    /// ([`Program::set_native_after`]).
+    native_after: u64,
+    /// Whether some function has native code ([`Program::has_native_code`]).
+    any_native: AtomicBool,
+}
+
+/// A function on its way to native code: interpreted until it has done enough work that
+/// LLVM's compilation is worth it (compiling every function at its first run costs short
+/// programs more than the native code saves them).
+#[derive(Default)]
+struct Tier {
+    /// Warp-instructions interpreted in the function so far, over all warps and launches.
+    work: AtomicU64,
+    /// Set by the one worker that compiles the function; the others interpret it meanwhile.
+    claimed: AtomicBool,
 }
 
 fn unsupported(what: impl Into<String>, line: u32) -> SimError {
@@ -283,6 +301,9 @@ impl Program {
             arch,
             engine: Engine::default(),
             native: (0..function_count).map(|_| OnceLock::new()).collect(),
+            tiers: (0..function_count).map(|_| Tier::default()).collect(),
+            native_after: 0,
+            any_native: AtomicBool::new(false),
         })
     }
 
@@ -296,28 +317,84 @@ impl Program {
         self.engine
     }
 
-    /// The native code of decoded function `function`, compiled at the first call
-    /// ([`Engine::Native`]; `None` with the interpreter, or when there is nothing to compile).
-    /// A function LLVM cannot compile is interpreted, and says so once on stderr.
+    /// With [`Engine::Native`], a function is interpreted until warps have executed
+    /// `warp_instructions` in it (over all launches of the program), then compiled; 0 (the
+    /// default) compiles it the first time a warp runs it. Results and counts do not depend
+    /// on it: warps switch to native code between slices, calls and returns, and the native
+    /// engine is exact from any point where the interpreter can hand over.
+    pub fn set_native_after(&mut self, warp_instructions: u64) {
+        self.native_after = warp_instructions;
+    }
+
+    /// Whether decoded function `name` has been compiled to native code (to something, or
+    /// found to have nothing to compile): for tests of when the switch happens.
+    pub fn native_compiled(&self, name: &str) -> bool {
+        self.function_index
+            .get(name)
+            .and_then(|&i| self.native.get(i as usize))
+            .is_some_and(|slot| slot.get().is_some())
+    }
+
+    /// The native code of decoded function `function` ([`Engine::Native`]; `None` with the
+    /// interpreter, when there is nothing to compile, or while the function is still below
+    /// the [`Program::set_native_after`] threshold or being compiled by another worker).
+    /// Compiled by the first caller that finds the function over the threshold. A function
+    /// LLVM cannot compile is interpreted, and says so once on stderr.
     pub(crate) fn native_code(&self, function: u32) -> Option<&NativeCode> {
         if self.engine != Engine::Native {
             return None;
         }
+        let slot = self.native.get(function as usize)?;
+        if let Some(code) = slot.get() {
+            return code.as_ref();
+        }
+        let tier = self.tiers.get(function as usize)?;
+        if tier.work.load(Ordering::Relaxed) < self.native_after
+            || tier.claimed.swap(true, Ordering::Relaxed)
+        {
+            return None;
+        }
         let func = self.functions.get(function as usize)?;
-        self.native
-            .get(function as usize)?
-            .get_or_init(|| match native::compile(func) {
-                Ok(code) => code,
-                Err(why) => {
-                    eprintln!(
-                        "cuda-flux: the native engine cannot compile `{}` ({why}); it is \
-                         interpreted",
-                        func.name
-                    );
-                    None
-                }
-            })
-            .as_ref()
+        let code = match native::compile(func) {
+            Ok(code) => code,
+            Err(why) => {
+                eprintln!(
+                    "cuda-flux: the native engine cannot compile `{}` ({why}); it is \
+                     interpreted",
+                    func.name
+                );
+                None
+            }
+        };
+        // Only the claiming worker sets the slot.
+        let code = slot.get_or_init(|| code).as_ref();
+        if code.is_some() {
+            self.any_native.store(true, Ordering::Relaxed);
+        }
+        code
+    }
+
+    /// Whether some function of the program has native code: until one has, warps run in the
+    /// interpreter's own loop (without the native engine's checks and set-up).
+    pub(crate) fn has_native_code(&self) -> bool {
+        self.any_native.load(Ordering::Relaxed)
+    }
+
+    /// Adds `warp_instructions` interpreted in decoded function `function` to its work
+    /// towards compilation ([`Program::set_native_after`]); nothing once it is compiled.
+    pub(crate) fn credit_interpreted(&self, function: u32, warp_instructions: u64) {
+        if self.engine != Engine::Native || warp_instructions == 0 {
+            return;
+        }
+        let (Some(slot), Some(tier)) = (
+            self.native.get(function as usize),
+            self.tiers.get(function as usize),
+        ) else {
+            return;
+        };
+        if slot.get().is_none() {
+            tier.work.fetch_add(warp_instructions, Ordering::Relaxed);
+        }
     }
 
     /// The kernels (`.entry` functions with bodies) of the module.

@@ -2,9 +2,11 @@
 //! kernel calls and instructions the interpreter executes inside a run: global loads that hit
 //! and miss the warp's cached range, `ld.param`, shared stores with partial masks and shared
 //! addresses, warps racing through shared memory (the slices must end at the same accesses),
-//! and faults of every kind inside a run. The interpreter is the reference: each launch runs
-//! once per engine on equal inputs, and the results (statistics or the error's text) and the
-//! memory after must be the same.
+//! and faults of every kind inside a run; and warps that switch from the interpreter to the
+//! native code in the middle of a launch (the native engine's tiers). The interpreter is the
+//! reference: each launch runs once with it and once per threshold with the native engine on
+//! equal inputs, and the results (statistics or the error's text) and the memory after must be
+//! the same.
 
 mod common;
 
@@ -18,12 +20,18 @@ struct Outcome {
     buffers: Vec<Vec<u32>>,
 }
 
-/// Launches `kernel` of `text` with `engine`: its parameters are the addresses of
-/// `buffers` (filled with `inputs` first), then `scalars`. (The same buffers for both engines,
-/// so that the addresses in errors are the same.)
+/// The native engine's thresholds (`Program::set_native_after`, warp-instructions) every
+/// launch is compared at: compiled at the first run, and switching after a few slices (how
+/// far into a launch depends on the kernel: at its start, in the middle or never).
+const NATIVE_AFTER: [u64; 4] = [0, 1, 40, 400];
+
+/// Launches `kernel` of `text` with `engine` (the native one compiling a function after
+/// `native_after` warp-instructions): its parameters are the addresses of `buffers` (filled
+/// with `inputs` first), then `scalars`. (The same buffers for both engines, so that the
+/// addresses in errors are the same.)
 fn run(
     text: &str,
-    engine: Engine,
+    (engine, native_after): (Engine, u64),
     kernel: &str,
     config: &LaunchConfig,
     (inputs, buffers): (&[Vec<u32>], &mut [Vec<u32>]),
@@ -31,6 +39,7 @@ fn run(
 ) -> Outcome {
     let mut program: Program = load(text);
     program.set_engine(engine);
+    program.set_native_after(native_after);
     let env = TestEnv::default();
     let mut args = Vec::new();
     for (buffer, input) in buffers.iter_mut().zip(inputs) {
@@ -45,7 +54,8 @@ fn run(
     }
 }
 
-/// Runs the launch with both engines and checks that they agree; returns the interpreter's.
+/// Runs the launch with the interpreter and with the native engine at each of
+/// [`NATIVE_AFTER`], and checks that they agree; returns the interpreter's.
 fn agree(
     text: &str,
     kernel: &str,
@@ -56,24 +66,27 @@ fn agree(
     let mut buffers = inputs.to_vec();
     let interpreted = run(
         text,
-        Engine::Interpreter,
+        (Engine::Interpreter, 0),
         kernel,
         &config,
         (inputs, &mut buffers),
         scalars,
     );
-    let native = run(
-        text,
-        Engine::Native,
-        kernel,
-        &config,
-        (inputs, &mut buffers),
-        scalars,
-    );
-    assert_eq!(
-        native, interpreted,
-        "{kernel} {scalars:?}: the native engine differs from the interpreter"
-    );
+    for native_after in NATIVE_AFTER {
+        let native = run(
+            text,
+            (Engine::Native, native_after),
+            kernel,
+            &config,
+            (inputs, &mut buffers),
+            scalars,
+        );
+        assert_eq!(
+            native, interpreted,
+            "{kernel} {scalars:?}: the native engine (compiling after {native_after} \
+             warp-instructions) differs from the interpreter"
+        );
+    }
     interpreted
 }
 
@@ -355,4 +368,140 @@ fn special_registers_and_shared_addresses_read_inline_are_the_interpreters() {
     );
     assert_eq!(row[15], 1 + 1);
     assert_ne!(row[14], row[13], "two variables, two addresses");
+}
+
+/// A kernel that calls a device function in a loop whose exit diverges (each lane leaves
+/// after its own count of iterations), with shared stores and loads read across lanes and a
+/// global store: two functions, each switching to native code when its own work passes the
+/// threshold, at slice ends, calls and returns.
+const CALLS: &str = r#"
+.func (.param .b32 result) step(.param .b32 x, .param .b32 i)
+{
+    .reg .b32 %r<8>;
+    ld.param.b32 %r1, [x];
+    ld.param.b32 %r2, [i];
+    mad.lo.s32 %r3, %r1, 1664525, %r2;
+    xor.b32 %r4, %r3, %r1;
+    shr.u32 %r5, %r4, 3;
+    add.u32 %r6, %r5, %r3;
+    st.param.b32 [result], %r6;
+    ret;
+}
+
+.visible .entry calls(.param .u64 out, .param .u32 n)
+{
+    .shared .align 4 .b8 sh[1024];
+    .reg .pred %p<3>;
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mad.lo.s32 %r4, %r3, %ntid.x, %r2;
+    mov.u32 %r5, 0;
+    mov.u32 %r6, %r4;
+    mov.u32 %r10, sh;
+    shl.b32 %r11, %r2, 2;
+    add.u32 %r12, %r10, %r11;
+    xor.b32 %r13, %r2, 1;
+    shl.b32 %r13, %r13, 2;
+    add.u32 %r13, %r10, %r13;
+LOOP:
+    {
+        .param .b32 px;
+        .param .b32 pi;
+        .param .b32 pr;
+        st.param.b32 [px], %r6;
+        st.param.b32 [pi], %r5;
+        call.uni (pr), step, (px, pi);
+        ld.param.b32 %r6, [pr];
+    }
+    st.shared.u32 [%r12], %r6;
+    ld.shared.u32 %r7, [%r13];
+    add.u32 %r6, %r6, %r7;
+    add.u32 %r5, %r5, 1;
+    and.b32 %r8, %r4, 7;
+    add.u32 %r9, %r1, %r8;
+    setp.lt.u32 %p1, %r5, %r9;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd2, %r4, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r6;
+    ret;
+}
+"#;
+
+/// What a launch of [`CALLS`] gave: its statistics and output.
+type CallsOutcome = (ptx_sim::LaunchStats, Vec<u32>);
+
+/// The statistics and output of each of `launches` launches of [`CALLS`] in one program with
+/// `engine` and threshold `native_after`, and whether each function (`calls`, `step`) was
+/// compiled after each.
+fn calls_launches(
+    (engine, native_after): (Engine, u64),
+    workers: usize,
+    launches: usize,
+) -> (Vec<CallsOutcome>, Vec<[bool; 2]>) {
+    let mut program: Program = load(CALLS);
+    program.set_engine(engine);
+    program.set_native_after(native_after);
+    let env = TestEnv::default();
+    let (ctas, threads) = (4u32, 96u32);
+    let mut outcomes = Vec::new();
+    let mut compiled = Vec::new();
+    for i in 0..launches {
+        let mut out = vec![0u32; (ctas * threads) as usize];
+        let args = [Arg::U64(env.register(&mut out)), Arg::U32(5 + i as u32)];
+        let stats = launch(
+            &program,
+            "calls",
+            &config([ctas, 1, 1], [threads, 1, 1], workers),
+            &args,
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("launch {i}: {e}"));
+        outcomes.push((stats, out));
+        compiled.push([
+            program.native_compiled("calls"),
+            program.native_compiled("step"),
+        ]);
+    }
+    (outcomes, compiled)
+}
+
+#[test]
+fn warps_switch_to_native_code_mid_launch_with_the_interpreters_results_and_counts() {
+    let launches = 3;
+    for workers in [1, 2] {
+        let (interpreted, never) = calls_launches((Engine::Interpreter, 0), workers, launches);
+        assert!(never.iter().flatten().all(|&c| !c));
+        let first = interpreted[0].0.warp_instructions;
+        // At the first run; a tenth, half and all but a little of the first launch's
+        // warp-instructions (each function's share of them is smaller, so the later ones
+        // switch in a later launch); past everything: interpreted throughout.
+        for native_after in [0, first / 10, first / 2, first - 50, u64::MAX] {
+            let (native, compiled) =
+                calls_launches((Engine::Native, native_after), workers, launches);
+            assert_eq!(
+                native, interpreted,
+                "{workers} workers, native after {native_after}: the native engine differs \
+                 from the interpreter"
+            );
+            if native_after <= first / 10 {
+                // Both functions passed the threshold within the first launch and were
+                // compiled there: the warps still running switched in the middle of it.
+                assert_eq!(compiled[0], [true, true], "native after {native_after}");
+            }
+            if native_after == u64::MAX {
+                assert!(compiled.iter().flatten().all(|&c| !c));
+            } else {
+                assert_eq!(
+                    compiled[launches - 1],
+                    [true, true],
+                    "native after {native_after}"
+                );
+            }
+        }
+    }
 }

@@ -157,8 +157,8 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
         )?;
         // The derived placement's run by the interpreter (the reference) and by the native
         // engine: the same output, profile and instruction counts.
-        let (interpreted, profile) = engine_observation(name, &program, "interpreter", &[])?;
-        let (native, _) = engine_observation(name, &program, "native", &[])?;
+        let (interpreted, profile) = engine_observation(name, &program, INTERPRETER, &[])?;
+        let (native, _) = engine_observation(name, &program, NATIVE, &[])?;
         if native != interpreted {
             return Err(format!(
                 "{name}: the engines differ\n--- interpreter\n{interpreted}\n--- native\n{native}"
@@ -1241,6 +1241,22 @@ fn a_bad_counter_placement_is_one_line() {
     ));
 }
 
+/// An engine the differential tests run: `CUDA_FLUX_CPU_ENGINE` and
+/// `CUDA_FLUX_CPU_NATIVE_AFTER` (which the interpreter ignores).
+type EngineSetting = (&'static str, &'static str);
+
+/// The reference.
+const INTERPRETER: EngineSetting = ("interpreter", "0");
+
+/// The native engine compiling every function at its first run, so that the compiled code
+/// runs all of every program (by default it runs a function only after the function's
+/// interpreted work passes a threshold, which short test programs never reach).
+const NATIVE: EngineSetting = ("native", "0");
+
+/// The native engine compiling a function after 10,000 warp-instructions: warps switch from
+/// the interpreter to the native code in the middle of the programs' kernels.
+const NATIVE_MIDWAY: EngineSetting = ("native", "10000");
+
 /// What a run with one host thread must give identically under both engines
 /// (`CUDA_FLUX_CPU_ENGINE`): exit status, output (timing lines left out), the profile's counts
 /// block by block, and the interpreter's statistics per kernel (launches, warp- and
@@ -1248,7 +1264,7 @@ fn a_bad_counter_placement_is_one_line() {
 fn engine_observation(
     name: &str,
     program: &Path,
-    engine: &str,
+    (engine, native_after): EngineSetting,
     env: &[(&str, &str)],
 ) -> Result<(String, Option<Value>), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -1256,6 +1272,7 @@ fn engine_observation(
     let mut env = env.to_vec();
     env.extend([
         ("CUDA_FLUX_CPU_ENGINE", engine),
+        ("CUDA_FLUX_CPU_NATIVE_AFTER", native_after),
         ("CUDA_FLUX_CPU_THREADS", "1"),
         ("CUDA_FLUX_CPU_STATS", stats.to_str().unwrap()),
     ]);
@@ -1296,7 +1313,9 @@ fn the_native_engine_gives_the_interpreters_results_and_counts_on_the_benchmark_
     // Every benchmark program (small inputs), instrumented and with its original kernels (no
     // kernel counted: the statistics are the kernels' own instructions), run by the interpreter
     // (the reference) and by the native engine: the same output, profile and instruction
-    // counts per kernel. (The corpus programs are compared in the corpus test above.)
+    // counts per kernel. Instrumented, also with the native engine switching to compiled code
+    // in the middle of the kernels. (The corpus programs are compared in the corpus test
+    // above.)
     let dir = scratch("cpu-target-engines");
     let benchmarks = support::repo_root().join("benchmarks/programs");
     let mut names: Vec<String> = std::fs::read_dir(&benchmarks)
@@ -1314,17 +1333,22 @@ fn the_native_engine_gives_the_interpreters_results_and_counts_on_the_benchmark_
             &program,
             &["-DBENCH_SMALL"],
         )?;
-        for env in [
-            vec![],
-            vec![("CUDA_FLUX_KERNELS", "no_kernel_has_this_name")],
+        for (env, natives) in [
+            (vec![], &[NATIVE, NATIVE_MIDWAY][..]),
+            (
+                vec![("CUDA_FLUX_KERNELS", "no_kernel_has_this_name")],
+                &[NATIVE][..],
+            ),
         ] {
-            let (interpreted, _) = engine_observation(name, &program, "interpreter", &env)?;
-            let (native, _) = engine_observation(name, &program, "native", &env)?;
-            if native != interpreted {
-                return Err(format!(
-                    "{name} {env:?}: the engines differ\n--- interpreter\n{interpreted}\n\
-                     --- native\n{native}"
-                ));
+            let (interpreted, _) = engine_observation(name, &program, INTERPRETER, &env)?;
+            for &native_setting in natives {
+                let (native, _) = engine_observation(name, &program, native_setting, &env)?;
+                if native != interpreted {
+                    return Err(format!(
+                        "{name} {env:?}: the engines differ\n--- interpreter\n{interpreted}\n\
+                         --- native {native_setting:?}\n{native}"
+                    ));
+                }
             }
             if !interpreted.contains("result: PASS") {
                 return Err(format!("{name}: did not pass:\n{interpreted}"));
