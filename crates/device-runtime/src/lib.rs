@@ -1156,6 +1156,17 @@ mod tests {
         assert_eq!(text.len(), 7);
     }
 
+    /// Each statement of counter code as text: instructions and `label:`.
+    fn texts(code: &[Statement]) -> Vec<String> {
+        code.iter()
+            .map(|s| match s.kind() {
+                StatementKind::Instruction(i) => i.to_string(),
+                StatementKind::Label(l) => format!("{l}:"),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
     /// `$tree0`, `$tree1`, ...: fresh labels for the flushes' loops.
     fn numbered_labels() -> impl FnMut() -> String {
         let mut next = 0;
@@ -1185,16 +1196,7 @@ mod tests {
         assert!(fast(&[(2, form(vec![(0, 128)]))]).is_some());
         assert!(fast(&[(2, form(vec![(0, 129)]))]).is_none());
         assert!(fast(&[(2, form(vec![]))]).is_none());
-        let text = |code: &[Statement]| -> Vec<String> {
-            code.iter()
-                .map(|s| match s.kind() {
-                    StatementKind::Instruction(i) => i.to_string(),
-                    StatementKind::Label(l) => format!("{l}:"),
-                    other => panic!("unexpected {other:?}"),
-                })
-                .collect()
-        };
-        let (inline, out_of_line) = (text(&inline), text(&out_of_line));
+        let (inline, out_of_line) = (texts(&inline), texts(&out_of_line));
         // Both counters tested, the branch to the slow path, then the resume point and the
         // resets; the slow path returns there.
         assert!(inline.contains(&"setp.lt.u64 %p4, %c0, 1048576;".to_string()));
@@ -1220,15 +1222,6 @@ mod tests {
         assert_eq!(WarpReductions::for_targets(&["sm_90a"]), Some(Redux));
         // Before sm_70 (no `match.sync`) there are none: such loops are counted at their blocks.
         assert_eq!(WarpReductions::for_targets(&["sm_61"]), None);
-        let text = |code: &[Statement]| -> Vec<String> {
-            code.iter()
-                .map(|s| match s.kind() {
-                    StatementKind::Instruction(i) => i.to_string(),
-                    StatementKind::Label(l) => format!("{l}:"),
-                    other => panic!("unexpected {other:?}"),
-                })
-                .collect()
-        };
         let count = |text: &[String], what: &str| text.iter().filter(|t| t.contains(what)).count();
         let blocks = [(
             2,
@@ -1248,7 +1241,7 @@ mod tests {
                 &mut numbered_labels(),
             )
             .unwrap();
-            (text(&inline), text(&out_of_line))
+            (texts(&inline), texts(&out_of_line))
         };
         let (inline, out_of_line) = flush(&blocks);
         assert_eq!(count(&inline, "redux") + count(&out_of_line, "redux"), 0);
