@@ -670,11 +670,12 @@ fn evaluate(regs: &CounterRegisters, form: &CountForm, code: &mut Vec<Statement>
 pub enum WarpReductions {
     /// `redux.sync` (sm_80 and later): one instruction for a 32-bit sum or maximum.
     Redux,
-    /// `shfl.sync` and `match.sync` (sm_70 to sm_75): where the whole warp is active, a butterfly of five
-    /// shuffles, each followed by the operation (ten instructions for a 32-bit sum or
-    /// maximum); otherwise a loop of tree steps over the active lanes in order, each lane
-    /// finding the lane 1, 2, 4, ... places above it among them (`fns`), in 64 bits, to the
-    /// first. The loop needs a block of its own: such a flush goes out of line.
+    /// `match.sync` and `shfl.sync` (sm_70 to sm_75): where every lane holds the same counts,
+    /// one lane's count times the group's size (`match.all`); else, where the whole warp is
+    /// active, a butterfly of five shuffles, each followed by the operation (ten instructions
+    /// for a 32-bit sum or maximum); else a loop of tree steps over the active lanes in order,
+    /// each lane finding the lane 1, 2, 4, ... places above it among them (`fns`), in 64 bits,
+    /// to the first. The loop needs a block of its own: such a flush goes out of line.
     Shuffles,
 }
 
@@ -731,14 +732,12 @@ fn butterfly(op: &str, value: &Operand, scratch: &Operand, mask: &Operand) -> Ve
 /// The flush where the lanes that left a loop in different iterations meet again (the
 /// immediate post-dominator of its divergent exits). Each lane holds its own counts: a block's
 /// thread count is their sum, its warp count their maximum (the lanes that ran it last ran it
-/// every time the warp did, since lanes only leave). The maximum is exact in two 32-bit
-/// reductions (high halves, then low halves among the lanes with the largest high half); the
-/// sum takes one reduction when every lane's count is below 2^27 (so 32 of them fit 32 bits),
-/// else each counted lane adds its own. Lanes that did not run the loop hold zeros. Then the
-/// loop's counters (`reset`) go back to zero. `reductions`: how the lanes
-/// combine their counts; with shuffles, each count's tree is a loop whose label
-/// `fresh_label` makes (so the flush must go out of line, where it cannot split a block of
-/// the original).
+/// every time the warp did, since lanes only leave). Lanes that did not run the loop hold
+/// zeros. `reductions` says how the lanes combine their counts: with `redux.sync`
+/// (`shrinking_counts_redux`) or with shuffles (`shrinking_counts_shuffled`), where each
+/// count's tree is a loop whose label `fresh_label` makes (so the flush must go out of line,
+/// where it cannot split a block of the original). Then the loop's counters (`reset`) go back
+/// to zero.
 pub fn shrinking_flush(
     regs: &CounterRegisters,
     blocks: &[(u64, CountForm)],
@@ -754,8 +753,10 @@ pub fn shrinking_flush(
     code
 }
 
-/// [`shrinking_flush`]'s counts with `redux.sync`: the maximum in two 32-bit reductions, the
-/// sum in one where every count is below 2^27, else each counted lane adds its own.
+/// [`shrinking_flush`]'s counts with `redux.sync`: the maximum is exact in two 32-bit
+/// reductions (high halves, then low halves among the lanes with the largest high half); the
+/// sum takes one reduction when every lane's count is below 2^27 (so 32 of them fit 32 bits),
+/// else each counted lane adds its own.
 fn shrinking_counts_redux(regs: &CounterRegisters, blocks: &[(u64, CountForm)]) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let mut code = elect_leader_only(regs);
@@ -945,7 +946,9 @@ pub fn shrinking_flush_fast(
             vec![Operand::sym(target)],
         ))
     };
-    match reductions {
+    // Each arm gives the code at the meeting point up to `resume` and the out-of-line code up
+    // to the full flush, which both end the same way.
+    let (mut code, mut out_of_line) = match reductions {
         WarpReductions::Redux => {
             if !has_fast_path {
                 return None;
@@ -954,12 +957,7 @@ pub fn shrinking_flush_fast(
             code.extend(small_counters_test(regs, &counters));
             code.push(branch_unless_p4(slow));
             code.extend(small_counts(regs, &forms, reductions));
-            code.push(Statement::label(resume));
-            code.extend(zeroed(regs, reset.iter().copied()));
-            let mut out_of_line = vec![Statement::label(slow)];
-            out_of_line.extend(shrinking_flush(regs, blocks, &[], reductions, fresh_label));
-            out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
-            Some((code, out_of_line))
+            (code, vec![Statement::label(slow)])
         }
         WarpReductions::Shuffles => {
             // At the meeting point: p4, every lane holds the same counters.
@@ -985,8 +983,6 @@ pub fn shrinking_flush_fast(
             }
             code.push(ins("popc.b32", vec![r(2), mask.clone()]));
             code.extend(uniform_counts(regs, &forms));
-            code.push(Statement::label(resume));
-            code.extend(zeroed(regs, reset.iter().copied()));
             // Out of line: the whole warp with small counts, else the full flush.
             let full = fresh_label();
             let mut out_of_line = vec![Statement::label(slow)];
@@ -1003,11 +999,14 @@ pub fn shrinking_flush_fast(
                 out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
             }
             out_of_line.push(Statement::label(full.as_str()));
-            out_of_line.extend(shrinking_flush(regs, blocks, &[], reductions, fresh_label));
-            out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
-            Some((code, out_of_line))
+            (code, out_of_line)
         }
-    }
+    };
+    code.push(Statement::label(resume));
+    code.extend(zeroed(regs, reset.iter().copied()));
+    out_of_line.extend(shrinking_flush(regs, blocks, &[], reductions, fresh_label));
+    out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+    Some((code, out_of_line))
 }
 
 /// `{pred}4`: every active lane's `counters` are below [`SMALL_COUNTER`] (the group's mask in
