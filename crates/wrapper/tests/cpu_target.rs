@@ -203,10 +203,10 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
 #[test]
 fn sm_70_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
     // Before sm_80 (no `redux.sync`), the flush of a loop that lanes leave at different times
-    // sums and maximizes the lanes' counts with shuffles: a butterfly where the whole warp
-    // meets, a tree over the active lanes elsewhere (loops' inner loops behind `continue`,
-    // nested_loops' per-lane `while` behind a divergent `if`), and in 64 bits for long_loops'
-    // counts of 2^20 and more.
+    // sums and maximizes the lanes' counts with `match.all` (lanes with equal counts) and
+    // shuffles: a butterfly where the whole warp meets, a tree over the active lanes elsewhere
+    // (loops' inner loops behind `continue`, nested_loops' per-lane `while` behind a divergent
+    // `if`), and in 64 bits for long_loops' counts of 2^20 and more.
     same_block_counts_in_placements(
         "cpu-target-sm70-placements",
         &[
