@@ -5,7 +5,7 @@
 //! different SMs rarely update the same copy. Where each block is counted is planned by
 //! [`placement`]: loops whose branches are all warp-uniform are counted in registers on a few
 //! edges and flushed once when the warp leaves them ([`region_flush`]); every other block begins
-//! with a warp-aggregated update ([`block_update`]): the first active lane adds the number of
+//! with a warp-aggregated update ([`block_update`]): the last active lane adds the number of
 //! active threads to the block's thread counter and 1 to its warp counter ([`warp_update`]:
 //! only the warp counter, where the runtime derives the thread count by flow conservation,
 //! [`flow`]). The updates use `red` (no result) and predication instead of branches; only a flush
@@ -72,9 +72,10 @@ const PRED_REGISTERS: u32 = 5;
 /// `{b32}6`: scratch for recovering a 32-bit induction counter on a loop's exit, before the
 /// flush (which uses it too) and where no other counter code is live.
 const INDUCTION_SCRATCH: u32 = 6;
-/// `{b32}5`: `%lanemask_lt` where this thread is counted, all ones where it is not, so that
-/// "no lower active lane" (`activemask & it == 0`) elects a leader only among counted threads.
-const LOWER_LANES: u32 = 5;
+/// `{b32}5`: `%lanemask_le` where this thread is counted, zero where it is not, so that "no
+/// higher active lane" (`activemask <= it`, one `setp`: the lane's own bit is set in the
+/// active mask) elects a leader only among counted threads (`activemask` is never zero).
+const LANES_UP_TO_HERE: u32 = 5;
 
 /// Registers the counter code uses, declared once per instrumented function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,7 +193,10 @@ pub fn entry_prologue(
                 rd(0),
             ],
         ),
-        ins("mov.u32", vec![r(LOWER_LANES), special("%lanemask_lt")]),
+        ins(
+            "mov.u32",
+            vec![r(LANES_UP_TO_HERE), special("%lanemask_le")],
+        ),
         // Mode all (top byte 0): every thread counts.
         ins(
             "setp.le.u32",
@@ -231,9 +235,9 @@ pub fn entry_prologue(
         ins(
             "selp.b32",
             vec![
-                r(LOWER_LANES),
-                r(LOWER_LANES),
-                Operand::int("0xFFFFFFFF"),
+                r(LANES_UP_TO_HERE),
+                r(LANES_UP_TO_HERE),
+                Operand::int(0),
                 p(2),
             ],
         ),
@@ -291,13 +295,13 @@ fn zeroed(regs: &CounterRegisters, counters: impl IntoIterator<Item = usize>) ->
 /// `{pred}1`, and the loop counters zeroed.
 fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
     let mut code = vec![
-        ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_lt")]),
+        ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_le")]),
         ins(
             "selp.b32",
             vec![
-                regs.r32(LOWER_LANES),
+                regs.r32(LANES_UP_TO_HERE),
                 regs.r32(3),
-                Operand::int("0xFFFFFFFF"),
+                Operand::int(0),
                 regs.p(1),
             ],
         ),
@@ -324,16 +328,15 @@ pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<State
     .collect()
 }
 
-/// Elects the group's leader into `{pred}0` (the first active lane, among counted threads
+/// Elects the group's leader into `{pred}0` (the last active lane, among counted threads
 /// only) and leaves the active mask in `{b32}3`.
 fn elect_leader_only(regs: &CounterRegisters) -> Vec<Statement> {
     let r = |i| regs.r32(i);
     vec![
         ins("activemask.b32", vec![r(3)]),
-        ins("and.b32", vec![r(1), r(3), r(LOWER_LANES)]),
         ins(
-            "setp.eq.u32",
-            vec![Operand::reg(regs.leader()), r(1), Operand::int(0)],
+            "setp.le.u32",
+            vec![Operand::reg(regs.leader()), r(3), r(LANES_UP_TO_HERE)],
         ),
     ]
 }
@@ -386,7 +389,7 @@ fn leader_adds(
     ]
 }
 
-/// The update at the top of counted block `block`: the first active lane adds the active-thread
+/// The update at the top of counted block `block`: the last active lane adds the active-thread
 /// count to the block's thread counter and 1 to its warp counter.
 pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     let mut code = elect_leader(regs);
@@ -396,7 +399,7 @@ pub fn block_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
 }
 
 /// The update at the top of counted block `block` where a thread runs it at most once (a kernel
-/// block in no cycle): the first active lane adds `active threads + PACKED_WARP` to the block's
+/// block in no cycle): the last active lane adds `active threads + PACKED_WARP` to the block's
 /// thread counter, one reduction for both counts; the runtime splits the halves
 /// ([`PACKED_THREADS_LIMIT`] says when they are exact).
 pub fn packed_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
@@ -420,7 +423,7 @@ pub fn packed_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
 }
 
 /// The update at the top of block `block` whose thread count the runtime derives by flow
-/// conservation ([`flow`]): the first active lane adds 1 to its warp counter only.
+/// conservation ([`flow`]): the last active lane adds 1 to its warp counter only.
 pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     let mut code = elect_leader_only(regs);
     code.push(counter_add(
@@ -761,10 +764,10 @@ fn shrinking_counts_redux(regs: &CounterRegisters, blocks: &[(u64, CountForm)]) 
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let mut code = elect_leader_only(regs);
     let mask = r(3);
-    // p3: this lane is counted (the mode gives uncounted lanes an all-ones lower-lanes mask).
+    // p3: this lane is counted (the mode gives uncounted lanes a zero mask).
     code.push(ins(
         "setp.ne.u32",
-        vec![p(3), r(LOWER_LANES), Operand::int("0xFFFFFFFF")],
+        vec![p(3), r(LANES_UP_TO_HERE), Operand::int(0)],
     ));
     for (form, list) in distinct_forms(blocks) {
         let value = evaluate(regs, form, &mut code);
@@ -804,9 +807,10 @@ fn shrinking_counts_redux(regs: &CounterRegisters, blocks: &[(u64, CountForm)]) 
 /// [`shrinking_flush`]'s counts with shuffles, for any set of active lanes: per count, a tree
 /// over the n active lanes in order of lane, a loop over d = 1, 2, 4, ... while d < n (uniform:
 /// every lane holds the same mask). At each step, each lane adds (and takes the larger of) the
-/// running sum (maximum) of the active lane d places above it, where there is one (`fns`
-/// finds it, from the lane itself: the (d+1)-th active lane from there), so that at the end
-/// the first active lane, the leader, holds the sum and the maximum over them all. In 64 bits,
+/// running sum (maximum) of the active lane d places below it, where there is one (`fns`
+/// finds it, from the lane itself downwards: the (d+1)-th active lane from there, offset
+/// -(d+1), which is `not d`), so that at the end the last active lane, the leader, holds the
+/// sum and the maximum over them all. In 64 bits,
 /// so exact for any counts (a shuffle moves 32: two per value). A lane with no such partner
 /// shuffles from itself and ignores the value: no lane reads an inactive lane. The steps are a
 /// loop rather than five copies because ptxas schedules copies' shuffles together and keeps
@@ -832,10 +836,7 @@ fn shrinking_counts_shuffled(
             ins("mov.b64", vec![rd(5), value]),
             ins("mov.u32", vec![distance.clone(), Operand::int(1)]),
             Statement::label(step.as_str()),
-            ins(
-                "add.u32",
-                vec![partner.clone(), distance.clone(), Operand::int(1)],
-            ),
+            ins("not.b32", vec![partner.clone(), distance.clone()]),
             ins(
                 "fns.b32",
                 vec![partner.clone(), mask.clone(), lane.clone(), partner.clone()],
@@ -1092,7 +1093,7 @@ fn uniform_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)]) -> 
 /// The flush on an edge that leaves a register-counted loop: the group that leaves is the group
 /// that entered (no branch in the loop splits it), so every lane holds the same counts; each
 /// block's count is evaluated from the loop's counters (`blocks`: counter index, count), and
-/// the first active lane adds count × group size threads and count warps. Then the loop's
+/// the last active lane adds count × group size threads and count warps. Then the loop's
 /// counters (`reset`) go back to zero. The forms are evaluated in wrapping 64-bit arithmetic,
 /// which is exact because every final count fits.
 pub fn region_flush(
@@ -1146,13 +1147,13 @@ mod tests {
             })
             .collect();
         // Block 3's pair starts at 3 * 16 bytes: threads there, warps 8 bytes on.
-        assert_eq!(text[5], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
-        assert_eq!(text[6], "@%p0 red.global.add.u64 [%rd0+56], 1;");
-        // Only the first active lane (no lower active lane) updates, and only where this thread
-        // is counted (the mode): the lower-lanes mask is all ones where it is not.
-        assert_eq!(text[1], "and.b32 %r1, %r3, %r5;");
-        assert_eq!(text[2], "setp.eq.u32 %p0, %r1, 0;");
-        assert_eq!(text.len(), 7);
+        assert_eq!(text[4], "@%p0 red.global.add.u64 [%rd0+48], %rd2;");
+        assert_eq!(text[5], "@%p0 red.global.add.u64 [%rd0+56], 1;");
+        // Only the last active lane (no higher active lane: the active mask is at most
+        // `%lanemask_le`) updates, and only where this thread is counted (the mode): the mask
+        // is zero where it is not.
+        assert_eq!(text[1], "setp.le.u32 %p0, %r3, %r5;");
+        assert_eq!(text.len(), 6);
     }
 
     /// Each statement of counter code as text: instructions and `label:`.
@@ -1250,8 +1251,7 @@ mod tests {
             inline,
             [
                 "activemask.b32 %r3;",
-                "and.b32 %r1, %r3, %r5;",
-                "setp.eq.u32 %p0, %r1, 0;",
+                "setp.le.u32 %p0, %r3, %r5;",
                 "match.all.sync.b64 %r6|%p4, %c0, %r3;",
                 "match.all.sync.b64 %r6|%p3, %c1, %r3;",
                 "and.pred %p4, %p4, %p3;",
@@ -1279,8 +1279,9 @@ mod tests {
         assert_eq!(count(&out_of_line, "add.u32 %r8, %r8, %r7;"), 5);
         assert_eq!(count(&out_of_line, "bra.uni $resume;"), 2);
         // Else a loop of tree steps over the n active lanes: d = 1, 2, 4, ... while d < n; the
-        // partner d active lanes up (the (d+1)-th from the lane itself), or the lane itself;
-        // 64-bit values in two shuffles each; then the leader adds the sum and the maximum.
+        // partner d active lanes down (the (d+1)-th from the lane itself, offset -(d+1)), or
+        // the lane itself; 64-bit values in two shuffles each; then the leader, the last
+        // active lane, adds the sum and the maximum.
         let full = out_of_line.iter().position(|t| t == "$tree0:").unwrap();
         let full = &out_of_line[full..];
         for line in [
@@ -1288,7 +1289,7 @@ mod tests {
             "popc.b32 %r1, %r3;",
             "mov.u32 %r4, 1;",
             "$tree1:",
-            "add.u32 %r2, %r4, 1;",
+            "not.b32 %r2, %r4;",
             "fns.b32 %r2, %r3, %r0, %r2;",
             "selp.b32 %r2, %r2, %r0, %p4;",
             "@%p4 add.s64 %rd4, %rd4, %rd2;",

@@ -11,7 +11,7 @@
 //! times the group's size). Those per-lane counts obey flow conservation, so only the edges off
 //! a spanning tree of the region (Knuth and Stevenson) carry a counter: an add to a register.
 //! When the group leaves the region, it derives every block's count from those registers and the
-//! exit it takes, and its first active lane adds them to the global counters (two reductions per
+//! exit it takes, and its last active lane adds them to the global counters (two reductions per
 //! block); then the registers are reset.
 //!
 //! Blocks that run exactly as often as an earlier block (control equivalence) get no counter: the

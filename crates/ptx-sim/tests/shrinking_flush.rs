@@ -79,7 +79,7 @@ fn kernel(reductions: WarpReductions, fast: bool) -> String {
 \t.reg .pred %p<5>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<6>;\n\t.reg .b64 %c<1>;\n\
 \t.reg .pred %q<1>;\n\t.reg .b32 %t<3>;\n\t.reg .b64 %u<2>;\n\
 \tld.param.u64 %rd0, [counters];\n\
-\tmov.u32 %r5, %lanemask_lt;\n\
+\tmov.u32 %r5, %lanemask_le;\n\
 \tmov.u32 %t0, %tid.x;\n\
 \tld.param.u64 %u0, [values];\n\
 \tmul.wide.u32 %u1, %t0, 8;\n\
