@@ -26,7 +26,8 @@
 //! below compare them on edge values, guards, partial masks and immediates); those of the
 //! memory accesses the interpreter's (tests below and `tests/native_engine.rs`).
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -167,8 +168,43 @@ struct Jit {
     context: *mut Context,
 }
 
+/// Set by an exit handler that [`note_engine_made`] registers right after the process's first
+/// execution engine is made: from then on a [`Jit`] is left to the operating system, not
+/// dropped. MCJIT's constructor registers every engine with LLVM's GDB registration listener,
+/// a function-local static built on first use, whose destructor C++ registers with `atexit`
+/// then, after the CUDA module destructor registered by the program's start-up code
+/// (`__cudaUnregisterFatBinary`, which drops the programs and their native code). Exit handlers
+/// run in reverse order, so the listener is destroyed first, and an engine dropped afterwards
+/// unregisters itself from freed memory: a hang at exit in `llvm::MCJIT::~MCJIT` (seen in
+/// one full test run of three, 2026-11-28). This handler is registered after the listener, so it
+/// runs before its destructor and before the module destructor.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn mark_exiting() {
+    EXITING.store(true, Ordering::SeqCst);
+}
+
+/// Registers [`mark_exiting`] once, after an execution engine (and so LLVM's GDB listener)
+/// exists.
+fn note_engine_made() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        extern "C" {
+            fn atexit(function: extern "C" fn()) -> std::ffi::c_int;
+        }
+        // SAFETY: `mark_exiting` is a plain function that only stores to an atomic. If the
+        // registration fails (the C library's table is full), engines are dropped as before.
+        unsafe { atexit(mark_exiting) };
+    });
+}
+
 impl Drop for Jit {
     fn drop(&mut self) {
+        if EXITING.load(Ordering::SeqCst) {
+            // The process is exiting: LLVM's exit-time destructors may have run (see
+            // `EXITING`); the memory goes back with the process.
+            return;
+        }
         // SAFETY: each is dropped once, the context last (the others borrow it); it came from
         // `Box::into_raw`.
         unsafe {
@@ -445,6 +481,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
         let engine = module
             .create_jit_execution_engine(OptimizationLevel::Less)
             .map_err(error)?;
+        note_engine_made();
         let mut compiled = Vec::new();
         let mut pcs = Vec::new();
         for (name, &(start, len)) in names.iter().zip(&runs) {

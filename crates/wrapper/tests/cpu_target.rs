@@ -1253,6 +1253,10 @@ const INTERPRETER: EngineSetting = ("interpreter", "0");
 /// interpreted work passes a threshold, which short test programs never reach).
 const NATIVE: EngineSetting = ("native", "0");
 
+/// The native engine compiling a function after 10,000 warp-instructions: warps switch from
+/// the interpreter to the native code in the middle of the programs' kernels.
+const NATIVE_MIDWAY: EngineSetting = ("native", "10000");
+
 /// What a run with one host thread must give identically under both engines
 /// (`CUDA_FLUX_CPU_ENGINE`): exit status, output (timing lines left out), the profile's counts
 /// block by block, and the interpreter's statistics per kernel (launches, warp- and
@@ -1330,11 +1334,7 @@ fn the_native_engine_gives_the_interpreters_results_and_counts_on_the_benchmark_
             &["-DBENCH_SMALL"],
         )?;
         for (env, natives) in [
-            // Not also with a threshold of 10,000 (warps switching to native code mid-kernel):
-            // one such run of `launches` hung at exit in LLVM's MCJIT destructor (2026-11-28),
-            // which two earlier runs did not; ptx-sim's tests/native_engine.rs switches
-            // mid-launch at thresholds 1, 40 and 400 in-process.
-            (vec![], &[NATIVE][..]),
+            (vec![], &[NATIVE, NATIVE_MIDWAY][..]),
             (
                 vec![("CUDA_FLUX_KERNELS", "no_kernel_has_this_name")],
                 &[NATIVE][..],
