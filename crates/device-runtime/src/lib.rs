@@ -677,15 +677,20 @@ pub enum WarpReductions {
     /// one lane's count times the group's size (`match.all`); else, where the whole warp is
     /// active, a butterfly of five shuffles, each followed by the operation (ten instructions
     /// for a 32-bit sum or maximum); else a loop of tree steps over the active lanes in order,
-    /// each lane finding the lane 1, 2, 4, ... places above it among them (`fns`), in 64 bits,
-    /// to the first. The loop needs a block of its own: such a flush goes out of line.
+    /// each lane finding the lane 1, 2, 4, ... places below it among them (`fns`), in 64 bits,
+    /// to the last. The loop needs a block of its own: such a flush goes out of line.
     Shuffles,
+    /// `shfl.sync`, `vote.sync` and `fns` without `match.sync` (sm_30 to sm_62: PTX that a
+    /// build for an older GPU leaves for the driver to compile): as [`WarpReductions::Shuffles`],
+    /// but the test that every lane holds the same counts compares each lane's counters with
+    /// the leader's (two shuffles each) and votes on it.
+    ShufflesWithoutMatch,
 }
 
 impl WarpReductions {
     /// What PTX for `targets` (its `.target` entries, e.g. `sm_90a`) can use: nothing before
-    /// sm_70 (no `match.sync`), where loops that lanes leave at different times are counted
-    /// at their blocks.
+    /// sm_30 (no `shfl`), where loops that lanes leave at different times are counted at their
+    /// blocks.
     pub fn for_targets<T: AsRef<str>>(targets: &[T]) -> Option<Self> {
         let sm = targets
             .iter()
@@ -700,6 +705,7 @@ impl WarpReductions {
         match sm {
             80.. => Some(WarpReductions::Redux),
             70.. => Some(WarpReductions::Shuffles),
+            30.. => Some(WarpReductions::ShufflesWithoutMatch),
             _ => None,
         }
     }
@@ -750,7 +756,9 @@ pub fn shrinking_flush(
 ) -> Vec<Statement> {
     let mut code = match reductions {
         WarpReductions::Redux => shrinking_counts_redux(regs, blocks),
-        WarpReductions::Shuffles => shrinking_counts_shuffled(regs, blocks, fresh_label),
+        WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch => {
+            shrinking_counts_shuffled(regs, blocks, fresh_label)
+        }
     };
     code.extend(zeroed(regs, reset.iter().copied()));
     code
@@ -890,6 +898,66 @@ fn shrinking_counts_shuffled(
     code
 }
 
+/// `{pred}4`: every active lane (mask in `{b32}3`) holds the same value in each of `counters`,
+/// by one `match.all.sync.b64` each (sm_70 and later).
+fn same_counters_matched(regs: &CounterRegisters, counters: &[usize]) -> Vec<Statement> {
+    let mut code = Vec::new();
+    for (i, &counter) in counters.iter().enumerate() {
+        code.push(ins(
+            "match.all.sync.b64",
+            vec![
+                Operand::RegisterPair(
+                    format!("{}6", regs.b32).into(),
+                    format!("{}{}", regs.pred, if i == 0 { 4 } else { 3 }).into(),
+                ),
+                regs.c(counter),
+                regs.r32(3),
+            ],
+        ));
+        if i > 0 {
+            code.push(ins("and.pred", vec![regs.p(4), regs.p(4), regs.p(3)]));
+        }
+    }
+    code
+}
+
+/// [`same_counters_matched`] without `match.sync` (before sm_70): each lane compares its
+/// counters with those of the last active lane (`bfind` of the mask: the leader), read with two
+/// 32-bit shuffles each, and the lanes vote. The shuffles read active lanes only, and the
+/// vote's result is the same in every lane, so the branch on it is uniform.
+fn same_counters_as_the_leaders(regs: &CounterRegisters, counters: &[usize]) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let (mask, source) = (r(3), r(4));
+    if counters.is_empty() {
+        return Vec::new();
+    }
+    let mut code = vec![ins("bfind.u32", vec![source.clone(), mask.clone()])];
+    for (i, &counter) in counters.iter().enumerate() {
+        let halves = Operand::Vector(vec![r(6), r(7)]);
+        code.push(ins("mov.b64", vec![halves.clone(), regs.c(counter)]));
+        for half in [r(6), r(7)] {
+            code.push(ins(
+                "shfl.sync.idx.b32",
+                vec![
+                    half.clone(),
+                    half,
+                    source.clone(),
+                    Operand::int(31),
+                    mask.clone(),
+                ],
+            ));
+        }
+        code.push(ins("mov.b64", vec![rd(2), halves]));
+        code.push(if i == 0 {
+            ins("setp.eq.u64", vec![p(4), rd(2), regs.c(counter)])
+        } else {
+            ins("setp.eq.and.u64", vec![p(4), rd(2), regs.c(counter), p(4)])
+        });
+    }
+    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), mask]));
+    code
+}
+
 /// Loop counters below this, weighed by at most [`SMALL_WEIGHT`] in all, give counts below
 /// 2^27: the fast path of a shrinking flush ([`shrinking_flush_fast`]).
 const SMALL_COUNTER: u64 = 1 << 20;
@@ -960,24 +1028,13 @@ pub fn shrinking_flush_fast(
             code.extend(small_counts(regs, &forms, reductions));
             (code, vec![Statement::label(slow)])
         }
-        WarpReductions::Shuffles => {
+        WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch => {
             // At the meeting point: p4, every lane holds the same counters.
             let mut code = elect_leader_only(regs);
-            for (i, &counter) in counters.iter().enumerate() {
-                code.push(ins(
-                    "match.all.sync.b64",
-                    vec![
-                        Operand::RegisterPair(
-                            format!("{}6", regs.b32).into(),
-                            format!("{}{}", regs.pred, if i == 0 { 4 } else { 3 }).into(),
-                        ),
-                        regs.c(counter),
-                        mask.clone(),
-                    ],
-                ));
-                if i > 0 {
-                    code.push(ins("and.pred", vec![p(4), p(4), p(3)]));
-                }
+            if reductions == WarpReductions::Shuffles {
+                code.extend(same_counters_matched(regs, &counters));
+            } else {
+                code.extend(same_counters_as_the_leaders(regs, &counters));
             }
             if !counters.is_empty() {
                 code.push(branch_unless_p4(slow));
@@ -1054,7 +1111,7 @@ fn small_counts(
                 ins("redux.sync.max.u32", vec![r(9), r(8), mask.clone()]),
                 ins("redux.sync.add.u32", vec![r(8), r(8), mask.clone()]),
             ]),
-            WarpReductions::Shuffles => {
+            WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch => {
                 code.push(ins("mov.b32", vec![r(9), r(8)]));
                 code.extend(butterfly("max.u32", &r(9), &r(7), &mask));
                 code.extend(butterfly("add.u32", &r(8), &r(7), &mask));
@@ -1220,8 +1277,17 @@ mod tests {
         );
         assert_eq!(WarpReductions::for_targets(&["sm_80"]), Some(Redux));
         assert_eq!(WarpReductions::for_targets(&["sm_90a"]), Some(Redux));
-        // Before sm_70 (no `match.sync`) there are none: such loops are counted at their blocks.
-        assert_eq!(WarpReductions::for_targets(&["sm_61"]), None);
+        // Before sm_70 (no `match.sync`) the lanes compare their counters with the leader's;
+        // before sm_30 (no shuffles) such loops are counted at their blocks.
+        assert_eq!(
+            WarpReductions::for_targets(&["sm_61"]),
+            Some(WarpReductions::ShufflesWithoutMatch)
+        );
+        assert_eq!(
+            WarpReductions::for_targets(&["sm_30"]),
+            Some(WarpReductions::ShufflesWithoutMatch)
+        );
+        assert_eq!(WarpReductions::for_targets(&["sm_20"]), None);
         let count = |text: &[String], what: &str| text.iter().filter(|t| t.contains(what)).count();
         let blocks = [(
             2,
@@ -1244,6 +1310,7 @@ mod tests {
             (texts(&inline), texts(&out_of_line))
         };
         let (inline, out_of_line) = flush(&blocks);
+        let (inline_shuffles, out_of_line_shuffles) = (inline.clone(), out_of_line.clone());
         assert_eq!(count(&inline, "redux") + count(&out_of_line, "redux"), 0);
         // At the meeting point, only lanes that all hold the same counters (checked with
         // `match.all`, both of them): each count times the group's size.
@@ -1318,6 +1385,45 @@ mod tests {
         assert!(inline.contains(&"match.all.sync.b64 %r6|%p4, %c0, %r3;".to_string()));
         assert_eq!(out_of_line[..2], ["$slow:", "$tree0:"]);
         assert_eq!(count(&out_of_line, "shfl.sync.bfly"), 0);
+        // Before sm_70, the same flush but for the test at the meeting point: each lane
+        // compares its counters with the leader's (the last active lane, `bfind` of the mask),
+        // two shuffles each, and the lanes vote.
+        let (inline_61, out_of_line_61) = shrinking_flush_fast(
+            &regs(),
+            &blocks,
+            &[1],
+            "$slow",
+            "$resume",
+            WarpReductions::ShufflesWithoutMatch,
+            &mut numbered_labels(),
+        )
+        .unwrap();
+        let (inline_61, out_of_line_61) = (texts(&inline_61), texts(&out_of_line_61));
+        assert_eq!(count(&inline_61, "match"), 0);
+        assert_eq!(
+            inline_61[..17],
+            [
+                "activemask.b32 %r3;",
+                "setp.le.u32 %p0, %r3, %r5;",
+                "bfind.u32 %r4, %r3;",
+                "mov.b64 {%r6, %r7}, %c0;",
+                "shfl.sync.idx.b32 %r6, %r6, %r4, 31, %r3;",
+                "shfl.sync.idx.b32 %r7, %r7, %r4, 31, %r3;",
+                "mov.b64 %rd2, {%r6, %r7};",
+                "setp.eq.u64 %p4, %rd2, %c0;",
+                "mov.b64 {%r6, %r7}, %c1;",
+                "shfl.sync.idx.b32 %r6, %r6, %r4, 31, %r3;",
+                "shfl.sync.idx.b32 %r7, %r7, %r4, 31, %r3;",
+                "mov.b64 %rd2, {%r6, %r7};",
+                "setp.eq.and.u64 %p4, %rd2, %c1, %p4;",
+                "vote.sync.all.pred %p4, %p4, %r3;",
+                "@!%p4 bra.uni $slow;",
+                "popc.b32 %r2, %r3;",
+                "cvt.u64.u32 %rd3, %r2;",
+            ]
+        );
+        assert_eq!(inline_61[17..], inline_shuffles[8..]);
+        assert_eq!(out_of_line_61, out_of_line_shuffles);
     }
 
     #[test]

@@ -1020,13 +1020,15 @@ pub(crate) fn plan(
                 continue;
             }
             // A loop that lanes leave at different times needs the lanes' sums and maxima
-            // (`WarpReductions`), from sm_70; with shuffles its full flush loops, so it goes out
+            // (`WarpReductions`), from sm_30; with shuffles its full flush loops, so it goes out
             // of line, returning to a label at the meeting block, in the body's own scope.
             let flush_out_of_line =
                 |meeting| plan.appendable && at_top_level(&cfg, &depths, meeting);
             let meeting_ok = |meeting| match reductions {
                 Some(WarpReductions::Redux) => true,
-                Some(WarpReductions::Shuffles) => flush_out_of_line(meeting),
+                Some(WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch) => {
+                    flush_out_of_line(meeting)
+                }
                 None => false,
             };
             if region

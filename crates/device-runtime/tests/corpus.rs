@@ -606,3 +606,44 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
         errors.join("\n\n")
     );
 }
+
+#[test]
+fn before_sm_70_loops_that_lanes_leave_apart_are_flushed_without_match_and_assemble() {
+    // PTX of a build for an older GPU (sm_61 here: no `match.sync`, but `shfl.sync`, `vote.sync`
+    // and `fns`): loops that lanes leave at different times are still counted in registers, the
+    // meeting point comparing each lane's counters with the leader's. ptxas must assemble the
+    // result for its own target and for a newer one. (The CPU target checks the counts:
+    // wrapper's cpu_target.rs builds the loop programs for sm_61 too.)
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-runtime-sm61");
+    std::fs::create_dir_all(&dir).unwrap();
+    let errors = support::parallel(
+        &["loops", "nested_loops", "induction_loops", "long_loops"],
+        |name| {
+            let source = support::repo_root().join(format!("corpus/{name}.cu"));
+            let ptx = dir.join(format!("{name}.sm_61.ptx"));
+            support::compile_with(&source, support::Compiler::Clang, "sm_61", false, &ptx)?;
+            let text = std::fs::read_to_string(&ptx).map_err(|e| e.to_string())?;
+            let mut module = parse(&text).map_err(|e| format!("{name}: {e}"))?;
+            device_runtime::instrument_module(&mut module);
+            let instrumented = module.to_ptx();
+            if instrumented.contains("match.") || instrumented.contains("redux.") {
+                return Err(format!("{name}: sm_61 PTX uses match.sync or redux.sync"));
+            }
+            let out = dir.join(format!("{name}.sm_61.instrumented.ptx"));
+            std::fs::write(&out, &instrumented).map_err(|e| e.to_string())?;
+            for arch in ["sm_61", "sm_90"] {
+                support::ptxas(&out, arch).map_err(|e| format!("{name}: {e}"))?;
+            }
+            // nested_loops' per-lane `while` and induction_loops' lanes leaving through one
+            // exit are such loops: the comparison with the leader's counter is there.
+            let compared = instrumented.contains("setp.eq.u64 %__cfp4, %__cfrd2, %__cfc");
+            if !compared && ["nested_loops", "induction_loops"].contains(name) {
+                return Err(format!(
+                    "{name}: no loop flushed by comparing with the leader"
+                ));
+            }
+            Ok(())
+        },
+    );
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}

@@ -2,7 +2,8 @@
 //! `shrinking_flush` and `shrinking_flush_fast`), run by the interpreter on one warp whose lanes
 //! hold chosen counts: for any set of active lanes and any counts, the leader must add the sum
 //! of the active lanes' counts (threads) and their maximum (warps), with `redux.sync` and with
-//! the shuffles PTX before sm_80 uses instead. The expected values are computed here.
+//! the shuffles PTX before sm_80 uses instead (with `match.sync` from sm_70, without it
+//! before). The expected values are computed here.
 
 mod common;
 
@@ -72,6 +73,7 @@ fn kernel(reductions: WarpReductions, fast: bool) -> String {
     let target = match reductions {
         WarpReductions::Redux => "sm_80",
         WarpReductions::Shuffles => "sm_70",
+        WarpReductions::ShufflesWithoutMatch => "sm_61",
     };
     format!(
         ".version 7.8\n.target {target}\n.address_size 64\n\
@@ -139,7 +141,11 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
         0x7FFF_FFFF,
     ];
     masks.extend((0..12).map(|_| numbers.next() as u32 | 1 << (numbers.next() % 32)));
-    for reductions in [WarpReductions::Redux, WarpReductions::Shuffles] {
+    for reductions in [
+        WarpReductions::Redux,
+        WarpReductions::Shuffles,
+        WarpReductions::ShufflesWithoutMatch,
+    ] {
         for fast in [false, true] {
             let ptx = kernel(reductions, fast);
             let program = Program::load(&ptx).unwrap_or_else(|e| panic!("{e}\n{ptx}"));

@@ -201,28 +201,31 @@ fn debug_builds_count_the_same_with_the_derived_and_the_every_block_placement() 
 }
 
 #[test]
-fn sm_70_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
+fn sm_70_and_sm_61_builds_count_the_same_with_the_derived_and_the_every_block_placement() {
     // Before sm_80 (no `redux.sync`), the flush of a loop that lanes leave at different times
-    // sums and maximizes the lanes' counts with `match.all` (lanes with equal counts) and
-    // shuffles: a butterfly where the whole warp meets, a tree over the active lanes elsewhere
-    // (loops' inner loops behind `continue`, nested_loops' per-lane `while` behind a divergent
-    // `if`), and in 64 bits for long_loops' counts of 2^20 and more.
-    same_block_counts_in_placements(
-        "cpu-target-sm70-placements",
-        &[
-            "loops",
-            "long_loops",
-            "exit_after_work",
-            "nested_loops",
-            "induction_loops",
-            "persistent_ctas",
-            "gpu_scheduling",
-            "saxpy",
-        ],
-        &[],
-        "derived",
-        &["sm_70"],
-    );
+    // sums and maximizes the lanes' counts with shuffles, after testing whether every lane holds
+    // the same counts (`match.all` from sm_70, a comparison with the leader's before): a
+    // butterfly where the whole warp meets, a tree over the active lanes elsewhere (loops'
+    // inner loops behind `continue`, nested_loops' per-lane `while` behind a divergent `if`),
+    // and in 64 bits for long_loops' counts of 2^20 and more.
+    for arch in ["sm_70", "sm_61"] {
+        same_block_counts_in_placements(
+            &format!("cpu-target-{arch}-placements"),
+            &[
+                "loops",
+                "long_loops",
+                "exit_after_work",
+                "nested_loops",
+                "induction_loops",
+                "persistent_ctas",
+                "gpu_scheduling",
+                "saxpy",
+            ],
+            &[],
+            "derived",
+            &[arch],
+        );
+    }
 }
 
 #[test]
