@@ -156,3 +156,39 @@ fn bad_input_is_one_clear_line_and_exit_1() {
     let output = cuda_flux(&["frobnicate"]);
     assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
 }
+
+#[test]
+fn placement_refuses_an_unknown_architecture_or_function_in_one_line() {
+    let ptx = example_ptx();
+    let ptx = ptx.to_str().unwrap();
+    let output = cuda_flux(&["placement", "--arch", "compute_70", ptx]);
+    assert_eq!(output.status.code(), Some(1));
+    let line = stderr_line(&output);
+    assert!(
+        line.contains("saxpy.ptx") && line.contains("'compute_70' is not an architecture"),
+        "{line}"
+    );
+    let output = cuda_flux(&["placement", "--kernel", "no_such_kernel", ptx]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr_line(&output).contains("no function named \"no_such_kernel\""));
+    assert!(output.stdout.is_empty(), "no partial output");
+}
+
+#[test]
+fn placement_before_sm_70_names_loops_lanes_leave_at_different_times() {
+    // saxpy's grid-stride loop is one that lanes leave at different times: counted in
+    // registers from sm_70, at its blocks before.
+    let ptx = example_ptx();
+    let ptx = ptx.to_str().unwrap();
+    let sm70 = String::from_utf8(cuda_flux(&["placement", ptx]).stdout).unwrap();
+    assert!(
+        sm70.contains("lanes leave at different times and meet at"),
+        "{sm70}"
+    );
+    let output = cuda_flux(&["placement", "--arch", "sm_50", ptx]);
+    let sm50 = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        sm50.contains("combining their counts needs match.sync (sm_70)"),
+        "{sm50}"
+    );
+}
