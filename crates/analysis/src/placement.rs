@@ -207,7 +207,14 @@ fn decision_words(l: &LoopDecision, name: &dyn Fn(usize) -> String) -> String {
             induction_counters,
             divergent_blocks,
         } => {
-            let mut text = String::from(if *nested { "nested region" } else { "region" });
+            let mut text = match (nested, l.enclosing_region) {
+                (true, Some(outer)) => format!(
+                    "nested region (in a divergent part of the region at {})",
+                    name(outer)
+                ),
+                (true, None) => "nested region".to_string(),
+                (false, _) => "region".to_string(),
+            };
             if let Some(meeting) = shrinking_to {
                 let _ = write!(
                     text,
@@ -249,7 +256,14 @@ fn decision_words(l: &LoopDecision, name: &dyn Fn(usize) -> String) -> String {
             Some(region) => format!("part of the region at {}", name(region)),
             None => "part of an enclosing region".to_string(),
         },
-        Decision::Rejected(reason) => format!("counted at its blocks: {}", reason.describe(name)),
+        Decision::Rejected(reason) => match l.enclosing_region {
+            Some(outer) => format!(
+                "counted at its blocks (in a divergent part of the region at {}): {}",
+                name(outer),
+                reason.describe(name)
+            ),
+            None => format!("counted at its blocks: {}", reason.describe(name)),
+        },
     }
 }
 
