@@ -288,11 +288,12 @@ def ranking_table(rows):
     return lines
 
 
-def top_kernels(rows, top):
-    """Per reason, its kernels with the most estimated atomics and their costliest loop."""
+def top_kernels(rows, top, level="###"):
+    """Per reason (a heading of `level`), its kernels with the most estimated atomics and their
+    costliest loop."""
     lines = []
     for reason, entry in per_reason(rows).items():
-        lines += [f"### {reason}", "",
+        lines += [f"{level} {reason}", "",
                   "| program | kernel | arch | est. counter instr. | est. atomics | "
                   "measured atomics per 1k | loop (header) and reason |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -382,7 +383,7 @@ def render(rows, problems, top, command, machine_line, what_if=None, sizes=(6, 5
                   "new regions add are not in the estimate.", ""]
         lines += ranking_table(other)
         lines += ["", f"### Top kernels per reason under {arch} (at most {top})", ""]
-        lines += top_kernels(other, top)
+        lines += top_kernels(other, top, "####")
     over = [r for r in measured_rows
             if estimated(r)[0] > r["measured"]["counter_warp_instructions"]
             or estimated(r)[1] > r["measured"]["counter_global_atomics"]]

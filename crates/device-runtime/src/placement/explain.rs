@@ -272,8 +272,9 @@ impl Rejection {
                 )
             }
             Rejection::CounterRegistersTaken { needed, free } => format!(
-                "its counts need {needed} counter registers, and the loops chosen before it \
-                 left {free} of {MAX_COUNTER_REGISTERS}"
+                "its counts need {needed} counter register{}, and the loops chosen before it \
+                 left {free} of {MAX_COUNTER_REGISTERS}",
+                if *needed == 1 { "" } else { "s" }
             ),
         }
     }
