@@ -36,5 +36,6 @@ echo "test: the suites harness (recipes, comparison, a mini suite on the CPU tar
 python3 benchmarks/tests/test_suites.py
 python3 benchmarks/tests/test_cpu_speed.py
 python3 benchmarks/tests/test_cpu_time.py
+python3 benchmarks/tests/test_placement_reasons.py
 echo "test: cargo test"
 cargo test --workspace

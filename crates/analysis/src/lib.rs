@@ -13,6 +13,7 @@ pub mod html;
 pub mod metric_table;
 pub mod metrics;
 pub mod names;
+pub mod placement;
 pub mod profile;
 pub mod report;
 pub mod rows;

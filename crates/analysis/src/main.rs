@@ -29,6 +29,29 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Explain how the instrumentation counts a PTX file: per function, each loop counted in
+    /// registers or the rule that keeps it out, and how each block is counted (with the cost of
+    /// its update per warp execution).
+    Placement {
+        /// A PTX file (the input of the instrumentation, as kept by `CUDA_FLUX_KEEP`).
+        file: PathBuf,
+        /// Place for this architecture (sm_70, sm_80, ...) instead of the file's `.target`.
+        #[arg(long)]
+        arch: Option<String>,
+        /// Only functions (kernels or device functions) with this name, else those containing
+        /// it.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// The counter placement, as `CUDA_FLUX_COUNTERS` at build time.
+        #[arg(long, value_enum, default_value_t = Counters::Derived)]
+        counters: Counters,
+        /// Print JSON (layout in docs/placement.md) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Write the output here instead of to standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Print a per-function table of a PTX file's static block and instruction counts.
     Summary {
         /// PTX files.
@@ -138,6 +161,14 @@ enum Format {
     Csv,
 }
 
+/// `CUDA_FLUX_COUNTERS`' values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Counters {
+    Derived,
+    UniformLoops,
+    EveryBlock,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -159,6 +190,37 @@ fn run(cli: Cli) -> Result<()> {
                 Some(path) => write_atomically(&path, json.as_bytes()),
                 None => print(&json),
             }
+        }
+        Command::Placement {
+            file,
+            arch,
+            kernel,
+            counters,
+            json,
+            output,
+        } => {
+            use analysis::placement::{self, Options};
+            use device_runtime::Placement;
+            let module = load(&file)?;
+            let options = Options {
+                arch,
+                function: kernel,
+                placement: match counters {
+                    Counters::Derived => Placement::Derived,
+                    Counters::UniformLoops => Placement::UniformLoops,
+                    Counters::EveryBlock => Placement::EveryBlock,
+                },
+            };
+            let title = file.display().to_string();
+            let with_file = |e| anyhow::anyhow!("{title}: {e}");
+            let text = if json {
+                serde_json::to_string_pretty(
+                    &placement::json(&title, &module, &options).map_err(with_file)?,
+                )?
+            } else {
+                placement::text(&title, &module, &options).map_err(with_file)?
+            };
+            emit(output.as_deref(), &text)
         }
         Command::Summary { files, blocks } => {
             let mut text = String::new();

@@ -156,3 +156,43 @@ fn bad_input_is_one_clear_line_and_exit_1() {
     let output = cuda_flux(&["frobnicate"]);
     assert_eq!(output.status.code(), Some(2), "usage errors exit 2");
 }
+
+#[test]
+fn placement_refuses_an_unknown_architecture_or_function_in_one_line() {
+    let ptx = example_ptx();
+    let ptx = ptx.to_str().unwrap();
+    let output = cuda_flux(&["placement", "--arch", "compute_70", ptx]);
+    assert_eq!(output.status.code(), Some(1));
+    let line = stderr_line(&output);
+    assert!(
+        line.contains("saxpy.ptx") && line.contains("'compute_70' is not an architecture"),
+        "{line}"
+    );
+    let output = cuda_flux(&["placement", "--kernel", "no_such_kernel", ptx]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr_line(&output).contains("no function named \"no_such_kernel\""));
+    assert!(output.stdout.is_empty(), "no partial output");
+}
+
+#[test]
+fn placement_before_sm_30_names_loops_lanes_leave_at_different_times() {
+    // saxpy's grid-stride loop is one that lanes leave at different times: counted in
+    // registers from sm_30 (with match.sync from sm_70, without it before), at its blocks
+    // before.
+    let ptx = example_ptx();
+    let ptx = ptx.to_str().unwrap();
+    for arch in ["sm_70", "sm_50"] {
+        let placed =
+            String::from_utf8(cuda_flux(&["placement", "--arch", arch, ptx]).stdout).unwrap();
+        assert!(
+            placed.contains("lanes leave at different times and meet at"),
+            "{arch}: {placed}"
+        );
+    }
+    let output = cuda_flux(&["placement", "--arch", "sm_20", ptx]);
+    let sm20 = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        sm20.contains("combining their counts needs shfl.sync (sm_30)"),
+        "{sm20}"
+    );
+}

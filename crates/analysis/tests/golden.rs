@@ -21,3 +21,42 @@ fn ptx_command_json_matches_the_golden_files() {
         Ok(json)
     });
 }
+
+/// `cuda-flux placement ARGS INPUT`, with the input's directory left out of the output (the
+/// golden files must not depend on where the repository is).
+fn placement(input: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["placement".as_ref()];
+    all.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
+    all.push(input.as_os_str());
+    let output = ok(&cuda_flux(&all));
+    let dir = input
+        .parent()
+        .ok_or("an input has a directory")?
+        .display()
+        .to_string();
+    Ok(output.replace(&format!("{dir}/"), ""))
+}
+
+#[test]
+fn placement_command_text_matches_the_golden_files() {
+    golden::check_all("placement.txt", |input| placement(input, &[]));
+}
+
+#[test]
+fn placement_command_json_matches_its_golden_file_and_the_text() {
+    let input = golden::ptx_inputs()
+        .into_iter()
+        .find(|p| p.ends_with("loops.nvcc.sm_70.ptx"))
+        .expect("loops.nvcc.sm_70.ptx is in the golden set");
+    let json = placement(&input, &["--json"]).unwrap();
+    golden::check(&golden::expected(&input, "placement.json"), &json).unwrap();
+    // Every loop's decision in the JSON is the one the text prints.
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let text = placement(&input, &[]).unwrap();
+    for function in value["functions"].as_array().unwrap() {
+        for l in function["loops"].as_array().unwrap() {
+            let words = l["text"].as_str().unwrap();
+            assert!(text.contains(words), "{words}");
+        }
+    }
+}

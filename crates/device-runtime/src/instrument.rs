@@ -15,7 +15,7 @@ use ptx_lexer::{
     RewriteError, Statement, StatementKind,
 };
 
-use crate::placement::{self, EdgeSite, Induction, Placement, Plan, RegionEdge};
+use crate::placement::{self, BlockCounting, EdgeSite, Induction, Placement, Plan, RegionEdge};
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, declare_registers, entry_prologue,
@@ -413,25 +413,25 @@ fn place_counters(
     let mut inserts: Vec<(usize, u8, Vec<Statement>)> = Vec::new();
     let mut new_blocks: Vec<Statement> = Vec::new();
     let mut retargets: Vec<(usize, String, String)> = Vec::new();
-    let unreachable = unreachable_blocks(function, &cfg);
+    // A block no path reaches never runs: its counter pair stays zero, the exact count, without
+    // code (clang `-g` ends bodies with a label after the last `ret`, and such a block alone
+    // would otherwise cost the kernel its prologue).
+    let unreachable = placement::unreachable_blocks(function, &cfg);
     for (b, block) in cfg.blocks.iter().enumerate() {
-        // A block no path reaches never runs: its counter pair stays zero, the exact count,
-        // without code (clang `-g` ends bodies with a label after the last `ret`, and such a
-        // block alone would otherwise cost the kernel its prologue).
-        let counted_elsewhere = plan.derived(b)
-            || plan.copied(b)
-            || (b == 0 && plan.entry_from_launch)
-            || unreachable[b];
         // After the code on edges into it (0) and a loop's flush where lanes meet (1).
-        let update = if counted_elsewhere || plan.warps_derived(b) {
-            None
-        } else if plan.threads_derived(b) {
-            Some(warp_update(regs, offset + b as u64))
-        } else if packable && !placement::in_cycle(&cfg, b) {
-            packed.push(offset as usize + b);
-            Some(packed_update(regs, offset + b as u64))
-        } else {
-            Some(block_update(regs, offset + b as u64))
+        let counter = offset + b as u64;
+        let update = match placement::block_counting(plan, &cfg, &unreachable, packable, b) {
+            BlockCounting::WarpUpdate => Some(warp_update(regs, counter)),
+            BlockCounting::PackedUpdate => {
+                packed.push(offset as usize + b);
+                Some(packed_update(regs, counter))
+            }
+            BlockCounting::FullUpdate => Some(block_update(regs, counter)),
+            BlockCounting::Unreachable
+            | BlockCounting::FromLaunch
+            | BlockCounting::Copied { .. }
+            | BlockCounting::Flushed { .. }
+            | BlockCounting::Difference { .. } => None,
         };
         if let Some(update) = update {
             inserts.push((block.insertion_point(), 2, update));
@@ -704,29 +704,6 @@ fn place_counters(
         function.insert_statements(at, code)?;
     }
     Ok(any)
-}
-
-/// Per block: no path of the control-flow graph leads to it from the function's entry. Only
-/// where the graph is known whole: a function with a `brx.idx` (whose targets come from a
-/// table) has none.
-fn unreachable_blocks(function: &ptx_lexer::Function, cfg: &placement::Cfg) -> Vec<bool> {
-    let n = cfg.blocks.len();
-    let jump_table = function
-        .statements()
-        .iter()
-        .filter_map(|s| s.as_instruction())
-        .any(|i| i.opcode.base() == "brx");
-    if jump_table || n == 0 {
-        return vec![false; n];
-    }
-    let mut reached = vec![false; n];
-    let mut stack = vec![0usize];
-    while let Some(b) = stack.pop() {
-        if !std::mem::replace(&mut reached[b], true) {
-            stack.extend(cfg.succs[b].iter().copied());
-        }
-    }
-    reached.into_iter().map(|r| !r).collect()
 }
 
 /// `base` with the next number from `next` that the function does not use as a label yet.

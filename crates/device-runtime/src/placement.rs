@@ -30,6 +30,12 @@ use ptx_lexer::{
 use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
 use crate::WarpReductions;
 
+mod explain;
+pub(crate) use explain::block_counting;
+pub use explain::{
+    explain, BlockCounting, Decision, Explanation, LoopDecision, Rejection, UpdateCost,
+};
+
 /// At most this many counter registers (64-bit) in one function, so that the counting code does
 /// not cost the kernel occupancy; loops beyond it are counted directly.
 pub const MAX_COUNTER_REGISTERS: usize = 8;
@@ -742,6 +748,8 @@ pub(crate) struct Form {
 /// A loop counted in registers.
 #[derive(Debug, Clone)]
 pub(crate) struct Region {
+    /// The loop's header.
+    pub header: usize,
     pub blocks: BTreeSet<usize>,
     /// Blocks of the loop between a divergent branch and its immediate post-dominator: counted
     /// at their tops, not by the flush.
@@ -957,8 +965,49 @@ pub(crate) fn plan(
     placement: Placement,
     reductions: Option<WarpReductions>,
 ) -> Plan {
+    decide(function, placement, reductions).plan
+}
+
+/// What [`decide`] tried for one natural loop.
+#[derive(Debug, Clone)]
+enum Attempt {
+    /// Never a candidate: it overlaps a region chosen before it and does not lie wholly in its
+    /// divergent parts.
+    NotTried,
+    /// Chosen as `plan.regions[region]`; `nested`: in the second pass, inside an enclosing
+    /// region's divergent parts.
+    Chosen {
+        nested: bool,
+        region: usize,
+    },
+    Rejected(Rejection),
+}
+
+/// A function's plan with the reasons behind it.
+struct Decided {
+    plan: Plan,
+    /// The natural loops (largest first) and, per loop, the outcome of its last attempt; empty
+    /// when `unanalysed`.
+    loops: Vec<NaturalLoop>,
+    attempts: Vec<Attempt>,
+    /// Why no loop was analysed at all (placement `every-block`, or too many blocks).
+    unanalysed: Option<Rejection>,
+}
+
+/// [`plan`], keeping what was decided for each loop and why ([`explain`] reports it).
+fn decide(
+    function: &Function,
+    placement: Placement,
+    reductions: Option<WarpReductions>,
+) -> Decided {
+    let unanalysed = |plan: Plan, reason: Rejection| Decided {
+        plan,
+        loops: Vec::new(),
+        attempts: Vec::new(),
+        unanalysed: Some(reason),
+    };
     if placement == Placement::EveryBlock {
-        return Plan::default();
+        return unanalysed(Plan::default(), Rejection::EveryBlockPlacement);
     }
     let cfg = Cfg::of(function);
     // A kernel's first block that nothing branches or falls into runs exactly once per thread,
@@ -966,10 +1015,16 @@ pub(crate) fn plan(
     let entry_from_launch = function.kind() == FunctionKind::Entry
         && cfg.preds.first().is_some_and(|preds| preds.is_empty());
     if cfg.blocks.is_empty() || cfg.blocks.len() > MAX_BLOCKS_FOR_ANALYSIS {
-        return Plan {
+        let plan = Plan {
             entry_from_launch,
             ..Plan::default()
         };
+        return unanalysed(
+            plan,
+            Rejection::TooManyBlocks {
+                blocks: cfg.blocks.len(),
+            },
+        );
     }
     let loops = cfg.loops();
     let ipdoms = cfg.ipdoms();
@@ -980,6 +1035,7 @@ pub(crate) fn plan(
         appendable: append_point(function, &depths).is_some(),
         ..Plan::default()
     };
+    let mut attempts = vec![Attempt::NotTried; loops.len()];
     let mut registers = 0;
     // Divergent branches in loops (the lanes meet again inside, or at one block after the loop:
     // a shrinking region, whose flush sums the lanes' counts and takes their maximum with
@@ -992,7 +1048,7 @@ pub(crate) fn plan(
     // blocks it does not count directly, so an outer and a nested region never write the same
     // block, and their counter registers are disjoint.
     for nested in [false, true] {
-        for l in &loops {
+        for (i, l) in loops.iter().enumerate() {
             let candidate = if nested {
                 l.blocks
                     .iter()
@@ -1003,7 +1059,7 @@ pub(crate) fn plan(
             if !candidate {
                 continue;
             }
-            let Some(region) = region_of(
+            let region = region_of(
                 function,
                 &cfg,
                 &divergence,
@@ -1012,36 +1068,19 @@ pub(crate) fn plan(
                 &depths,
                 l,
                 &loops,
-            ) else {
-                continue;
-            };
-            let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
-            if needs_new_blocks && !plan.appendable {
-                continue;
-            }
-            // A loop that lanes leave at different times needs the lanes' sums and maxima
-            // (`WarpReductions`), from sm_30; with shuffles its full flush loops, so it goes out
-            // of line, returning to a label at the meeting block, in the body's own scope.
-            let flush_out_of_line =
-                |meeting| plan.appendable && at_top_level(&cfg, &depths, meeting);
-            let meeting_ok = |meeting| match reductions {
-                Some(WarpReductions::Redux) => true,
-                Some(WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch) => {
-                    flush_out_of_line(meeting)
+            )
+            .and_then(|region| admit(region, &plan, registers, reductions, &cfg, &depths));
+            attempts[i] = match region {
+                Ok(region) => {
+                    registers += region.counter_registers();
+                    plan.regions.push(region);
+                    Attempt::Chosen {
+                        nested,
+                        region: plan.regions.len() - 1,
+                    }
                 }
-                None => false,
+                Err(reason) => Attempt::Rejected(reason),
             };
-            if region
-                .shrinking_to
-                .is_some_and(|meeting| !meeting_ok(meeting))
-            {
-                continue;
-            }
-            if registers + region.counter_registers() > MAX_COUNTER_REGISTERS {
-                continue;
-            }
-            registers += region.counter_registers();
-            plan.regions.push(region);
         }
     }
     if placement == Placement::Derived {
@@ -1053,7 +1092,57 @@ pub(crate) fn plan(
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
         plan.thread_flows = thread_flows_of(&cfg, &loops, &leaky, &mut plan);
     }
-    plan
+    Decided {
+        plan,
+        loops,
+        attempts,
+        unanalysed: None,
+    }
+}
+
+/// The rules a loop that [`region_of`] accepts must also pass in this function on this target:
+/// a block after the body for a flush on a taken exit, the warp reductions (and, with shuffles,
+/// the out-of-line flush) a loop that lanes leave at different times needs, and room among the
+/// counter registers the regions chosen before it (`registers`) left.
+fn admit(
+    region: Region,
+    plan: &Plan,
+    registers: usize,
+    reductions: Option<WarpReductions>,
+    cfg: &Cfg,
+    depths: &[usize],
+) -> Result<Region, Rejection> {
+    let needs_new_blocks = region.exits.iter().any(|e| e.site == EdgeSite::Taken);
+    if needs_new_blocks && !plan.appendable {
+        return Err(Rejection::NoBlockAfterBody);
+    }
+    // A loop that lanes leave at different times needs the lanes' sums and maxima
+    // (`WarpReductions`), from sm_30; with shuffles its full flush loops, so it goes out of
+    // line, returning to a label at the meeting block, in the body's own scope.
+    if let Some(meeting) = region.shrinking_to {
+        match reductions {
+            Some(WarpReductions::Redux) => {}
+            Some(WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch) => {
+                let meeting_at_top_level = at_top_level(cfg, depths, meeting);
+                if !(plan.appendable && meeting_at_top_level) {
+                    return Err(Rejection::ShuffleFlushNeedsOutOfLine {
+                        meeting,
+                        appendable: plan.appendable,
+                        meeting_at_top_level,
+                    });
+                }
+            }
+            None => return Err(Rejection::ShrinkingNeedsShuffles { meeting }),
+        }
+    }
+    let needed = region.counter_registers();
+    if registers + needed > MAX_COUNTER_REGISTERS {
+        return Err(Rejection::CounterRegistersTaken {
+            needed,
+            free: MAX_COUNTER_REGISTERS.saturating_sub(registers),
+        });
+    }
+    Ok(region)
 }
 
 /// `copies` and, per region, each block the region derives with the same count form as an
@@ -1384,7 +1473,7 @@ fn region_of(
     depths: &[usize],
     l: &NaturalLoop,
     loops: &[NaturalLoop],
-) -> Option<Region> {
+) -> Result<Region, Rejection> {
     let statements = function.statements();
     // Nothing in it may split the warp or end a thread; every statement involved in code
     // placement sits in the body's own scope (labels are scoped).
@@ -1397,17 +1486,27 @@ fn region_of(
     let mut shrinking_to: Option<usize> = None;
     for &b in l.blocks.iter().filter(|&&b| divergence.divergent_branch[b]) {
         if !enclosed_divergence {
-            return None;
+            return Err(Rejection::DivergentBranchUnderUniformLoops { branch: b });
         }
-        let join = ipdoms[b]?;
+        let join = ipdoms[b].ok_or(Rejection::DivergentBranchNeverMeets { branch: b })?;
         if !l.blocks.contains(&join) {
             // The lanes that leave go straight to the meeting block; the others stay together.
             let succs = &cfg.succs[b];
             let leaves_directly = succs.len() == 2
                 && succs.contains(&join)
                 && succs.iter().any(|s| l.blocks.contains(s));
-            if !leaves_directly || shrinking_to.is_some_and(|x| x != join) {
-                return None;
+            if !leaves_directly {
+                return Err(Rejection::DivergentExitNotStraightToMeeting {
+                    branch: b,
+                    meeting: join,
+                });
+            }
+            if let Some(first) = shrinking_to.filter(|&x| x != join) {
+                return Err(Rejection::TwoMeetingBlocks {
+                    branch: b,
+                    first,
+                    second: join,
+                });
             }
             shrinking_to = Some(join);
             continue;
@@ -1420,8 +1519,15 @@ fn region_of(
             // The branch itself may be in its own divergent part: it ends an inner loop that
             // lanes leave at different times (the join is after that loop, still in this one).
             // Its lanes then run it apart too, so it is counted directly like the rest.
-            if x == l.header || !l.blocks.contains(&x) {
-                return None;
+            if x == l.header {
+                return Err(Rejection::DivergentPartHoldsHeader { branch: b, join });
+            }
+            if !l.blocks.contains(&x) {
+                return Err(Rejection::DivergentPartLeavesLoop {
+                    branch: b,
+                    join,
+                    outside: x,
+                });
             }
             direct.insert(x);
             stack.extend(cfg.succs[x].iter().copied());
@@ -1431,13 +1537,18 @@ fn region_of(
     // registers are the function's); only a flush on a taken exit is a block of its own at the
     // end of the body, which must see the exit's target label (below).
     for &b in &l.blocks {
-        for &s in &cfg.blocks[b].instructions {
-            let instruction = statements[s].as_instruction()?;
-            if matches!(
-                instruction.opcode.base(),
-                "call" | "ret" | "exit" | "trap" | "brx"
-            ) {
-                return None;
+        // (A block's statements are all instructions.)
+        let instructions = cfg.blocks[b]
+            .instructions
+            .iter()
+            .filter_map(|&s| statements[s].as_instruction());
+        for instruction in instructions {
+            let opcode = instruction.opcode.base();
+            if matches!(opcode, "call" | "ret" | "exit" | "trap" | "brx") {
+                return Err(Rejection::LeavesOrCalls {
+                    block: b,
+                    opcode: opcode.to_string(),
+                });
             }
         }
     }
@@ -1446,7 +1557,8 @@ fn region_of(
     let mut exits: Vec<RegionEdge> = Vec::new();
     for &b in &l.blocks {
         for &s in &cfg.succs[b] {
-            let site = edge_site(function, cfg, b, s)?;
+            let site = edge_site(function, cfg, b, s)
+                .ok_or(Rejection::NoPlaceOnEdge { from: b, to: s })?;
             let edge = RegionEdge {
                 from: b,
                 to: l.blocks.contains(&s).then_some(s),
@@ -1461,28 +1573,43 @@ fn region_of(
         }
     }
     if exits.is_empty() {
-        return None; // a loop the warp never leaves has no place to flush
+        return Err(Rejection::NoExit); // a loop the warp never leaves has no place to flush
     }
     let nested_label = |t: usize| {
         cfg.blocks[t]
             .label_statement
             .is_some_and(|i| depths[i] != 0)
     };
-    if shrinking_to.is_none()
-        && exits
+    if shrinking_to.is_none() {
+        // The flush block at the end of the body could not branch there.
+        let taken_into_scope = exits
             .iter()
-            .any(|e| e.site == EdgeSite::Taken && e.exit_to.is_some_and(nested_label))
-    {
-        return None; // the flush block at the end of the body could not branch there
+            .filter(|e| e.site == EdgeSite::Taken)
+            .find_map(|e| e.exit_to.filter(|&t| nested_label(t)).map(|t| (e.from, t)));
+        if let Some((from, to)) = taken_into_scope {
+            return Err(Rejection::TakenExitIntoScope { from, to });
+        }
     }
-    if exits.iter().any(|e| direct.contains(&e.from)) {
-        return None; // a warp may leave it divided
+    if let Some(e) = exits.iter().find(|e| direct.contains(&e.from)) {
+        // A warp may leave it divided.
+        return Err(Rejection::ExitFromDivergentPart { block: e.from });
     }
     if let Some(x) = shrinking_to {
         // Every exit goes straight to the meeting block, so a lane is flushed there exactly once
         // per execution of the loop, and no lane re-enters the loop before it is.
-        if exits.iter().any(|e| e.exit_to != Some(x)) || counted_exits_too_many(&exits) {
-            return None;
+        // (An exit edge always has a target.)
+        let elsewhere = exits
+            .iter()
+            .find_map(|e| e.exit_to.filter(|&t| t != x).map(|t| (e.from, t)));
+        if let Some((from, to)) = elsewhere {
+            return Err(Rejection::ExitAvoidsMeetingBlock {
+                from,
+                to,
+                meeting: x,
+            });
+        }
+        if counted_exits_too_many(&exits) {
+            return Err(Rejection::TooManyExits { exits: exits.len() });
         }
     }
     // Spanning tree over the region's blocks (Kruskal, heaviest first): edges on the tree are
@@ -1591,16 +1718,19 @@ fn region_of(
             break;
         }
         // A node with exactly one unknown edge (self-loops are always known).
-        let node = (0..=outside).find(|&v| {
-            unknown
-                .iter()
-                .filter(|&&i| flow[i].from == v || flow[i].to == v)
-                .count()
-                == 1
-        })?;
+        let node = (0..=outside)
+            .find(|&v| {
+                unknown
+                    .iter()
+                    .filter(|&&i| flow[i].from == v || flow[i].to == v)
+                    .count()
+                    == 1
+            })
+            .ok_or(Rejection::FlowUnsolved)?;
         let t = *unknown
             .iter()
-            .find(|&&i| flow[i].from == node || flow[i].to == node)?;
+            .find(|&&i| flow[i].from == node || flow[i].to == node)
+            .ok_or(Rejection::FlowUnsolved)?;
         // in(node) = out(node)
         let mut value = zero();
         for (i, e) in flow.iter().enumerate() {
@@ -1648,7 +1778,9 @@ fn region_of(
             }
         }
         if distinct.len() > MAX_SHRINKING_COUNTS {
-            return None;
+            return Err(Rejection::TooManyShrinkingCounts {
+                counts: distinct.len(),
+            });
         }
     }
     // Only the counts the flush writes (blocks not counted directly) read counters: a counter
@@ -1671,7 +1803,9 @@ fn region_of(
     };
     // (Counted only now: a cycle inside a divergent part needs no counter of this region.)
     if kept.len() + counted_exits.len() > MAX_COUNTER_REGISTERS {
-        return None;
+        return Err(Rejection::TooManyCounters {
+            needed: kept.len() + counted_exits.len(),
+        });
     }
     let counted: Vec<RegionEdge> = kept.iter().map(|&i| counted[i].clone()).collect();
     let counts = counts
@@ -1694,6 +1828,7 @@ fn region_of(
     };
     let reentered = reaches(cfg, &flushed_at, l.header);
     let mut region = Region {
+        header: l.header,
         blocks: l.blocks.clone(),
         direct,
         shrinking_to,
@@ -1719,7 +1854,7 @@ fn region_of(
             region.entries = entries;
         }
     }
-    Some(region)
+    Ok(region)
 }
 
 /// The edges into loop `l`'s header from outside it, with where code on each goes; `None`
@@ -2024,6 +2159,29 @@ fn edge_site(function: &Function, cfg: &Cfg, from: usize, to: usize) -> Option<E
         [EdgeKind::FallThrough] if conditional => Some(EdgeSite::FallThrough),
         _ => None,
     }
+}
+
+/// Per block: no path of the control-flow graph leads to it from the function's entry. Only
+/// where the graph is known whole: a function with a `brx.idx` (whose targets come from a
+/// table) has none.
+pub(crate) fn unreachable_blocks(function: &Function, cfg: &Cfg) -> Vec<bool> {
+    let n = cfg.blocks.len();
+    let jump_table = function
+        .statements()
+        .iter()
+        .filter_map(|s| s.as_instruction())
+        .any(|i| i.opcode.base() == "brx");
+    if jump_table || n == 0 {
+        return vec![false; n];
+    }
+    let mut reached = vec![false; n];
+    let mut stack = vec![0usize];
+    while let Some(b) = stack.pop() {
+        if !std::mem::replace(&mut reached[b], true) {
+            stack.extend(cfg.succs[b].iter().copied());
+        }
+    }
+    reached.into_iter().map(|r| !r).collect()
 }
 
 /// Whether block `b` lies on a cycle of the control-flow graph (a thread may run it twice).
