@@ -775,8 +775,9 @@ pub(crate) struct Region {
     /// Per block of the region (in `blocks` order): its count.
     pub counts: Vec<(usize, Form)>,
     /// A thread may run the loop again after leaving it (a path leads from the flush back to
-    /// its header), so the flush resets the counters; otherwise the prologue's zeroing is all
-    /// they need.
+    /// its header), or run a shrinking region's flush again without it (the meeting block is on
+    /// a cycle), so the flush resets the counters; otherwise the prologue's zeroing is all they
+    /// need.
     pub reentered: bool,
     /// Per counted edge (in `counted` order): the program's induction variable its count is
     /// read from, instead of an `add` on the edge, if it has one.
@@ -1826,7 +1827,11 @@ fn region_of(
         Some(meeting) => vec![meeting],
         None => exits.iter().filter_map(|e| e.exit_to).collect(),
     };
-    let reentered = reaches(cfg, &flushed_at, l.header);
+    // A lane may also come back to a meeting block without running the loop again (the
+    // meeting block heads a loop of its own, or lies on another cycle): its flush, at the top
+    // of that block, then runs again, and must find zeros.
+    let reentered = reaches(cfg, &flushed_at, l.header)
+        || shrinking_to.is_some_and(|meeting| in_cycle(cfg, meeting));
     let mut region = Region {
         header: l.header,
         blocks: l.blocks.clone(),

@@ -181,3 +181,75 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
         }
     }
 }
+
+/// Lanes leave loop `$L` at different times (their trip counts differ) and meet at `$X`, which
+/// heads a loop of its own (no block between them, as where a compiler leaves a preheader
+/// empty): the flush at the top of `$X` runs on every trip of that loop.
+const MEETING_HEADS_A_LOOP: &str = "
+.visible .entry k(.param .u64 k_p, .param .u32 k_n, .param .u32 k_m)
+{
+\t.reg .pred %p<8>;
+\t.reg .b32 %r<16>;
+\t.reg .b64 %rd<8>;
+\tld.param.u64 %rd1, [k_p];
+\tld.param.u32 %r1, [k_n];
+\tld.param.u32 %r2, [k_m];
+\tmov.u32 %r3, %tid.x;
+\tmov.u32 %r4, 0;
+\tmov.u32 %r5, 0;
+$L:
+\tadd.s32 %r4, %r4, %r3;
+\tadd.s32 %r3, %r3, 32;
+\tsetp.lt.s32 %p1, %r3, %r1;
+\t@%p1 bra $L;
+$X:
+\tadd.s32 %r4, %r4, %r5;
+\tadd.s32 %r5, %r5, 1;
+\tsetp.lt.s32 %p2, %r5, %r2;
+\t@%p2 bra $X;
+\tst.global.u32 [%rd1], %r4;
+\tret;
+}
+";
+
+/// The counter pairs of blocks 1 (`$L`) and 2 (`$X`) after one launch of 64 threads (lanes
+/// run `$L` 1 or 2 times, the warp `$X` 5 times) of [`MEETING_HEADS_A_LOOP`] for `target`.
+fn meeting_heads_a_loop_counts(target: &str, placement: device_runtime::Placement) -> Vec<u64> {
+    let ptx = format!(".version 7.8\n.target {target}\n.address_size 64\n{MEETING_HEADS_A_LOOP}");
+    let mut module = ptx_lexer::parse(&ptx).unwrap_or_else(|e| panic!("{e}"));
+    let results = device_runtime::instrument_module_with(&mut module, placement);
+    let clone = results[0].clone.clone().expect("k is instrumented");
+    let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
+    let env = TestEnv::default();
+    let mut out = [0u32; 1];
+    let mut counters = vec![0u64; results[0].blocks.len() * 2];
+    let (p, c) = (env.register(&mut out), env.register(&mut counters));
+    launch(
+        &program,
+        &clone,
+        &config([1, 1, 1], [64, 1, 1], 1),
+        &[
+            Arg::U64(p),
+            Arg::U32(45),
+            Arg::U32(5),
+            Arg::U64(c),
+            Arg::U32(0),
+        ],
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    counters[2..6].to_vec()
+}
+
+#[test]
+fn a_meeting_block_that_heads_a_loop_flushes_each_run_of_the_first_loop_once() {
+    // Before the fix, the flush at the top of `$X` ran again on each of its 5 trips with the
+    // counters of the one run of `$L`: five times its counts.
+    for target in ["sm_61", "sm_70", "sm_80"] {
+        let derived = meeting_heads_a_loop_counts(target, device_runtime::Placement::Derived);
+        let every = meeting_heads_a_loop_counts(target, device_runtime::Placement::EveryBlock);
+        // $L: 64 + 13 lanes' trips in 2 + 1 warp runs; $X: 64 x 5 threads, 2 x 5 warps.
+        assert_eq!(every, [77, 3, 320, 10], "{target}, every block");
+        assert_eq!(derived, every, "{target}, derived");
+    }
+}
