@@ -198,6 +198,7 @@ fn counting_name(counting: BlockCounting) -> &'static str {
         BlockCounting::WarpUpdate => "warp-update",
         BlockCounting::PackedUpdate => "packed-update",
         BlockCounting::FullUpdate => "full-update",
+        BlockCounting::Credited { .. } => "credited",
     }
 }
 
@@ -243,13 +244,13 @@ fn decision_words(l: &LoopDecision, name: &dyn Fn(usize) -> String) -> String {
                 [b] => {
                     let _ = write!(
                         text,
-                        "; block {b} lies between a divergent branch and its join: counted at its top"
+                        "; block {b} lies between a divergent branch and its join: not derived by the flush"
                     );
                 }
                 _ => {
                     let _ = write!(
                         text,
-                        "; blocks {} lie between a divergent branch and its join: counted at their tops",
+                        "; blocks {} lie between a divergent branch and its join: not derived by the flush",
                         ranges(divergent_blocks)
                     );
                 }
@@ -305,6 +306,20 @@ fn counting_words(counting: BlockCounting, name: &dyn Fn(usize) -> String) -> St
         BlockCounting::WarpUpdate => update("warp update (threads by flow conservation)"),
         BlockCounting::PackedUpdate => update("packed update"),
         BlockCounting::FullUpdate => update("full update"),
+        BlockCounting::Credited {
+            region,
+            threads_by_flow,
+        } => format!(
+            "credited at its top to the leader's registers{}: {} instructions, no reduction per \
+             warp; each lane adds them at the flush of the region at {}",
+            if threads_by_flow {
+                " (warps; threads by flow conservation)"
+            } else {
+                ""
+            },
+            cost.instructions,
+            name(region)
+        ),
     }
 }
 
@@ -438,6 +453,13 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
                     match counting {
                         BlockCounting::Copied { from } => entry["from"] = json!(from),
                         BlockCounting::Flushed { region } => entry["region"] = json!(region),
+                        BlockCounting::Credited {
+                            region,
+                            threads_by_flow,
+                        } => {
+                            entry["region"] = json!(region);
+                            entry["threads_by_flow"] = json!(threads_by_flow);
+                        }
                         BlockCounting::Difference { branch, sibling } => {
                             entry["branch"] = json!(branch);
                             entry["sibling"] = json!(sibling);

@@ -253,3 +253,107 @@ fn a_meeting_block_that_heads_a_loop_flushes_each_run_of_the_first_loop_once() {
         assert_eq!(derived, every, "{target}, derived");
     }
 }
+
+/// A loop of rounds whose body is guarded per thread (`if (tid % (round + 2) == 0)`), with a
+/// second divergent branch inside the guarded part and a lane-dependent early `continue`: the
+/// guarded blocks lie between divergent branches and their joins, so the region credits them
+/// to the leaders of the groups that run them, and each lane adds its credits at the flush.
+const GUARDED_ROUNDS: &str = "
+.visible .entry k(.param .u64 k_p, .param .u32 k_n)
+{
+\t.reg .pred %p<8>;
+\t.reg .b32 %r<16>;
+\t.reg .b64 %rd<8>;
+\tld.param.u64 %rd1, [k_p];
+\tld.param.u32 %r1, [k_n];
+\tmov.u32 %r3, %tid.x;
+\tmov.u32 %r4, 0;
+\tmov.u32 %r5, 0;
+$ROUND:
+\tadd.s32 %r6, %r5, 2;
+\trem.u32 %r7, %r3, %r6;
+\tsetp.ne.u32 %p1, %r7, 0;
+\t@%p1 bra $JOIN;
+\tadd.s32 %r4, %r4, %r5;
+\tand.b32 %r8, %r3, 1;
+\tsetp.eq.u32 %p2, %r8, 0;
+\t@%p2 bra $EVEN;
+\tadd.s32 %r4, %r4, 7;
+$EVEN:
+\txor.b32 %r4, %r4, %r3;
+$JOIN:
+\tadd.s32 %r5, %r5, 1;
+\tsetp.lt.u32 %p3, %r5, %r1;
+\t@%p3 bra $ROUND;
+\tst.global.u32 [%rd1], %r4;
+\tret;
+}
+";
+
+/// Every block's counter pair after one launch of 2 CTAs of 48 threads (a full warp and half
+/// of one each) of [`GUARDED_ROUNDS`] for `target` under `placement`, with `rounds` rounds.
+fn guarded_rounds_counts(
+    target: &str,
+    placement: device_runtime::Placement,
+    rounds: u32,
+) -> (Vec<u64>, device_runtime::KernelInstrumentation) {
+    let ptx = format!(".version 7.8\n.target {target}\n.address_size 64\n{GUARDED_ROUNDS}");
+    let mut module = ptx_lexer::parse(&ptx).unwrap_or_else(|e| panic!("{e}"));
+    let results = device_runtime::instrument_module_with(&mut module, placement);
+    let clone = results[0].clone.clone().expect("k is instrumented");
+    let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
+    let env = TestEnv::default();
+    let mut out = [0u32; 1];
+    let mut counters = vec![0u64; results[0].blocks.len() * 2];
+    let (p, c) = (env.register(&mut out), env.register(&mut counters));
+    launch(
+        &program,
+        &clone,
+        &config([2, 1, 1], [48, 1, 1], 1),
+        &[Arg::U64(p), Arg::U32(rounds), Arg::U64(c), Arg::U32(0)],
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (counters, results[0].clone())
+}
+
+#[test]
+fn blocks_of_a_divergent_part_credited_to_their_leaders_add_up_to_their_counts() {
+    for target in ["sm_61", "sm_70", "sm_80"] {
+        for rounds in [1, 5, 40] {
+            let (derived, plan) =
+                guarded_rounds_counts(target, device_runtime::Placement::Derived, rounds);
+            let (every, _) =
+                guarded_rounds_counts(target, device_runtime::Placement::EveryBlock, rounds);
+            // The guarded blocks (2: the body, 3: the odd lanes' add, 4: the join of the
+            // inner branch) are counted on the device in both: the same pairs, except the
+            // threads of a block the runtime derives by flow.
+            let by_flow = |b: usize| plan.thread_flows.iter().any(|f| f.block == b);
+            let copied = |b: usize| plan.copied_counts.iter().any(|&(c, _)| c == b);
+            let mut compared = 0;
+            for b in [2usize, 3, 4] {
+                if copied(b) {
+                    continue;
+                }
+                compared += 1;
+                assert_eq!(
+                    derived[2 * b + 1],
+                    every[2 * b + 1],
+                    "{target}, {rounds} rounds, block {b} warps"
+                );
+                if !by_flow(b) {
+                    assert_eq!(
+                        derived[2 * b],
+                        every[2 * b],
+                        "{target}, {rounds} rounds, block {b} threads"
+                    );
+                }
+            }
+            assert!(compared >= 2, "{target}: {plan:?}");
+            if rounds > 1 {
+                // From round 1 (tid % 3 == 0) odd lanes run it too.
+                assert!(every[2 * 3 + 1] > 0, "the odd lanes' block runs");
+            }
+        }
+    }
+}
