@@ -198,7 +198,6 @@ fn counting_name(counting: BlockCounting) -> &'static str {
         BlockCounting::WarpUpdate => "warp-update",
         BlockCounting::PackedUpdate => "packed-update",
         BlockCounting::FullUpdate => "full-update",
-        BlockCounting::Credited { .. } => "credited",
     }
 }
 
@@ -244,13 +243,13 @@ fn decision_words(l: &LoopDecision, name: &dyn Fn(usize) -> String) -> String {
                 [b] => {
                     let _ = write!(
                         text,
-                        "; block {b} lies between a divergent branch and its join: not derived by the flush"
+                        "; block {b} lies between a divergent branch and its join: counted at its top"
                     );
                 }
                 _ => {
                     let _ = write!(
                         text,
-                        "; blocks {} lie between a divergent branch and its join: not derived by the flush",
+                        "; blocks {} lie between a divergent branch and its join: counted at their tops",
                         ranges(divergent_blocks)
                     );
                 }
@@ -306,20 +305,6 @@ fn counting_words(counting: BlockCounting, name: &dyn Fn(usize) -> String) -> St
         BlockCounting::WarpUpdate => update("warp update (threads by flow conservation)"),
         BlockCounting::PackedUpdate => update("packed update"),
         BlockCounting::FullUpdate => update("full update"),
-        BlockCounting::Credited {
-            region,
-            threads_by_flow,
-        } => format!(
-            "credited at its top to the leader's registers{}: {} instructions, no reduction per \
-             warp; each lane adds them at the flush of the region at {}",
-            if threads_by_flow {
-                " (warps; threads by flow conservation)"
-            } else {
-                ""
-            },
-            cost.instructions,
-            name(region)
-        ),
     }
 }
 
@@ -453,13 +438,6 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
                     match counting {
                         BlockCounting::Copied { from } => entry["from"] = json!(from),
                         BlockCounting::Flushed { region } => entry["region"] = json!(region),
-                        BlockCounting::Credited {
-                            region,
-                            threads_by_flow,
-                        } => {
-                            entry["region"] = json!(region);
-                            entry["threads_by_flow"] = json!(threads_by_flow);
-                        }
                         BlockCounting::Difference { branch, sibling } => {
                             entry["branch"] = json!(branch);
                             entry["sibling"] = json!(sibling);

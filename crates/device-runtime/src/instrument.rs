@@ -18,10 +18,10 @@ use ptx_lexer::{
 use crate::placement::{self, BlockCounting, EdgeSite, Induction, Placement, Plan, RegionEdge};
 use crate::ThreadFlow;
 use crate::{
-    block_update, counter_increment, counter_params, credited_flush, credited_update,
-    declare_registers, entry_prologue, function_prologue, guarded, induction_count,
-    induction_snapshot, packed_update, region_flush, shrinking_flush, shrinking_flush_fast,
-    warp_update, CountForm, CounterRegisters, WarpReductions,
+    block_update, counter_increment, counter_params, declare_registers, entry_prologue,
+    function_prologue, guarded, induction_count, induction_snapshot, packed_update, region_flush,
+    shrinking_flush, shrinking_flush_fast, warp_update, CountForm, CounterRegisters,
+    WarpReductions,
 };
 
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
@@ -417,22 +417,6 @@ fn place_counters(
     // code (clang `-g` ends bodies with a label after the last `ret`, and such a block alone
     // would otherwise cost the kernel its prologue).
     let unreachable = placement::unreachable_blocks(function, &cfg);
-    // Per region, its credited blocks' (block, warps register, threads register), numbered
-    // after the region's counted edges and exits as `Region::counter_registers` counts them.
-    let mut credits: Vec<Vec<(usize, usize, Option<usize>)>> = Vec::new();
-    let mut next_counter = 0usize;
-    for region in &plan.regions {
-        next_counter += region.counted.len() + region.counted_exits.len();
-        let mut these = Vec::new();
-        for credited in &region.credited {
-            let warps = next_counter;
-            let threads = credited.threads.then_some(warps + 1);
-            next_counter += credited.registers();
-            these.push((credited.block, warps, threads));
-        }
-        credits.push(these);
-    }
-    let credit_of = |b: usize| credits.iter().flatten().find(|c| c.0 == b).copied();
     for (b, block) in cfg.blocks.iter().enumerate() {
         // After the code on edges into it (0) and a loop's flush where lanes meet (1).
         let counter = offset + b as u64;
@@ -443,11 +427,6 @@ fn place_counters(
                 Some(packed_update(regs, counter))
             }
             BlockCounting::FullUpdate => Some(block_update(regs, counter)),
-            BlockCounting::Credited { .. } => {
-                let (_, warps, threads) = credit_of(b)
-                    .ok_or_else(|| RewriteError::NoPlaceForBlock(function.name().to_string()))?;
-                Some(credited_update(regs, warps, threads))
-            }
             BlockCounting::Unreachable
             | BlockCounting::FromLaunch
             | BlockCounting::Copied { .. }
@@ -460,7 +439,7 @@ fn place_counters(
     }
     let mut exit_labels = 0usize;
     let mut first_counter = 0usize;
-    for (region, credits) in plan.regions.iter().zip(&credits) {
+    for region in &plan.regions {
         let counters: Vec<usize> = (first_counter..first_counter + region.counted.len()).collect();
         first_counter += region.counted.len();
         // A shrinking region also counts its exit edges per lane (lanes leave at different
@@ -468,20 +447,6 @@ fn place_counters(
         let exit_counters: Vec<usize> =
             (first_counter..first_counter + region.counted_exits.len()).collect();
         first_counter += exit_counters.len();
-        first_counter += region.credited_registers();
-        // Each lane adds what it was credited with, wherever the region flushes it.
-        let credited_flushes: Vec<Statement> = credits
-            .iter()
-            .flat_map(|&(block, warps, threads)| {
-                credited_flush(
-                    regs,
-                    offset + block as u64,
-                    warps,
-                    threads,
-                    region.reentered,
-                )
-            })
-            .collect();
         // The counter of each exit that carries one.
         let exit_counter = |j: usize| {
             region
@@ -636,8 +601,7 @@ fn place_counters(
             // Induction counters are recovered once per lane: where the lanes meet when every
             // lane there left by the one exit, else on each exit edge (placement allows them
             // only where no exit is a taken branch, whose code would run on every trip).
-            let mut flush = credited_flushes.clone();
-            flush.extend(if recovered_at_meeting {
+            let mut flush = if recovered_at_meeting {
                 induction_counts(0)
             } else {
                 for (j, edge) in region.exits.iter().enumerate() {
@@ -647,7 +611,7 @@ fn place_counters(
                     }
                 }
                 Vec::new()
-            });
+            };
             flush.append(&mut match fast {
                 Some((at_meeting, mut out_of_line)) => {
                     new_blocks.append(&mut out_of_line);
@@ -689,7 +653,6 @@ fn place_counters(
                 .collect();
             let mut flush = induction_counts(j);
             flush.append(&mut region_flush(regs, &forms, &reset));
-            flush.extend(credited_flushes.iter().cloned());
             match edge.site {
                 EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
                 EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),

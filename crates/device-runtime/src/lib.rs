@@ -435,64 +435,6 @@ pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     code
 }
 
-/// The update at the top of a credited block (`placement::Credited`): the group's leader adds
-/// 1 to its warps register `{counter}warps` and, where the block's threads are counted here,
-/// the group's size to its threads register `{counter}threads`. No reduction: each lane adds
-/// its registers to the block's counters at the region's flush ([`credited_flush`]). As many
-/// instructions as [`block_update`] (or [`warp_update`]), register adds in place of `red`.
-pub fn credited_update(
-    regs: &CounterRegisters,
-    warps: usize,
-    threads: Option<usize>,
-) -> Vec<Statement> {
-    let mut code = match threads {
-        Some(threads) => {
-            let mut code = elect_leader(regs);
-            code.push(ins("cvt.u64.u32", vec![regs.r64(2), regs.r32(2)]));
-            code.push(guarded(
-                regs,
-                0,
-                "add.s64",
-                vec![regs.c(threads), regs.c(threads), regs.r64(2)],
-            ));
-            code
-        }
-        None => elect_leader_only(regs),
-    };
-    code.push(guarded(
-        regs,
-        0,
-        "add.s64",
-        vec![regs.c(warps), regs.c(warps), Operand::int(1)],
-    ));
-    code
-}
-
-/// At a region's flush, each lane that led some group through credited block `block` (its
-/// warps register `{counter}warps` is not zero) adds its registers to the block's counter pair;
-/// then, where the lane may run the region again (`reset`), it zeroes them.
-pub fn credited_flush(
-    regs: &CounterRegisters,
-    block: u64,
-    warps: usize,
-    threads: Option<usize>,
-    reset: bool,
-) -> Vec<Statement> {
-    let pair = block * COUNTER_PAIR_BYTES;
-    let mut code = vec![ins(
-        "setp.ne.u64",
-        vec![regs.p(4), regs.c(warps), Operand::int(0)],
-    )];
-    if let Some(threads) = threads {
-        code.push(counter_add(regs, 4, pair, regs.c(threads)));
-    }
-    code.push(counter_add(regs, 4, pair + 8, regs.c(warps)));
-    if reset {
-        code.extend(zeroed(regs, threads.into_iter().chain([warps])));
-    }
-    code
-}
-
 /// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it
 /// follows where it sits before one.
 pub fn counter_increment(

@@ -785,34 +785,6 @@ pub(crate) struct Region {
     /// The edges into the header from outside, where each induction counter takes its
     /// snapshot of its variable; empty when the region has no induction counters.
     pub entries: Vec<RegionEdge>,
-    /// Blocks of its divergent parts counted in the leaders' registers ([`Credited`]), whose
-    /// registers follow the counted edges' and exits'; chosen after the regions
-    /// ([`credit_divergent_parts`]).
-    pub credited: Vec<Credited>,
-}
-
-/// A block of a region's divergent parts counted in registers instead of with reductions at
-/// its top: there the group's leader (the last active counted lane) adds 1 to a register of
-/// its own for the warps and, unless the runtime derives the block's threads by flow, the
-/// group's size to another for the threads; every lane adds its two registers to the block's
-/// counter pair at the region's flush (where its counters are flushed: each exit edge, or the
-/// meeting block of a loop that lanes leave at different times), which each lane runs once per
-/// run of the loop. Each run of the block by a group credits exactly one lane, with the
-/// group's size, so the sums over the lanes are its warp and thread counts, whatever the
-/// groups and wherever the lanes meet again; no reduction runs per trip, and at the flush only
-/// lanes that led some group add.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Credited {
-    pub block: usize,
-    /// Whether the threads are counted here too (else the runtime derives them by flow).
-    pub threads: bool,
-}
-
-impl Credited {
-    /// Registers it takes: the warps', and the threads' where counted.
-    pub fn registers(&self) -> usize {
-        1 + usize::from(self.threads)
-    }
 }
 
 /// A counted edge whose count follows from a register of the program that one block B of the
@@ -893,15 +865,10 @@ impl Recovery {
 pub(crate) const MAX_INDUCTION_SHIFT: u32 = 8;
 
 impl Region {
-    /// Registers its counts take: one per counted edge, one per exit edge where lanes may
-    /// leave in different iterations, and those of its credited blocks.
+    /// Registers its counts take: one per counted edge, and one per exit edge where lanes may
+    /// leave in different iterations.
     pub fn counter_registers(&self) -> usize {
-        self.counted.len() + self.counted_exits.len() + self.credited_registers()
-    }
-
-    /// Registers its credited blocks take (after the counted edges' and exits').
-    pub fn credited_registers(&self) -> usize {
-        self.credited.iter().map(Credited::registers).sum()
+        self.counted.len() + self.counted_exits.len()
     }
 }
 
@@ -1125,50 +1092,12 @@ fn decide(
         let leaky = leaky_blocks(function, &cfg);
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
         plan.thread_flows = thread_flows_of(&cfg, &loops, &leaky, &mut plan);
-        credit_divergent_parts(&mut plan);
     }
     Decided {
         plan,
         loops,
         attempts,
         unanalysed: None,
-    }
-}
-
-/// Chooses the blocks of the regions' divergent parts that are counted in registers
-/// ([`Credited`]), each by the innermost region whose divergent part holds it, as long as the
-/// function's counter registers last ([`MAX_COUNTER_REGISTERS`]); the others keep their update
-/// at their top. Blocks the runtime copies, derives from a uniform branch or that a nested
-/// region flushes are not counted at their top at all, and are left out.
-fn credit_divergent_parts(plan: &mut Plan) {
-    let mut registers = plan.counter_registers();
-    let mut blocks: Vec<usize> = plan
-        .regions
-        .iter()
-        .flat_map(|r| r.direct.iter().copied())
-        .collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    for b in blocks {
-        if plan.derived(b) || plan.copied(b) || plan.warps_derived(b) {
-            continue;
-        }
-        let credited = Credited {
-            block: b,
-            threads: !plan.threads_derived(b),
-        };
-        if registers + credited.registers() > MAX_COUNTER_REGISTERS {
-            continue;
-        }
-        let owner = plan
-            .regions
-            .iter_mut()
-            .filter(|r| r.direct.contains(&b))
-            .min_by_key(|r| r.blocks.len());
-        if let Some(owner) = owner {
-            registers += credited.registers();
-            owner.credited.push(credited);
-        }
     }
 }
 
@@ -1914,7 +1843,6 @@ fn region_of(
         exit_taken_by_all,
         counts,
         reentered,
-        credited: Vec::new(),
         inductions: Vec::new(),
         entries: Vec::new(),
     };

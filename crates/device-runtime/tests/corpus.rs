@@ -535,8 +535,7 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     let entry = &result.blocks[start + i];
                     let pair = ((start + i) * 16) as u64;
                     let never_runs = whole && !reached.get(i).copied().unwrap_or(true);
-                    // Counted at its top, or else (in a register-counted loop, or credited in a
-                    // divergent part of one) by a flush.
+                    // Counted at its top, or else (in a register-counted loop) by a flush.
                     let offset = top_update_offset(copy, block);
                     let from_launch = start + i == 0 && result.entry_from_launch;
                     let copied = result.copied_counts.iter().any(|&(b, _)| b == start + i);
@@ -556,10 +555,7 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                             && !flushed.contains(&pair)
                             && !flushed.contains(&(pair + 8))
                     } else if threads_derived {
-                        // At its top, or credited there and added by a flush (warps only).
-                        (offset == Some((pair, Update::Warps))
-                            || (offset.is_none() && flushed.contains(&(pair + 8))))
-                            && !flushed.contains(&pair)
+                        offset == Some((pair, Update::Warps)) && !flushed.contains(&pair)
                     } else if result.packed_counts.contains(&(start + i)) {
                         offset == Some((pair, Update::Packed)) && !flushed.contains(&(pair + 8))
                     } else {

@@ -10,9 +10,7 @@ use super::{
     decide, in_cycle, unreachable_blocks, Attempt, Cfg, Placement, Plan, MAX_BLOCKS_FOR_ANALYSIS,
     MAX_COUNTER_REGISTERS, MAX_SHRINKING_COUNTS,
 };
-use crate::{
-    block_update, credited_update, packed_update, warp_update, CounterRegisters, WarpReductions,
-};
+use crate::{block_update, packed_update, warp_update, CounterRegisters, WarpReductions};
 
 /// Why a natural loop is not counted in registers (one variant per rule of the placement;
 /// blocks are indices into the function's blocks, in layout order).
@@ -345,13 +343,6 @@ pub enum BlockCounting {
     PackedUpdate,
     /// The full update at its top: threads and warps, two reductions.
     FullUpdate,
-    /// In a divergent part of the region with this header: at its top the group's leader adds
-    /// to registers of its own (threads too unless `threads_by_flow`), which each lane adds to
-    /// the counters at the region's flush ([`super::Credited`]).
-    Credited {
-        region: usize,
-        threads_by_flow: bool,
-    },
 }
 
 /// What counter code a block's update costs each time a warp runs the block.
@@ -378,9 +369,6 @@ impl BlockCounting {
             BlockCounting::FullUpdate => block_update(&regs, 0),
             BlockCounting::PackedUpdate => packed_update(&regs, 0),
             BlockCounting::WarpUpdate => warp_update(&regs, 0),
-            BlockCounting::Credited {
-                threads_by_flow, ..
-            } => credited_update(&regs, 0, (!threads_by_flow).then_some(1)),
             _ => return UpdateCost::default(),
         };
         let instructions: Vec<_> = code.iter().filter_map(|s| s.as_instruction()).collect();
@@ -510,16 +498,6 @@ pub(crate) fn block_counting(
         return BlockCounting::Difference {
             branch: d.branch,
             sibling: d.sibling,
-        };
-    }
-    let credited = plan
-        .regions
-        .iter()
-        .find_map(|r| r.credited.iter().find(|c| c.block == b).map(|c| (r, c)));
-    if let Some((region, credited)) = credited {
-        return BlockCounting::Credited {
-            region: region.header,
-            threads_by_flow: !credited.threads,
         };
     }
     if plan.threads_derived(b) {
@@ -930,15 +908,7 @@ mod tests {
             inner.decision,
             Decision::Region { nested: true, .. }
         ));
-        // The block before the inner loop, in the outer region's divergent part: credited to
-        // its groups' leaders, flushed by the outer region.
-        assert_eq!(
-            e.blocks[2],
-            BlockCounting::Credited {
-                region: 1,
-                threads_by_flow: false
-            }
-        );
+        assert_eq!(e.blocks[2], BlockCounting::FullUpdate);
         assert_eq!(e.blocks[3], BlockCounting::Flushed { region: 3 });
         // The latch runs as often as the header: the flush writes one count for both.
         assert_eq!(e.blocks[4], BlockCounting::Copied { from: 1 });
