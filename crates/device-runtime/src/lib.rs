@@ -812,6 +812,32 @@ fn shrinking_counts_redux(regs: &CounterRegisters, blocks: &[(u64, CountForm)]) 
     code
 }
 
+/// `{b64}2 = value` of lane `source` (every lane of `mask` runs it; `source` must be active):
+/// two 32-bit `shfl.sync.idx` through `{b32}6` and `{b32}7`.
+fn shuffled_u64(
+    regs: &CounterRegisters,
+    value: &Operand,
+    source: &Operand,
+    mask: &Operand,
+) -> Vec<Statement> {
+    let halves = Operand::Vector(vec![regs.r32(6), regs.r32(7)]);
+    let mut code = vec![ins("mov.b64", vec![halves.clone(), value.clone()])];
+    for half in [regs.r32(6), regs.r32(7)] {
+        code.push(ins(
+            "shfl.sync.idx.b32",
+            vec![
+                half.clone(),
+                half,
+                source.clone(),
+                Operand::int(31),
+                mask.clone(),
+            ],
+        ));
+    }
+    code.push(ins("mov.b64", vec![regs.r64(2), halves]));
+    code
+}
+
 /// [`shrinking_flush`]'s counts with shuffles, for any set of active lanes: per count, a tree
 /// over the n active lanes in order of lane, a loop over d = 1, 2, 4, ... while d < n (uniform:
 /// every lane holds the same mask). At each step, each lane adds (and takes the larger of) the
@@ -859,21 +885,7 @@ fn shrinking_counts_shuffled(
             ),
         ]);
         for (accumulated, op) in [(rd(4), "add.s64"), (rd(5), "max.u64")] {
-            let halves = Operand::Vector(vec![r(6), r(7)]);
-            code.push(ins("mov.b64", vec![halves.clone(), accumulated.clone()]));
-            for half in [r(6), r(7)] {
-                code.push(ins(
-                    "shfl.sync.idx.b32",
-                    vec![
-                        half.clone(),
-                        half,
-                        partner.clone(),
-                        Operand::int(31),
-                        mask.clone(),
-                    ],
-                ));
-            }
-            code.push(ins("mov.b64", vec![rd(2), halves]));
+            code.extend(shuffled_u64(regs, &accumulated, &partner, &mask));
             code.push(guarded(
                 regs,
                 4,
@@ -933,21 +945,7 @@ fn same_counters_as_the_leaders(regs: &CounterRegisters, counters: &[usize]) -> 
     }
     let mut code = vec![ins("bfind.u32", vec![source.clone(), mask.clone()])];
     for (i, &counter) in counters.iter().enumerate() {
-        let halves = Operand::Vector(vec![r(6), r(7)]);
-        code.push(ins("mov.b64", vec![halves.clone(), regs.c(counter)]));
-        for half in [r(6), r(7)] {
-            code.push(ins(
-                "shfl.sync.idx.b32",
-                vec![
-                    half.clone(),
-                    half,
-                    source.clone(),
-                    Operand::int(31),
-                    mask.clone(),
-                ],
-            ));
-        }
-        code.push(ins("mov.b64", vec![rd(2), halves]));
+        code.extend(shuffled_u64(regs, &regs.c(counter), &source, &mask));
         code.push(if i == 0 {
             ins("setp.eq.u64", vec![p(4), rd(2), regs.c(counter)])
         } else {
