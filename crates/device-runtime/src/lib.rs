@@ -81,7 +81,7 @@ const LANES_UP_TO_HERE: u32 = 5;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRegisters {
     /// `.b32` registers: `{b32}0`..`{b32}4` and `{b32}6`..`{b32}9` scratch, `{b32}5` the
-    /// lower-lanes mask (live through the function).
+    /// lanes-up-to-here mask (live through the function).
     pub b32: String,
     /// `.b64` registers: `{b64}0` is the bank's base address (null when this thread is not
     /// counted), `{b64}1`..`{b64}5` scratch.
@@ -158,11 +158,11 @@ fn ins(opcode: &str, operands: Vec<Operand>) -> Statement {
     Statement::instruction(Instruction::simple(opcode, operands))
 }
 
-/// Computes the bank's base address into `{b64}0` and the lower-lanes mask `{b32}5` from the
-/// kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: the bank mask,
-/// bank count - 1 with the count a power of two, in the low 24 bits; mode in the top byte), for
-/// a kernel with `blocks` counted blocks, and zeroes the loop counters. Runs once, at the top
-/// of the kernel. Threads the mode does not count get a null base and an all-ones mask; the
+/// Computes the bank's base address into `{b64}0` and the lanes-up-to-here mask `{b32}5` from
+/// the kernel parameters `counters` (`.u64`, a global pointer) and `banks` (`.u32`: the bank
+/// mask, bank count - 1 with the count a power of two, in the low 24 bits; mode in the top
+/// byte), for a kernel with `blocks` counted blocks, and zeroes the loop counters. Runs once, at
+/// the top of the kernel. Threads the mode does not count get a null base and a zero mask; the
 /// mode's test is skipped by a uniform branch to `label` when every thread is counted, the
 /// common case (9 instructions then). [`MODE_RANGES`] recomputes the base at `ranged_label`.
 pub fn entry_prologue(
@@ -291,9 +291,9 @@ fn zeroed(regs: &CounterRegisters, counters: impl IntoIterator<Item = usize>) ->
         .collect()
 }
 
-/// The end of a device function's prologue: the lower-lanes mask from the "counted" predicate
+/// The end of a device function's prologue: the lanes-up-to-here mask from the "counted" predicate
 /// `{pred}1`, and the loop counters zeroed.
-fn lower_lanes_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
+fn lanes_mask_and_counters(regs: &CounterRegisters) -> Vec<Statement> {
     let mut code = vec![
         ins("mov.u32", vec![regs.r32(3), Operand::reg("%lanemask_le")]),
         ins(
@@ -324,7 +324,7 @@ pub fn function_prologue(regs: &CounterRegisters, base_param: &str) -> Vec<State
         ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
     ]
     .into_iter()
-    .chain(lower_lanes_and_counters(regs))
+    .chain(lanes_mask_and_counters(regs))
     .collect()
 }
 
@@ -844,11 +844,11 @@ fn shuffled_u64(
 /// running sum (maximum) of the active lane d places below it, where there is one (`fns`
 /// finds it, from the lane itself downwards: the (d+1)-th active lane from there, offset
 /// -(d+1), which is `not d`), so that at the end the last active lane, the leader, holds the
-/// sum and the maximum over them all. In 64 bits,
-/// so exact for any counts (a shuffle moves 32: two per value). A lane with no such partner
-/// shuffles from itself and ignores the value: no lane reads an inactive lane. The steps are a
-/// loop rather than five copies because ptxas schedules copies' shuffles together and keeps
-/// their values live: 24 more registers in a kernel of 32.
+/// sum and the maximum over them all. In 64 bits, so exact for any counts (a shuffle moves 32:
+/// two per value). A lane with no such partner shuffles from itself and ignores the value: no
+/// lane reads an inactive lane. The steps are a loop rather than five copies because ptxas
+/// schedules copies' shuffles together and keeps their values live: 24 more registers in a
+/// kernel of 32.
 fn shrinking_counts_shuffled(
     regs: &CounterRegisters,
     blocks: &[(u64, CountForm)],
