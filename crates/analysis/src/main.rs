@@ -9,7 +9,9 @@ use analysis::metric_table;
 use analysis::profile;
 use analysis::rows::Output;
 use anyhow::{Context as _, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use device_runtime::Placement;
 
 /// cuda-flux: exact PTX instruction counts for CUDA programs.
 #[derive(Debug, Parser)]
@@ -43,8 +45,13 @@ enum Command {
         #[arg(long)]
         kernel: Option<String>,
         /// The counter placement, as `CUDA_FLUX_COUNTERS` at build time.
-        #[arg(long, value_enum, default_value_t = Counters::Derived)]
-        counters: Counters,
+        #[arg(
+            long,
+            default_value = "derived",
+            value_parser = PossibleValuesParser::new(Placement::ALL.map(Placement::name))
+                .try_map(|name| Placement::parse(&name)),
+        )]
+        counters: Placement,
         /// Print JSON (layout in docs/placement.md) instead of text.
         #[arg(long)]
         json: bool,
@@ -161,14 +168,6 @@ enum Format {
     Csv,
 }
 
-/// `CUDA_FLUX_COUNTERS`' values.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Counters {
-    Derived,
-    UniformLoops,
-    EveryBlock,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -200,16 +199,11 @@ fn run(cli: Cli) -> Result<()> {
             output,
         } => {
             use analysis::placement::{self, Options};
-            use device_runtime::Placement;
             let module = load(&file)?;
             let options = Options {
                 arch,
                 function: kernel,
-                placement: match counters {
-                    Counters::Derived => Placement::Derived,
-                    Counters::UniformLoops => Placement::UniformLoops,
-                    Counters::EveryBlock => Placement::EveryBlock,
-                },
+                placement: counters,
             };
             let title = file.display().to_string();
             let with_file = |e| anyhow::anyhow!("{title}: {e}");

@@ -92,14 +92,6 @@ fn explained<'m>(module: &'m Module, options: &Options) -> Result<Explained<'m>,
     })
 }
 
-fn placement_name(placement: Placement) -> &'static str {
-    match placement {
-        Placement::Derived => "derived",
-        Placement::UniformLoops => "uniform-loops",
-        Placement::EveryBlock => "every-block",
-    }
-}
-
 fn reductions_name(reductions: Option<WarpReductions>) -> &'static str {
     match reductions {
         Some(WarpReductions::Redux) => "redux",
@@ -317,7 +309,7 @@ pub fn text(title: &str, module: &Module, options: &Options) -> Result<String, P
         "{title}: {} (warp reductions: {}), placement {}",
         explained.arch,
         reductions_words(explained.reductions),
-        placement_name(options.placement)
+        options.placement.name()
     );
     for (function, explanation) in &explained.functions {
         let labels = labels(function);
@@ -460,7 +452,7 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
         "file": title,
         "arch": explained.arch,
         "warp_reductions": reductions_name(explained.reductions),
-        "placement": placement_name(options.placement),
+        "placement": options.placement.name(),
         "functions": functions,
     }))
 }

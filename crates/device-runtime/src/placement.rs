@@ -57,16 +57,34 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Every placement, in the order messages and help list them.
+    pub const ALL: [Placement; 3] = [
+        Placement::Derived,
+        Placement::UniformLoops,
+        Placement::EveryBlock,
+    ];
+
+    /// Its value of `CUDA_FLUX_COUNTERS` (and of `cuda-flux placement --counters`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Derived => "derived",
+            Placement::UniformLoops => "uniform-loops",
+            Placement::EveryBlock => "every-block",
+        }
+    }
+
     /// Parses the value of `CUDA_FLUX_COUNTERS`.
     pub fn parse(value: &str) -> Result<Self, String> {
-        match value {
-            "derived" => Ok(Placement::Derived),
-            "uniform-loops" => Ok(Placement::UniformLoops),
-            "every-block" => Ok(Placement::EveryBlock),
-            other => Err(format!(
-                "'{other}' is not a counter placement (derived, uniform-loops, every-block)"
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == value)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "'{value}' is not a counter placement ({})",
+                    names.join(", ")
+                )
+            })
     }
 }
 
