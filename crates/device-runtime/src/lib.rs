@@ -111,6 +111,22 @@ impl CounterRegisters {
     fn leader(&self) -> String {
         format!("{}0", self.pred)
     }
+
+    /// Whether `name` is one of these registers (a prefix and a number below its count).
+    pub fn declares(&self, name: &str) -> bool {
+        [
+            (&self.b32, B32_REGISTERS),
+            (&self.b64, B64_REGISTERS),
+            (&self.pred, PRED_REGISTERS),
+            (&self.counter, self.counters),
+        ]
+        .iter()
+        .any(|(prefix, n)| {
+            name.strip_prefix(prefix.as_str())
+                .and_then(|i| i.parse::<u32>().ok())
+                .is_some_and(|i| i < *n)
+        })
+    }
 }
 
 /// Declares the counter registers in `function` under fresh names, with `counters` per-lane
@@ -674,8 +690,9 @@ pub enum WarpReductions {
     /// `redux.sync` (sm_80 and later): one instruction for a 32-bit sum or maximum.
     Redux,
     /// `match.sync` and `shfl.sync` (sm_70 to sm_75): where every lane holds the same counts,
-    /// one lane's count times the group's size (`match.all`); else, where the whole warp is
-    /// active, a butterfly of five shuffles, each followed by the operation (ten instructions
+    /// one lane's count times the group's size (`match.all`); else, where every count is 0 or
+    /// 1, a ballot of the lanes whose count is 1; else, where the whole warp is active, a
+    /// butterfly of five shuffles, each followed by the operation (ten instructions
     /// for a 32-bit sum or maximum); else a loop of tree steps over the active lanes in order,
     /// each lane finding the lane 1, 2, 4, ... places below it among them (`fns`), in 64 bits,
     /// to the last. The loop needs a block of its own: such a flush goes out of line.
@@ -974,9 +991,10 @@ const SMALL_WEIGHT: i64 = 1 << 7;
 /// With shuffles ([`WarpReductions::Shuffles`]) the code at the meeting point is cheaper
 /// still, and takes only the commonest case: every lane holds the same counters
 /// (`match.all.sync`: a grid-stride loop of one trip per lane, lanes none of which ran the
-/// loop), so that each count is one lane's times the group's size. Out of line, the fast path
-/// above (where the whole warp is active: its sums and maxima by a butterfly), else the full
-/// flush, which loops ([`shrinking_flush`]), all returning to `resume`.
+/// loop), so that each count is one lane's times the group's size. Out of line, counts of 0 or
+/// 1 by ballots ([`zero_or_one_counts`]), else the fast path above (where the whole warp is
+/// active: its sums and maxima by a butterfly), else the full flush, which loops
+/// ([`shrinking_flush`]), all returning to `resume`.
 pub fn shrinking_flush_fast(
     regs: &CounterRegisters,
     blocks: &[(u64, CountForm)],
@@ -1039,9 +1057,18 @@ pub fn shrinking_flush_fast(
             }
             code.push(ins("popc.b32", vec![r(2), mask.clone()]));
             code.extend(uniform_counts(regs, &forms));
-            // Out of line: the whole warp with small counts, else the full flush.
+            // Out of line: counts of 0 or 1 (ballots), else the whole warp with small counts
+            // (butterflies), else the full flush.
             let full = fresh_label();
             let mut out_of_line = vec![Statement::label(slow)];
+            if let Some(test) = zero_or_one_test(regs, &forms) {
+                let next = fresh_label();
+                out_of_line.extend(test);
+                out_of_line.push(branch_unless_p4(&next));
+                out_of_line.extend(zero_or_one_counts(regs, &forms));
+                out_of_line.push(ins("bra.uni", vec![Operand::sym(resume)]));
+                out_of_line.push(Statement::label(next.as_str()));
+            }
             if has_fast_path {
                 out_of_line.extend(small_counters_test(regs, &counters));
                 // A butterfly needs every lane (the mask is the same in all lanes: a uniform
@@ -1116,6 +1143,89 @@ fn small_counts(
             }
         }
         code.extend([
+            ins("cvt.u64.u32", vec![rd(4), r(8)]),
+            ins("cvt.u64.u32", vec![rd(5), r(9)]),
+        ]);
+        for &block in list {
+            let threads = block * COUNTER_PAIR_BYTES;
+            code.push(counter_add(regs, 0, threads, rd(4)));
+            code.push(counter_add(regs, 0, threads + 8, rd(5)));
+        }
+    }
+    code
+}
+
+/// `{pred}4`: every active lane's counts (`forms`, evaluated) are 0 or 1 (the group's mask in
+/// `{b32}3`): the lanes ran the loop at most once (a halo or window loop, a row shorter than the
+/// warp). `None` where no count depends on a counter, or one is a constant above 1, or where
+/// the test could only pass with every counter zero in every lane (each counter is in a count
+/// of at least 1 whatever the counters, positive coefficients only: an exit every lane took,
+/// plus counts), which the test at the meeting point already takes.
+fn zero_or_one_test(
+    regs: &CounterRegisters,
+    forms: &[(&CountForm, Vec<u64>)],
+) -> Option<Vec<Statement>> {
+    let p = |i| regs.p(i);
+    let at_least_one = |form: &CountForm| {
+        form.constant >= 1 && form.terms.iter().all(|&(_, coefficient)| coefficient > 0)
+    };
+    let forced_to_zero = |counter: usize| {
+        forms
+            .iter()
+            .any(|(f, _)| at_least_one(f) && f.terms.iter().any(|&(c, _)| c == counter))
+    };
+    if forms
+        .iter()
+        .flat_map(|(f, _)| f.terms.iter())
+        .all(|&(counter, _)| forced_to_zero(counter))
+    {
+        return None;
+    }
+    let mut code = Vec::new();
+    let mut tested = false;
+    for (form, _) in forms {
+        if form.terms.is_empty() {
+            if !(0..=1).contains(&form.constant) {
+                return None;
+            }
+            continue;
+        }
+        let value = evaluate(regs, form, &mut code);
+        code.push(if tested {
+            ins("setp.lt.and.u64", vec![p(4), value, Operand::int(2), p(4)])
+        } else {
+            ins("setp.lt.u64", vec![p(4), value, Operand::int(2)])
+        });
+        tested = true;
+    }
+    if !tested {
+        return None;
+    }
+    code.push(ins("vote.sync.all.pred", vec![p(4), p(4), regs.r32(3)]));
+    Some(code)
+}
+
+/// Counts of 0 or 1 in every lane ([`zero_or_one_test`]): a block's threads are the lanes whose
+/// count is 1 (a ballot of them, counted), its warps 1 where there is one (the smaller of that
+/// number and 1); a count that is the constant 1 is every lane's. Any set of active lanes: a
+/// ballot reads only them. The leader (`{pred}0`) adds both.
+fn zero_or_one_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)]) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let mask = r(3);
+    let mut code = Vec::new();
+    for (form, list) in forms {
+        if form.terms.is_empty() {
+            code.push(ins("popc.b32", vec![r(8), mask.clone()]));
+        } else {
+            let value = evaluate(regs, form, &mut code);
+            code.extend([
+                ins("setp.ne.u64", vec![p(4), value, Operand::int(0)]),
+                ins("vote.sync.ballot.b32", vec![r(8), p(4), mask.clone()]),
+                ins("popc.b32", vec![r(8), r(8)]),
+            ]);
+        }
+        code.extend([
+            ins("min.u32", vec![r(9), r(8), Operand::int(1)]),
             ins("cvt.u64.u32", vec![rd(4), r(8)]),
             ins("cvt.u64.u32", vec![rd(5), r(9)]),
         ]);
@@ -1331,8 +1441,31 @@ mod tests {
                 "mov.u64 %c1, 0;",
             ]
         );
-        // Out of line, where the whole warp is active (a butterfly reads every lane) and the
-        // counts are small: ten shuffles, a maximum and a sum of five steps each.
+        // Out of line, first where every lane's count is 0 or 1 (any active lanes): the lanes
+        // of count 1 (a ballot, counted) and whether there is one.
+        assert_eq!(
+            out_of_line[..16],
+            [
+                "$slow:",
+                "add.s64 %rd1, %c0, %c1;",
+                "setp.lt.u64 %p4, %rd1, 2;",
+                "vote.sync.all.pred %p4, %p4, %r3;",
+                "@!%p4 bra.uni $tree1;",
+                "add.s64 %rd1, %c0, %c1;",
+                "setp.ne.u64 %p4, %rd1, 0;",
+                "vote.sync.ballot.b32 %r8, %p4, %r3;",
+                "popc.b32 %r8, %r8;",
+                "min.u32 %r9, %r8, 1;",
+                "cvt.u64.u32 %rd4, %r8;",
+                "cvt.u64.u32 %rd5, %r9;",
+                "@%p0 red.global.add.u64 [%rd0+32], %rd4;",
+                "@%p0 red.global.add.u64 [%rd0+40], %rd5;",
+                "bra.uni $resume;",
+                "$tree1:",
+            ]
+        );
+        // Else, where the whole warp is active (a butterfly reads every lane) and the counts
+        // are small: ten shuffles, a maximum and a sum of five steps each.
         let whole = out_of_line
             .iter()
             .position(|t| t == "setp.eq.and.u32 %p4, %r3, 0xFFFFFFFF, %p4;")
@@ -1342,7 +1475,7 @@ mod tests {
         assert_eq!(count(&out_of_line, "max.u32 %r9, %r9, %r7;"), 5);
         assert_eq!(count(&out_of_line, "shfl.sync.bfly.b32 %r7, %r8, "), 5);
         assert_eq!(count(&out_of_line, "add.u32 %r8, %r8, %r7;"), 5);
-        assert_eq!(count(&out_of_line, "bra.uni $resume;"), 2);
+        assert_eq!(count(&out_of_line, "bra.uni $resume;"), 3);
         // Else a loop of tree steps over the n active lanes: d = 1, 2, 4, ... while d < n; the
         // partner d active lanes down (the (d+1)-th from the lane itself, offset -(d+1)), or
         // the lane itself; 64-bit values in two shuffles each; then the leader, the last
@@ -1353,7 +1486,7 @@ mod tests {
             "mov.u32 %r0, %laneid;",
             "popc.b32 %r1, %r3;",
             "mov.u32 %r4, 1;",
-            "$tree1:",
+            "$tree2:",
             "not.b32 %r2, %r4;",
             "fns.b32 %r2, %r3, %r0, %r2;",
             "selp.b32 %r2, %r2, %r0, %p4;",
@@ -1361,7 +1494,7 @@ mod tests {
             "@%p4 max.u64 %rd5, %rd5, %rd2;",
             "shl.b32 %r4, %r4, 1;",
             "setp.lt.u32 %p4, %r4, %r1;",
-            "@%p4 bra.uni $tree1;",
+            "@%p4 bra.uni $tree2;",
             "@%p0 red.global.add.u64 [%rd0+32], %rd4;",
             "@%p0 red.global.add.u64 [%rd0+40], %rd5;",
             "bra.uni $resume;",
@@ -1381,8 +1514,17 @@ mod tests {
         )];
         let (inline, out_of_line) = flush(&heavy);
         assert!(inline.contains(&"match.all.sync.b64 %r6|%p4, %c0, %r3;".to_string()));
-        assert_eq!(out_of_line[..2], ["$slow:", "$tree0:"]);
+        assert_eq!(out_of_line[0], "$slow:");
+        assert_eq!(count(&out_of_line, "vote.sync.ballot.b32"), 1);
         assert_eq!(count(&out_of_line, "shfl.sync.bfly"), 0);
+        // No ballots where counts of 0 or 1 would mean every counter zero in every lane (an
+        // exit every lane took, plus a counter), which `match.all` takes; but where another
+        // count could still be 0 in one lane and 1 in another, ballots for both.
+        let form = |constant, terms| CountForm { constant, terms };
+        let (_, out_of_line) = flush(&[(2, form(1, vec![(0, 1)]))]);
+        assert_eq!(count(&out_of_line, "vote.sync.ballot.b32"), 0);
+        let (_, out_of_line) = flush(&[(2, form(1, vec![(0, 1)])), (3, form(0, vec![(1, 1)]))]);
+        assert_eq!(count(&out_of_line, "vote.sync.ballot.b32"), 2);
         // Before sm_70, the same flush but for the test at the meeting point: each lane
         // compares its counters with the leader's (the last active lane, `bfind` of the mask),
         // two shuffles each, and the lanes vote.
@@ -1432,6 +1574,12 @@ mod tests {
         let regs = declare_registers(k, 0).unwrap();
         assert_eq!(regs.b32, "%__cfx1_r");
         assert!(k.declares_register("%__cfx1_r3"));
+        // Ours: each prefix with a number below its count (`%__cfx1_rd` is not a `.b32`).
+        assert!(regs.declares("%__cfx1_r3") && regs.declares("%__cfx1_rd5"));
+        assert!(regs.declares("%__cfx1_p4"));
+        assert!(!regs.declares("%__cfr3") && !regs.declares("%__cfx1_r"));
+        assert!(!regs.declares(&format!("%__cfx1_r{B32_REGISTERS}")));
+        assert!(!regs.declares("%__cfx1_c0"), "no loop counters declared");
     }
 
     #[test]

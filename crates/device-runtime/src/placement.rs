@@ -2207,6 +2207,63 @@ pub(crate) fn unreachable_blocks(function: &Function, cfg: &Cfg) -> Vec<bool> {
     reached.into_iter().map(|r| !r).collect()
 }
 
+/// Where a kernel's prologue can go so that only the threads that reach counter code run it:
+/// the top of the nearest block that dominates every block with an instruction that mentions a
+/// counter register (`counter_code`, the clone as instrumented), lies on no cycle (a thread
+/// runs it at most once, so the loop counters it zeroes are zeroed before any loop uses them and
+/// never again) and starts in the body's own scope, where that block is not the entry. A
+/// guard that sends most warps past all counting (`if (i >= n) return;`, or its mirror image)
+/// then costs them nothing. `None` (the top of the body): where that block is the entry, or the
+/// graph is not known whole (`brx.idx`).
+pub(crate) fn prologue_point(
+    function: &Function,
+    counter_code: &dyn Fn(&Instruction) -> bool,
+) -> Option<usize> {
+    let cfg = Cfg::of(function);
+    let statements = function.statements();
+    let jump_table = statements
+        .iter()
+        .filter_map(|s| s.as_instruction())
+        .any(|i| i.opcode.base() == "brx");
+    if jump_table || cfg.blocks.is_empty() {
+        return None;
+    }
+    let idom = cfg.idoms();
+    // Dominators of `b`, `b` first, up to the entry; `None` where `b` is not reached from it.
+    let dominators = |b: usize| -> Option<Vec<usize>> {
+        let mut chain = vec![b];
+        let mut at = b;
+        while at != 0 {
+            at = idom[at]?;
+            chain.push(at);
+        }
+        Some(chain)
+    };
+    let mut common: Option<Vec<usize>> = None;
+    for (b, block) in cfg.blocks.iter().enumerate() {
+        let counts = block
+            .instructions
+            .iter()
+            .any(|&s| statements[s].as_instruction().is_some_and(counter_code));
+        if !counts {
+            continue;
+        }
+        let chain = dominators(b)?;
+        common = Some(match common {
+            None => chain,
+            // The common dominators: the part of the chain shared with this block's.
+            Some(known) => known.into_iter().filter(|d| chain.contains(d)).collect(),
+        });
+    }
+    // The nearest such dominator that qualifies (a loop's preheader, where counting starts in
+    // the loop).
+    let depths = scope_depths(function);
+    let point = common?
+        .into_iter()
+        .find(|&d| !in_cycle(&cfg, d) && at_top_level(&cfg, &depths, d))?;
+    (point != 0).then(|| cfg.blocks[point].insertion_point())
+}
+
 /// Whether block `b` lies on a cycle of the control-flow graph (a thread may run it twice).
 pub(crate) fn in_cycle(cfg: &Cfg, b: usize) -> bool {
     reaches(cfg, &cfg.succs[b], b)
@@ -2739,5 +2796,56 @@ mod tests {
         assert_eq!(plan.regions.len(), 1);
         assert!(plan.regions[0].shrinking_to.is_some());
         assert!((1..=2).all(|b| plan.derived(b)));
+    }
+
+    #[test]
+    fn the_prologue_goes_where_all_counter_code_is_dominated_outside_loops() {
+        // Counter code stands in here as the stores: the point is the top of the nearest block
+        // that dominates them all, on no cycle, unless that is the entry.
+        let point = |body: &str| {
+            let module = function(body);
+            let k = module.function("k").unwrap();
+            let is_store = |i: &Instruction| i.opcode.base() == "st";
+            prologue_point(k, &is_store).map(|at| match k.statements()[at].kind() {
+                StatementKind::Instruction(i) => i.to_string(),
+                StatementKind::Label(l) => format!("{l}:"),
+                other => format!("{other:?}"),
+            })
+        };
+        let guard = "\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p1, %r1, 100;\n\t@%p1 bra $END;\n";
+        // After a guard: the guarded block.
+        let guarded = format!("{guard}\tst.global.u32 [%r2], %r1;\n$END:\n\tret;");
+        assert_eq!(
+            point(&guarded).as_deref(),
+            Some("st.global.u32 [%r2], %r1;")
+        );
+        // Both sides of a branch after the guard: the block that branches, after its label.
+        let sides = format!(
+            "{guard}$B:\n\tsetp.eq.u32 %p2, %r1, 7;\n\t@%p2 bra $C;\n\tst.global.u32 [%r2], %r1;\n\tbra.uni $END;\n$C:\n\tst.global.u32 [%r3], %r1;\n$END:\n\tret;"
+        );
+        assert_eq!(point(&sides).as_deref(), Some("setp.eq.u32 %p2, %r1, 7;"));
+        // Counting in a loop: its preheader, not its header (which runs on every trip).
+        let in_loop = format!(
+            "{guard}\tmov.u32 %r4, 0;\n$L:\n\tst.global.u32 [%r2], %r4;\n\tadd.u32 %r4, %r4, 1;\n\tsetp.lt.u32 %p2, %r4, %r1;\n\t@%p2 bra $L;\n$END:\n\tret;"
+        );
+        assert_eq!(point(&in_loop).as_deref(), Some("mov.u32 %r4, 0;"));
+        // Counting in the entry block, or on both sides of the guard: the top of the body.
+        assert_eq!(
+            point(&format!(
+                "\tst.global.u32 [%r2], %r1;\n{guard}$END:\n\tret;"
+            )),
+            None
+        );
+        assert_eq!(
+            point(&format!(
+                "{guard}\tst.global.u32 [%r2], %r1;\n$END:\n\tst.global.u32 [%r3], %r1;\n\tret;"
+            )),
+            None
+        );
+        // The entry heads a loop: the top of the body (before its label), not inside the loop.
+        let entry_loop = "$L:\n\tmov.u32 %r1, %tid.x;\n\tst.global.u32 [%r2], %r1;\n\tsetp.lt.u32 %p2, %r1, 3;\n\t@%p2 bra $L;\n\tret;";
+        assert_eq!(point(entry_loop), None);
+        // Nothing counted: no point either (there is no prologue).
+        assert_eq!(point(&format!("{guard}$END:\n\tret;")), None);
     }
 }

@@ -399,6 +399,8 @@ fn counter_offset(i: &Instruction) -> Option<u64> {
 const RESUME: &str = "$__cf_resume";
 /// The label of a shrinking flush's slow path, out of line.
 const SLOW: &str = "$__cf_slow";
+/// The label that ends a kernel's prologue.
+const COUNTED: &str = "$__cf_counted";
 
 /// What an update at the top of a block adds to its counter pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,8 +490,32 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                             .is_some_and(|i| i.branch_targets().any(|t| t.starts_with(SLOW)))
                     })
                 };
+                // A prologue sunk past a guard starts right after the label of the block that
+                // dominates all counting: that label heads counter code only (up to the branch
+                // to `$__cf_counted`), and the block's own code follows `$__cf_counted`.
+                let heads_prologue = |b: &ptx_lexer::BasicBlock| {
+                    b.label.as_deref().is_some_and(|l| !l.starts_with("$__cf_"))
+                        && b.instructions
+                            .iter()
+                            .all(|&s| !copy.statements()[s].is_from_source())
+                        && b.instructions.iter().any(|&s| {
+                            copy.statements()[s]
+                                .as_instruction()
+                                .is_some_and(|i| i.branch_targets().any(|t| t.starts_with(COUNTED)))
+                        })
+                };
+                let mut sunk_label = None;
                 let mut merged: Vec<ptx_lexer::BasicBlock> = Vec::new();
-                for b in copy.blocks() {
+                for mut b in copy.blocks() {
+                    if heads_prologue(&b) {
+                        sunk_label = b.label.take();
+                        continue;
+                    }
+                    if b.label.as_deref().is_some_and(|l| l.starts_with(COUNTED)) {
+                        if let Some(label) = sunk_label.take() {
+                            b.label = Some(label);
+                        }
+                    }
                     let resumes = b.label.as_deref().is_some_and(|l| l.starts_with(RESUME));
                     match merged.last_mut() {
                         Some(previous) if resumes || to_slow_path(previous) => {

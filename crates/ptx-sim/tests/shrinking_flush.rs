@@ -152,9 +152,12 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
             for &lanes in &masks {
                 // Counts below 2^20 (the fast path's), with zeros (lanes that skipped the
                 // loop); counts of up to 40 bits, some above 2^32; the same count in every
-                // lane (the shuffles' cheapest path): zero, small, large.
+                // lane (the shuffles' cheapest path): zero, small, large; 0 or 1 (the
+                // shuffles' ballots), and the same with one 2 (not theirs).
                 let uniform = numbers.next() >> 30;
-                for kind in ["20 bits", "40 bits", "zero", "1", "uniform"] {
+                for kind in [
+                    "20 bits", "40 bits", "zero", "1", "uniform", "0 or 1", "one 2",
+                ] {
                     let mut values = [0u64; 32];
                     for v in values.iter_mut() {
                         let n = numbers.next();
@@ -163,8 +166,12 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
                             "40 bits" if n % 5 != 0 => n >> 24,
                             "1" => 1,
                             "uniform" => uniform,
+                            "0 or 1" | "one 2" => n % 2,
                             _ => 0,
                         };
+                    }
+                    if kind == "one 2" {
+                        values[lanes.trailing_zeros() as usize] = 2;
                     }
                     let active = (0..32).filter(|l| lanes >> l & 1 == 1);
                     let expected = [
