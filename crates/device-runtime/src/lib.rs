@@ -1125,7 +1125,7 @@ fn small_counts(
     forms: &[(&CountForm, Vec<u64>)],
     reductions: WarpReductions,
 ) -> Vec<Statement> {
-    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+    let r = |i| regs.r32(i);
     let mask = r(3);
     let mut code = Vec::new();
     for (form, list) in forms {
@@ -1142,15 +1142,24 @@ fn small_counts(
                 code.extend(butterfly("add.u32", &r(8), &r(7), &mask));
             }
         }
-        code.extend([
-            ins("cvt.u64.u32", vec![rd(4), r(8)]),
-            ins("cvt.u64.u32", vec![rd(5), r(9)]),
-        ]);
-        for &block in list {
-            let threads = block * COUNTER_PAIR_BYTES;
-            code.push(counter_add(regs, 0, threads, rd(4)));
-            code.push(counter_add(regs, 0, threads + 8, rd(5)));
-        }
+        code.extend(leader_adds_sum_and_maximum(regs, list));
+    }
+    code
+}
+
+/// The 32-bit sum over the lanes in `{b32}8` and maximum in `{b32}9`, widened (`{b64}4`,
+/// `{b64}5`): the leader (`{pred}0`) adds them to the pair of each of `blocks` (threads,
+/// warps).
+fn leader_adds_sum_and_maximum(regs: &CounterRegisters, blocks: &[u64]) -> Vec<Statement> {
+    let (r, rd) = (|i| regs.r32(i), |i| regs.r64(i));
+    let mut code = vec![
+        ins("cvt.u64.u32", vec![rd(4), r(8)]),
+        ins("cvt.u64.u32", vec![rd(5), r(9)]),
+    ];
+    for &block in blocks {
+        let threads = block * COUNTER_PAIR_BYTES;
+        code.push(counter_add(regs, 0, threads, rd(4)));
+        code.push(counter_add(regs, 0, threads + 8, rd(5)));
     }
     code
 }
@@ -1210,7 +1219,7 @@ fn zero_or_one_test(
 /// number and 1); a count that is the constant 1 is every lane's. Any set of active lanes: a
 /// ballot reads only them. The leader (`{pred}0`) adds both.
 fn zero_or_one_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)]) -> Vec<Statement> {
-    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let (r, p) = (|i| regs.r32(i), |i| regs.p(i));
     let mask = r(3);
     let mut code = Vec::new();
     for (form, list) in forms {
@@ -1224,16 +1233,8 @@ fn zero_or_one_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)])
                 ins("popc.b32", vec![r(8), r(8)]),
             ]);
         }
-        code.extend([
-            ins("min.u32", vec![r(9), r(8), Operand::int(1)]),
-            ins("cvt.u64.u32", vec![rd(4), r(8)]),
-            ins("cvt.u64.u32", vec![rd(5), r(9)]),
-        ]);
-        for &block in list {
-            let threads = block * COUNTER_PAIR_BYTES;
-            code.push(counter_add(regs, 0, threads, rd(4)));
-            code.push(counter_add(regs, 0, threads + 8, rd(5)));
-        }
+        code.push(ins("min.u32", vec![r(9), r(8), Operand::int(1)]));
+        code.extend(leader_adds_sum_and_maximum(regs, list));
     }
     code
 }

@@ -1459,9 +1459,18 @@ fn same_counts(
                 && (0..n).all(|x| !between[x] || !writes(x, &guard.predicate));
             let twin = cfg.succs[x1].iter().copied().find(|&s| {
                 s != block
-                    && entered_by(s).is_some_and(|(x, g, t)| x == x1 && g == guard && t == taken)
+                    && entered_by(s).is_some_and(|(x, g, t)| {
+                        // A lane enters `s` when its predicate (negated or not) is `t`, `block`
+                        // when its own is `taken`.
+                        x == x1
+                            && (g == guard && t == taken && unwritten
+                                || same_comparison(function, cfg, x1, x2, &between, &is_register)
+                                    .is_some_and(|complement| {
+                                        t == (taken ^ complement ^ g.negated ^ guard.negated)
+                                    }))
+                    })
             })?;
-            unwritten.then_some(twin)
+            Some(twin)
         });
         if let Some(twin) = earlier {
             copies.push((block, twin));
@@ -1480,6 +1489,157 @@ fn same_counts(
         }
     }
     copies
+}
+
+/// Whether the branches ending blocks `x1` and `x2` test the same value in every lane: each
+/// computes its predicate in an unguarded `setp` (the last write of it before the branch, in the
+/// block or the straight chain of blocks that leads to it alone), with the same opcode and the
+/// same operands, where an operand of `x2`'s is one of `x1`'s that nothing writes from `x1`'s
+/// `setp` on (after it, in the blocks `between` them, before `x2`'s chain reads it), or was
+/// copied from one in `x2`'s chain by a move or a conversion that gives its value back (the
+/// low half of a 64-bit extension: clang re-tests `(int)(long)i` after a loop body as `i`
+/// before it), or the same literal. The comparisons are the same or, on integers, each other's
+/// complement (`lt` and `ge`, `le` and `gt`, `eq` and `ne`; not on floating point, where NaN
+/// fails both): `Some(complement)`. Where the same groups run both branches, the same lanes
+/// then take the same sides (or, for a complement, the opposite ones).
+fn same_comparison(
+    function: &Function,
+    cfg: &Cfg,
+    x1: usize,
+    x2: usize,
+    between: &[bool],
+    is_register: &dyn Fn(&str) -> bool,
+) -> Option<bool> {
+    let statements = function.statements();
+    let instruction = |s: usize| statements[s].as_instruction();
+    let writes_at = |s: usize, register: &str| {
+        instruction(s).is_some_and(|i| {
+            defs_and_uses(i, is_register)
+                .0
+                .iter()
+                .any(|d| d.as_str() == register)
+        })
+    };
+    // The instructions that run, in order, up to the end of `b`: `b`'s own, after those of the
+    // blocks that lead to it alone (each the only way into the next, which is its only way
+    // out), from `stop` on at the earliest.
+    let chain = |b: usize, stop: usize| -> Vec<usize> {
+        let mut blocks = vec![b];
+        let mut at = b;
+        while let [q] = cfg.preds[at][..] {
+            if q == stop || cfg.succs[q].len() != 1 || blocks.contains(&q) {
+                break;
+            }
+            blocks.push(q);
+            at = q;
+        }
+        blocks
+            .iter()
+            .rev()
+            .flat_map(|&b| cfg.blocks[b].instructions.iter().copied())
+            .collect()
+    };
+    let (chain1, chain2) = (chain(x1, x1), chain(x2, x1));
+    // The `setp` that last writes the branch's predicate: its position in the chain.
+    let comparison = |chain: &[usize]| -> Option<(usize, &Instruction)> {
+        let (&branch, body) = chain.split_last()?;
+        let predicate = instruction(branch)?.guard.as_ref()?.predicate.as_str();
+        let at = body.iter().rposition(|&s| writes_at(s, predicate))?;
+        let setp = instruction(body[at])?;
+        let single = matches!(setp.operands.first(), Some(Operand::Register(r)) if r == predicate);
+        (setp.opcode.base() == "setp" && setp.guard.is_none() && single).then_some((at, setp))
+    };
+    let (at1, setp1) = comparison(&chain1)?;
+    let (at2, setp2) = comparison(&chain2)?;
+    let complement = match (setp1.opcode.to_string(), setp2.opcode.to_string()) {
+        (a, b) if a == b => false,
+        (a, b) => {
+            let split = |op: &str| -> Option<(String, String)> {
+                let [_, relation, ty] = op.split('.').collect::<Vec<_>>()[..] else {
+                    return None;
+                };
+                Some((relation.to_string(), ty.to_string()))
+            };
+            let ((r1, t1), (r2, t2)) = (split(&a)?, split(&b)?);
+            let integer = matches!(t1.as_bytes().first(), Some(b's' | b'u' | b'b'));
+            let pair = |x: &str, y: &str| (r1 == x && r2 == y) || (r1 == y && r2 == x);
+            if t1 != t2 || !integer || !(pair("lt", "ge") || pair("le", "gt") || pair("eq", "ne")) {
+                return None;
+            }
+            true
+        }
+    };
+    if setp1.operands.len() != setp2.operands.len() {
+        return None;
+    }
+    // The unguarded instruction that last writes `name` before position `at` of `x2`'s chain,
+    // with its position, or `None` where nothing there does.
+    let last_write = |name: &str, at: usize| {
+        chain2[..at]
+            .iter()
+            .rposition(|&s| writes_at(s, name))
+            .map(|p| (p, instruction(chain2[p]).filter(|i| i.guard.is_none())))
+    };
+    let source_of = |i: &Instruction| match i.operands.as_slice() {
+        [_, Operand::Register(source)] => Some(source.to_string()),
+        _ => None,
+    };
+    // The register whose value at the top of `x2`'s chain `name` holds at position `at`,
+    // through the identity moves and round-trip conversions before it.
+    let value_at_top = |name: &str, at: usize| -> Option<String> {
+        let (mut name, mut at) = (name.to_string(), at);
+        loop {
+            let Some((def, copy)) = last_write(&name, at) else {
+                return Some(name);
+            };
+            let copy = copy?;
+            let source = source_of(copy)?;
+            match copy.opcode.to_string().as_str() {
+                "mov.b32" | "mov.u32" | "mov.s32" | "mov.b64" | "mov.u64" | "mov.s64" => {
+                    (name, at) = (source, def);
+                }
+                // The low half of a 64-bit value that extends a 32-bit one is that value.
+                "cvt.u32.u64" | "cvt.s32.s64" | "cvt.u32.s64" | "cvt.s32.u64" => {
+                    let (widened, widen) = last_write(&source, def)?;
+                    let widen = widen?;
+                    if !matches!(
+                        widen.opcode.to_string().as_str(),
+                        "cvt.s64.s32" | "cvt.u64.u32" | "cvt.s64.u32" | "cvt.u64.s32"
+                    ) {
+                        return None;
+                    }
+                    (name, at) = (source_of(widen)?, widened);
+                }
+                _ => return None,
+            }
+        }
+    };
+    let n = cfg.blocks.len();
+    let unwritten_since_setp1 = |register: &str| {
+        chain1[at1 + 1..].iter().all(|&s| !writes_at(s, register))
+            && (0..n).all(|x| {
+                !between[x]
+                    || cfg.blocks[x]
+                        .instructions
+                        .iter()
+                        .all(|&s| !writes_at(s, register))
+            })
+    };
+    setp1
+        .operands
+        .iter()
+        .zip(&setp2.operands)
+        .skip(1)
+        .all(|(o1, o2)| match (o1, o2) {
+            (Operand::Register(r1), Operand::Register(r2)) => {
+                value_at_top(r2, at2).is_some_and(|r| r == r1.as_str()) && unwritten_since_setp1(r1)
+            }
+            (Operand::Integer(a), Operand::Integer(b)) | (Operand::Float(a), Operand::Float(b)) => {
+                a == b
+            }
+            _ => false,
+        })
+        .then_some(complement)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -2327,6 +2487,61 @@ mod tests {
         // A guarded write may change it too.
         let plan = guarded_twice("\t@%p1 setp.ge.u32 %p2, %r1, 7;\n");
         assert!(!plan.copied(3), "{:?}", plan.copies);
+    }
+
+    /// As [`guarded_twice`], but the second branch tests `%p3`, which `second` computes.
+    fn retested(second: &str, first: &str) -> Plan {
+        let src = &format!(
+            "\t.reg .b64 %rd<4>;\n\t.reg .f32 %f<4>;\n\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tmov.b32 %f1, %r1;\n\t{first}\n\t@%p2 bra $L1;\n\tst.global.u32 [%r1], %r4;\n$L1:\n\tbar.sync 0;\n{second}\tst.global.u32 [%r1+4], %r4;\n$L2:\n\tret;"
+        );
+        plan_of(src, Placement::Derived)
+    }
+
+    #[test]
+    fn a_block_behind_the_same_comparison_recomputed_copies_the_first() {
+        let ge = "setp.ge.s32 %p2, %r1, %r4;";
+        // clang's `(int)(long)i`: the low half of the sign extension is `i`.
+        let round_trip = "\tcvt.s64.s32 %rd1, %r1;\n\tcvt.u32.u64 %r5, %rd1;\n\tsetp.ge.s32 %p3, %r5, %r4;\n\t@%p3 bra $L2;\n";
+        assert!(retested(round_trip, ge).copies.contains(&(3, 1)));
+        // The complement, on the branch's other side: the same lanes store.
+        let complement = "\tsetp.lt.s32 %p3, %r1, %r4;\n\t@!%p3 bra $L2;\n";
+        assert!(retested(complement, ge).copies.contains(&(3, 1)));
+        let moved = "\tmov.u32 %r6, %r4;\n\tsetp.lt.s32 %p3, %r1, %r6;\n\t@!%p3 bra $L2;\n";
+        assert!(retested(moved, ge).copies.contains(&(3, 1)));
+        // The same floating-point comparison (with a literal), on the same side.
+        let float = "\tsetp.ge.f32 %p3, %f1, 0f3F800000;\n\t@%p3 bra $L2;\n";
+        assert!(retested(float, "setp.ge.f32 %p2, %f1, 0f3F800000;")
+            .copies
+            .contains(&(3, 1)));
+    }
+
+    #[test]
+    fn a_different_value_or_side_keeps_the_recomputed_comparison_counted() {
+        let ge = "setp.ge.s32 %p2, %r1, %r4;";
+        let not_copied = |second: &str, first: &str| {
+            let plan = retested(second, first);
+            assert!(!plan.copied(3), "{second}: {:?}", plan.copies);
+        };
+        // The complement on the same side: the other lanes store.
+        not_copied("\tsetp.lt.s32 %p3, %r1, %r4;\n\t@%p3 bra $L2;\n", ge);
+        // An operand written since the first comparison.
+        not_copied(
+            "\tadd.s32 %r1, %r1, 1;\n\tsetp.ge.s32 %p3, %r1, %r4;\n\t@%p3 bra $L2;\n",
+            ge,
+        );
+        // A conversion that does not give the value back: the low half of a loaded value.
+        not_copied(
+            "\tld.global.u64 %rd1, [%r1];\n\tcvt.u32.u64 %r5, %rd1;\n\tsetp.ge.s32 %p3, %r5, %r4;\n\t@%p3 bra $L2;\n",
+            ge,
+        );
+        // Another comparison, or another type.
+        not_copied("\tsetp.gt.s32 %p3, %r1, %r4;\n\t@%p3 bra $L2;\n", ge);
+        not_copied("\tsetp.ge.u32 %p3, %r1, %r4;\n\t@%p3 bra $L2;\n", ge);
+        // Floating point has no complement: NaN fails both `lt` and `ge`.
+        not_copied(
+            "\tsetp.lt.f32 %p3, %f1, %f2;\n\t@!%p3 bra $L2;\n",
+            "setp.ge.f32 %p2, %f1, %f2;",
+        );
     }
 
     #[test]
