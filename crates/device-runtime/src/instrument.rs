@@ -336,8 +336,7 @@ fn instrument_kernel_in(
         );
         // Only threads that reach counter code run the prologue: after a guard that most
         // warps fail, where one dominates all of it.
-        let counter_code = |i: &Instruction| mentions_counter_registers(i, &regs);
-        match placement::prologue_point(kernel_fn, &counter_code) {
+        match placement::prologue_point(kernel_fn, &|name| regs.declares(name)) {
             Some(at) => kernel_fn.insert_statements(at, prologue)?,
             None => insert_prologue(kernel_fn, prologue)?,
         }
@@ -729,27 +728,6 @@ fn unused_label(function: &ptx_lexer::Function, base: &str) -> String {
         .chain((1u32..).map(|n| format!("{base}{n}")))
         .find(|l| !function.has_label(l))
         .unwrap_or_else(|| base.to_string())
-}
-
-/// Whether `instruction` reads or writes one of the counter registers `regs` declares (the
-/// call argument that passes a function copy its counter base stores one).
-fn mentions_counter_registers(instruction: &Instruction, regs: &CounterRegisters) -> bool {
-    fn mentions(operand: &Operand, regs: &CounterRegisters) -> bool {
-        match operand {
-            Operand::Register(r) | Operand::NegatedRegister(r) => regs.declares(r),
-            Operand::RegisterPair(a, b) => regs.declares(a) || regs.declares(b),
-            Operand::Offset { base, .. } => mentions(base, regs),
-            Operand::Vector(items) | Operand::Address(items) | Operand::List(items) => {
-                items.iter().any(|i| mentions(i, regs))
-            }
-            _ => false,
-        }
-    }
-    instruction
-        .guard
-        .as_ref()
-        .is_some_and(|g| regs.declares(&g.predicate))
-        || instruction.operands.iter().any(|o| mentions(o, regs))
 }
 
 /// Inserts `code` before the first label or instruction, so that it runs once on entry even

@@ -1183,6 +1183,7 @@ fn zero_or_one_test(
             .iter()
             .any(|(f, _)| at_least_one(f) && f.terms.iter().any(|&(c, _)| c == counter))
     };
+    // (Also where no count has a counter term: `all` of none.)
     if forms
         .iter()
         .flat_map(|(f, _)| f.terms.iter())
@@ -1206,9 +1207,6 @@ fn zero_or_one_test(
             ins("setp.lt.u64", vec![p(4), value, Operand::int(2)])
         });
         tested = true;
-    }
-    if !tested {
-        return None;
     }
     code.push(ins("vote.sync.all.pred", vec![p(4), p(4), regs.r32(3)]));
     Some(code)

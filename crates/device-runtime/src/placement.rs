@@ -23,8 +23,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use ptx_lexer::{
-    Directive, Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand, RegDeclaration,
-    StatementKind,
+    DataType, Directive, Edge, EdgeKind, Function, FunctionKind, Guard, Instruction, Operand,
+    RegDeclaration, StatementKind,
 };
 
 use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
@@ -1464,10 +1464,18 @@ fn same_counts(
                         // when its own is `taken`.
                         x == x1
                             && (g == guard && t == taken && unwritten
-                                || same_comparison(function, cfg, x1, x2, &between, &is_register)
-                                    .is_some_and(|complement| {
-                                        t == (taken ^ complement ^ g.negated ^ guard.negated)
-                                    }))
+                                || same_comparison(
+                                    function,
+                                    cfg,
+                                    x1,
+                                    x2,
+                                    &between,
+                                    &is_register,
+                                    &writes,
+                                )
+                                .is_some_and(|complement| {
+                                    t == (taken ^ complement ^ g.negated ^ guard.negated)
+                                }))
                     })
             })?;
             Some(twin)
@@ -1509,6 +1517,7 @@ fn same_comparison(
     x2: usize,
     between: &[bool],
     is_register: &dyn Fn(&str) -> bool,
+    writes: &dyn Fn(usize, &str) -> bool,
 ) -> Option<bool> {
     let statements = function.statements();
     let instruction = |s: usize| statements[s].as_instruction();
@@ -1551,23 +1560,34 @@ fn same_comparison(
     };
     let (at1, setp1) = comparison(&chain1)?;
     let (at2, setp2) = comparison(&chain2)?;
-    let complement = match (setp1.opcode.to_string(), setp2.opcode.to_string()) {
-        (a, b) if a == b => false,
-        (a, b) => {
-            let split = |op: &str| -> Option<(String, String)> {
-                let [_, relation, ty] = op.split('.').collect::<Vec<_>>()[..] else {
-                    return None;
-                };
-                Some((relation.to_string(), ty.to_string()))
-            };
-            let ((r1, t1), (r2, t2)) = (split(&a)?, split(&b)?);
-            let integer = matches!(t1.as_bytes().first(), Some(b's' | b'u' | b'b'));
-            let pair = |x: &str, y: &str| (r1 == x && r2 == y) || (r1 == y && r2 == x);
-            if t1 != t2 || !integer || !(pair("lt", "ge") || pair("le", "gt") || pair("eq", "ne")) {
+    let complement = if setp1.opcode == setp2.opcode {
+        false
+    } else {
+        // `setp.<relation>.<type>` both, the same integer type, complementary relations.
+        let parts = |setp: &Instruction| -> Option<(String, DataType)> {
+            let [relation, ty] = setp.opcode.modifiers().collect::<Vec<_>>()[..] else {
                 return None;
-            }
-            true
+            };
+            Some((relation.to_string(), DataType::from_modifier(ty)?))
+        };
+        let ((r1, t1), (r2, t2)) = (parts(setp1)?, parts(setp2)?);
+        let integer = matches!(
+            t1,
+            DataType::S16
+                | DataType::S32
+                | DataType::S64
+                | DataType::U16
+                | DataType::U32
+                | DataType::U64
+                | DataType::B16
+                | DataType::B32
+                | DataType::B64
+        );
+        let pair = |x: &str, y: &str| (r1 == x && r2 == y) || (r1 == y && r2 == x);
+        if t1 != t2 || !integer || !(pair("lt", "ge") || pair("le", "gt") || pair("eq", "ne")) {
+            return None;
         }
+        true
     };
     if setp1.operands.len() != setp2.operands.len() {
         return None;
@@ -1614,16 +1634,9 @@ fn same_comparison(
             }
         }
     };
-    let n = cfg.blocks.len();
     let unwritten_since_setp1 = |register: &str| {
         chain1[at1 + 1..].iter().all(|&s| !writes_at(s, register))
-            && (0..n).all(|x| {
-                !between[x]
-                    || cfg.blocks[x]
-                        .instructions
-                        .iter()
-                        .all(|&s| !writes_at(s, register))
-            })
+            && (0..cfg.blocks.len()).all(|x| !between[x] || !writes(x, register))
     };
     setp1
         .operands
@@ -2368,8 +2381,9 @@ pub(crate) fn unreachable_blocks(function: &Function, cfg: &Cfg) -> Vec<bool> {
 }
 
 /// Where a kernel's prologue can go so that only the threads that reach counter code run it:
-/// the top of the nearest block that dominates every block with an instruction that mentions a
-/// counter register (`counter_code`, the clone as instrumented), lies on no cycle (a thread
+/// the top of the nearest block that dominates every block with an instruction that reads or
+/// writes a counter register (`is_counter_register`, in the clone as instrumented: updates,
+/// edge code, flushes, the counter base stored for a call), lies on no cycle (a thread
 /// runs it at most once, so the loop counters it zeroes are zeroed before any loop uses them and
 /// never again) and starts in the body's own scope, where that block is not the entry. A
 /// guard that sends most warps past all counting (`if (i >= n) return;`, or its mirror image)
@@ -2377,8 +2391,13 @@ pub(crate) fn unreachable_blocks(function: &Function, cfg: &Cfg) -> Vec<bool> {
 /// graph is not known whole (`brx.idx`).
 pub(crate) fn prologue_point(
     function: &Function,
-    counter_code: &dyn Fn(&Instruction) -> bool,
+    is_counter_register: &dyn Fn(&str) -> bool,
 ) -> Option<usize> {
+    let is_register = |name: &str| function.declares_register(name);
+    let counter_code = |i: &Instruction| {
+        let (defs, uses) = defs_and_uses(i, &is_register);
+        defs.iter().chain(&uses).any(|r| is_counter_register(r))
+    };
     let cfg = Cfg::of(function);
     let statements = function.statements();
     let jump_table = statements
@@ -2404,7 +2423,7 @@ pub(crate) fn prologue_point(
         let counts = block
             .instructions
             .iter()
-            .any(|&s| statements[s].as_instruction().is_some_and(counter_code));
+            .any(|&s| statements[s].as_instruction().is_some_and(&counter_code));
         if !counts {
             continue;
         }
@@ -3015,13 +3034,15 @@ mod tests {
 
     #[test]
     fn the_prologue_goes_where_all_counter_code_is_dominated_outside_loops() {
-        // Counter code stands in here as the stores: the point is the top of the nearest block
-        // that dominates them all, on no cycle, unless that is the entry.
+        // Counter code stands in here as the stores (the only readers of their addresses): the
+        // point is the top of the nearest block that dominates them all, on no cycle, unless
+        // that is the entry.
         let point = |body: &str| {
             let module = function(body);
             let k = module.function("k").unwrap();
-            let is_store = |i: &Instruction| i.opcode.base() == "st";
-            prologue_point(k, &is_store).map(|at| match k.statements()[at].kind() {
+            // `%r2` and `%r3`, the stores' addresses, stand in for counter registers.
+            let is_address = |name: &str| name == "%r2" || name == "%r3";
+            prologue_point(k, &is_address).map(|at| match k.statements()[at].kind() {
                 StatementKind::Instruction(i) => i.to_string(),
                 StatementKind::Label(l) => format!("{l}:"),
                 other => format!("{other:?}"),
