@@ -906,21 +906,38 @@ impl<'a> Exec<'a, '_> {
                     let v = self.read(a, lane);
                     values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
                 }
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    let mut same = 0u32;
-                    let mut n = exec;
-                    while let Some(other) = next_lane(&mut n) {
+                // Each lane's mask of lanes holding its value, found once per distinct value
+                // (by its lowest lane) rather than once per lane: `match.all` on a warp whose
+                // lanes agree is one pass over them, not 32.
+                let mut same_as = [0u32; 32];
+                let mut ungrouped = exec;
+                while let Some(lane) = next_lane(&mut ungrouped) {
+                    let mut same = 1u32 << lane;
+                    let mut others = ungrouped;
+                    while let Some(other) = next_lane(&mut others) {
                         same |= u32::from(values[other] == values[lane]) << other;
                     }
+                    ungrouped &= !same;
+                    let mut members = same;
+                    while let Some(member) = next_lane(&mut members) {
+                        same_as[member] = same;
+                    }
+                    if *all && same != exec {
+                        // `match.all` needs only to know that some lane differs.
+                        break;
+                    }
+                }
+                let agree = exec != 0 && same_as[exec.trailing_zeros() as usize] == exec;
+                let mut m = exec;
+                while let Some(lane) = next_lane(&mut m) {
                     let (v, p) = if *all {
-                        if same == exec {
+                        if agree {
                             (exec, true)
                         } else {
                             (0, false)
                         }
                     } else {
-                        (same, true)
+                        (same_as[lane], true)
                     };
                     self.set(*dst, lane, u64::from(v));
                     if *dst_pred != NO_REG {

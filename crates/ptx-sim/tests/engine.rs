@@ -333,6 +333,83 @@ fn shuffles_votes_match_and_redux() {
     }
 }
 
+/// `match` among lanes 3 to 28 only (the others branch past it): `any` on `(tid * 7) % 5`,
+/// `all` on a 64-bit value the lanes share and on one where lane 20 differs in its high word.
+const MATCH_SOME_LANES: &str = r#"
+.visible .entry match_some_lanes(.param .u64 out)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 24;
+    add.s64 %rd3, %rd1, %rd2;
+    setp.lt.u32 %p1, %r1, 3;
+    setp.gt.u32 %p2, %r1, 28;
+    or.pred %p3, %p1, %p2;
+    @%p3 bra DONE;
+    activemask.b32 %r2;
+    mul.lo.u32 %r3, %r1, 7;
+    rem.u32 %r4, %r3, 5;
+    match.any.sync.b32 %r5, %r4, %r2;
+    mov.u64 %rd4, 81985529216961;
+    match.all.sync.b64 %r6|%p4, %rd4, %r2;
+    selp.u32 %r7, 1, 0, %p4;
+    setp.eq.u32 %p1, %r1, 20;
+    selp.u64 %rd5, 4294967296, 0, %p1;
+    add.s64 %rd6, %rd4, %rd5;
+    match.all.sync.b64 %r8|%p4, %rd6, %r2;
+    selp.u32 %r9, 1, 0, %p4;
+    st.global.v2.u32 [%rd3], {%r5, %r6};
+    st.global.v2.u32 [%rd3+8], {%r7, %r8};
+    st.global.v2.u32 [%rd3+16], {%r9, %r2};
+DONE:
+    ret;
+}
+"#;
+
+#[test]
+fn match_among_some_lanes_groups_by_value() {
+    let program = load(MATCH_SOME_LANES);
+    let out = launch_with_output(
+        &program,
+        "match_some_lanes",
+        config([1, 1, 1], [32, 1, 1], 1),
+        vec![[0u32; 6]; 32],
+    );
+    let members: u32 = (3..=28).map(|lane| 1u32 << lane).sum();
+    for (lane, row) in out.iter().enumerate() {
+        if !(3..=28).contains(&lane) {
+            assert_eq!(row, &[0; 6], "lane {lane} branched past the matches");
+            continue;
+        }
+        let value = |l: usize| (l * 7) % 5;
+        let same: u32 = (3..=28usize)
+            .filter(|&l| value(l) == value(lane))
+            .map(|l| 1u32 << l)
+            .sum();
+        assert_eq!(row[0], same, "match.any, lane {lane}");
+        assert_eq!(
+            row[1], members,
+            "match.all mask where all agree, lane {lane}"
+        );
+        assert_eq!(
+            row[2], 1,
+            "match.all predicate where all agree, lane {lane}"
+        );
+        assert_eq!(
+            row[3], 0,
+            "match.all mask where lane 20 differs, lane {lane}"
+        );
+        assert_eq!(
+            row[4], 0,
+            "match.all predicate where lane 20 differs, lane {lane}"
+        );
+        assert_eq!(row[5], members, "activemask, lane {lane}");
+    }
+}
+
 /// Every thread of 64 CTAs adds to shared counters; runs on 2 workers.
 const ATOMICS: &str = r#"
 .visible .entry atomics(.param .u64 counters)
