@@ -1196,6 +1196,27 @@ impl AluOp {
                 let product = int::mul(IntTy { bits: 32, signed }, Half::Lo, a, b);
                 value(int::add(IntTy { bits: 32, signed: false }, false, product, c, false).0)
             },
+            Op::Mad {
+                ty: IntTy { bits: 32, signed: true },
+                half: Half::Wide,
+            } if no_carry => {
+                let product = int::mul(IntTy { bits: 32, signed: true }, Half::Wide, a, b);
+                value(int::add(IntTy { bits: 64, signed: false }, false, product, c, false).0)
+            },
+            Op::Mad {
+                ty: IntTy { bits: 32, signed: false },
+                half: Half::Wide,
+            } if no_carry => {
+                let product = int::mul(IntTy { bits: 32, signed: false }, Half::Wide, a, b);
+                value(int::add(IntTy { bits: 64, signed: false }, false, product, c, false).0)
+            },
+            Op::Mad {
+                ty: IntTy { bits: 64, signed },
+                half: Half::Lo,
+            } if no_carry => {
+                let product = int::mul(IntTy { bits: 64, signed }, Half::Lo, a, b);
+                value(int::add(IntTy { bits: 64, signed: false }, false, product, c, false).0)
+            },
             Op::Shl(32) => value(int::shl(32, a, b as u32)),
             Op::Shl(64) => value(int::shl(64, a, b as u32)),
             Op::And(32) => value(int::zext(a & b, 32)),
@@ -1614,6 +1635,25 @@ impl AluOp {
             Op::Cvt(op) if op.int_to_int() == Some((U32, U64)) => value(cvt::int_to_int(U32, U64, a)),
             Op::Cvt(op) if op.int_to_int() == Some((U64, U32)) => value(cvt::int_to_int(U64, U32, a)),
             Op::Cvt(op) if op.int_to_int() == Some((S64, S32)) => value(cvt::int_to_int(S64, S32, a)),
+            // Integers to floats, rounded to nearest (loop counters and indices to float).
+            Op::Cvt(op) if op.int_to_float_rn() == Some((S32, false)) => {
+                value(cvt::int_to_float_rn(S32, false, a))
+            },
+            Op::Cvt(op) if op.int_to_float_rn() == Some((U32, false)) => {
+                value(cvt::int_to_float_rn(U32, false, a))
+            },
+            Op::Cvt(op) if op.int_to_float_rn() == Some((S32, true)) => {
+                value(cvt::int_to_float_rn(S32, true, a))
+            },
+            Op::Cvt(op) if op.int_to_float_rn() == Some((U32, true)) => {
+                value(cvt::int_to_float_rn(U32, true, a))
+            },
+            Op::Cvt(op) if op.int_to_float_rn() == Some((S64, true)) => {
+                value(cvt::int_to_float_rn(S64, true, a))
+            },
+            Op::Cvt(op) if op.int_to_float_rn() == Some((U64, true)) => {
+                value(cvt::int_to_float_rn(U64, true, a))
+            },
             Op::Cvt(op) => value(op.eval(a)),
             Op::CvtPack { bf16, rnd, relu } => value(cvt::pack(bf16, rnd, relu, a, b)),
         }

@@ -169,6 +169,10 @@ impl<'a> Exec<'a, '_> {
             Src::Reg(r) => *register_row(&self.warp.regs[self.reg_base..], r),
             Src::Imm(v) => [v; 32],
             Src::Special(Special::Tid(d)) => self.tid_row(d),
+            Src::Special(special) if lane_special(special, 0).is_some() => {
+                // All 32 lanes: a row computed without branches.
+                std::array::from_fn(|lane| lane_special(special, lane).unwrap_or(0))
+            }
             _ if uniform(src) => [self.read_other(src, exec.trailing_zeros().min(31) as usize); 32],
             _ => {
                 let mut out = [0u64; 32];
@@ -399,6 +403,15 @@ impl<'a> Exec<'a, '_> {
                     self.warp.clock += 1;
                     self.warp.thread_instructions += population;
                     let exec = self.guard(inst, active);
+                    // An instruction whose guard holds in no lane does nothing (counted and
+                    // issued all the same, above), unless it cannot be executed at all.
+                    if exec == 0 && !matches!(inst.op, Op::Unsupported(_)) {
+                        pc += 1;
+                        if pc == rpc {
+                            break Ok(());
+                        }
+                        continue;
+                    }
                     if let Err(error) = self.straight(inst, pc, active, exec) {
                         break Err(error);
                     }
@@ -744,16 +757,29 @@ impl<'a> Exec<'a, '_> {
                 dst,
                 src,
             } => {
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    let v = self.read(src, lane);
-                    let base = self.window_base(*space, lane);
-                    let out = if *to_generic {
-                        v.wrapping_add(base)
+                if *dst != NO_REG {
+                    let mut values = self.operand(src, exec);
+                    let per_thread = matches!(space, WindowSpace::Local)
+                        || matches!(space, WindowSpace::Param) && !self.func.is_entry;
+                    let uniform_base = if per_thread {
+                        0
                     } else {
-                        v.wrapping_sub(base)
+                        self.window_base(*space, 0)
                     };
-                    self.set(*dst, lane, out);
+                    for (lane, v) in values.iter_mut().enumerate() {
+                        let base = if per_thread {
+                            self.window_base(*space, lane)
+                        } else {
+                            uniform_base
+                        };
+                        *v = if *to_generic {
+                            v.wrapping_add(base)
+                        } else {
+                            v.wrapping_sub(base)
+                        };
+                    }
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    write_lanes(register_row_mut(regs, *dst), &values, exec);
                 }
             }
             Op::IsSpace { space, dst, src } => {
@@ -785,9 +811,12 @@ impl<'a> Exec<'a, '_> {
                 let bytes = ty.bytes();
                 let cta = self.cta;
                 let mut hosts = [0u64; 32];
-                if self
-                    .lane_hosts(*space, addr, bytes, exec, &mut hosts)
-                    .is_some()
+                // One lane (a warp-aggregated atomic) takes the lane-by-lane path below at
+                // once: checking a row of 32 addresses would cost more than the atomic.
+                if exec.count_ones() > 1
+                    && self
+                        .lane_hosts(*space, addr, bytes, exec, &mut hosts)
+                        .is_some()
                 {
                     // Every lane passed the checks: the atomics, lane by lane as below.
                     let (bv, cv) = (self.operand(b, exec), self.operand(c, exec));
@@ -863,26 +892,26 @@ impl<'a> Exec<'a, '_> {
                 }
             }
             Op::Activemask { dst } => {
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    self.set(*dst, lane, u64::from(active));
+                if *dst != NO_REG {
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    write_lanes(register_row_mut(regs, *dst), &[u64::from(active); 32], exec);
                 }
             }
             Op::Vote { mode, dst, pred } => {
                 let mut set = 0u32;
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    set |= ((self.read(pred, lane) & 1) as u32) << lane;
+                for (lane, v) in self.operand(pred, exec).iter().enumerate() {
+                    set |= ((v & 1) as u32) << lane;
                 }
+                set &= exec;
                 let v = match mode {
                     VoteMode::Ballot => u64::from(set),
                     VoteMode::All => u64::from(set == exec),
                     VoteMode::Any => u64::from(set != 0),
                     VoteMode::Uni => u64::from(set == exec || set == 0),
                 };
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    self.set(*dst, lane, v);
+                if *dst != NO_REG {
+                    let regs = &mut self.warp.regs[self.reg_base..];
+                    write_lanes(register_row_mut(regs, *dst), &[v; 32], exec);
                 }
             }
             Op::Shfl {
@@ -900,49 +929,45 @@ impl<'a> Exec<'a, '_> {
                 dst_pred,
                 a,
             } => {
-                let mut values = [0u64; 32];
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    let v = self.read(a, lane);
-                    values[lane] = if *wide { v } else { v & 0xFFFF_FFFF };
-                }
-                // Each lane's mask of lanes holding its value, found once per distinct value
-                // (by its lowest lane) rather than once per lane: `match.all` on a warp whose
-                // lanes agree is one pass over them, not 32.
+                let mask = if *wide { u64::MAX } else { 0xFFFF_FFFF };
+                let values = self.operand(a, exec).map(|v| v & mask);
+                // Each lane's mask of lanes holding its value (`match.any`), or that of all
+                // lanes when they agree (`match.all`: one pass, no grouping).
                 let mut same_as = [0u32; 32];
-                let mut ungrouped = exec;
-                while let Some(lane) = next_lane(&mut ungrouped) {
-                    let mut same = 1u32 << lane;
-                    let mut others = ungrouped;
-                    while let Some(other) = next_lane(&mut others) {
-                        same |= u32::from(values[other] == values[lane]) << other;
+                if *all {
+                    let first = values[exec.trailing_zeros().min(31) as usize];
+                    let mut differ = 0u32;
+                    for (lane, &v) in values.iter().enumerate() {
+                        differ |= u32::from(v != first) << lane;
                     }
-                    ungrouped &= !same;
-                    let mut members = same;
-                    while let Some(member) = next_lane(&mut members) {
-                        same_as[member] = same;
-                    }
-                    if *all && same != exec {
-                        // `match.all` needs only to know that some lane differs.
-                        break;
+                    same_as = [if differ & exec == 0 { exec } else { 0 }; 32];
+                } else {
+                    // Found once per distinct value, by its lowest lane.
+                    let mut ungrouped = exec;
+                    while let Some(lane) = next_lane(&mut ungrouped) {
+                        let mut same = 1u32 << lane;
+                        let mut others = ungrouped;
+                        while let Some(other) = next_lane(&mut others) {
+                            same |= u32::from(values[other] == values[lane]) << other;
+                        }
+                        ungrouped &= !same;
+                        let mut members = same;
+                        while let Some(member) = next_lane(&mut members) {
+                            same_as[member] = same;
+                        }
                     }
                 }
-                let agree = exec != 0 && same_as[exec.trailing_zeros() as usize] == exec;
-                let mut m = exec;
-                while let Some(lane) = next_lane(&mut m) {
-                    let (v, p) = if *all {
-                        if agree {
-                            (exec, true)
-                        } else {
-                            (0, false)
-                        }
-                    } else {
-                        (same_as[lane], true)
-                    };
-                    self.set(*dst, lane, u64::from(v));
-                    if *dst_pred != NO_REG {
-                        self.set(*dst_pred, lane, u64::from(p));
-                    }
+                let regs = &mut self.warp.regs[self.reg_base..];
+                if *dst != NO_REG {
+                    write_lanes(register_row_mut(regs, *dst), &same_as.map(u64::from), exec);
+                }
+                if *dst_pred != NO_REG {
+                    // `match.any` always finds the lane itself; `match.all`, all or none.
+                    write_lanes(
+                        register_row_mut(regs, *dst_pred),
+                        &same_as.map(|same| u64::from(same != 0)),
+                        exec,
+                    );
                 }
             }
             Op::Redux { op, signed, dst, a } => {
@@ -1959,6 +1984,22 @@ fn texel_value(raw: u64, texture: &crate::Texture, result: ChannelKind) -> u64 {
     }
 }
 
+/// The special registers whose value is a function of the lane alone (`%laneid`, the lane
+/// masks); `None` for the others.
+#[inline(always)]
+fn lane_special(special: Special, lane: usize) -> Option<u64> {
+    let lane_bit = 1u64 << lane;
+    Some(match special {
+        Special::LaneId => lane as u64,
+        Special::LanemaskEq => lane_bit,
+        Special::LanemaskLt => lane_bit - 1,
+        Special::LanemaskLe => (lane_bit << 1).wrapping_sub(1) & 0xFFFF_FFFF,
+        Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xFFFF_FFFF,
+        Special::LanemaskGe => !(lane_bit - 1) & 0xFFFF_FFFF,
+        _ => return None,
+    })
+}
+
 /// Reads an operand that is not a plain register or immediate (special registers, symbol
 /// addresses, negated predicates).
 fn read_other(
@@ -1985,24 +2026,26 @@ fn read_other(
                 .wrapping_add(offset as u64),
             Src::Frame(offset) => local_base.wrapping_add(offset as u64),
             Src::Special(special) => {
-                let lane_bit = 1u64 << lane;
+                if let Some(v) = lane_special(special, lane) {
+                    return v;
+                }
                 let config = &launch.config;
                 match special {
                     Special::Tid(d) => u64::from(warp.tid[lane][d as usize]),
                     Special::Ntid(d) => u64::from(config.block[d as usize]),
                     Special::Ctaid(d) => u64::from(cta.ctaid[d as usize]),
                     Special::Nctaid(d) => u64::from(config.grid[d as usize]),
-                    Special::LaneId => lane as u64,
                     Special::WarpId => u64::from(warp.index),
                     Special::NWarpId => u64::from(cta.warps),
                     Special::SmId => cta.worker as u64,
                     Special::NSmId => config.workers.max(1) as u64,
                     Special::GridId => 1,
-                    Special::LanemaskEq => lane_bit,
-                    Special::LanemaskLt => lane_bit - 1,
-                    Special::LanemaskLe => (lane_bit << 1).wrapping_sub(1) & 0xFFFF_FFFF,
-                    Special::LanemaskGt => !((lane_bit << 1).wrapping_sub(1)) & 0xFFFF_FFFF,
-                    Special::LanemaskGe => !(lane_bit - 1) & 0xFFFF_FFFF,
+                    Special::LaneId
+                    | Special::LanemaskEq
+                    | Special::LanemaskLt
+                    | Special::LanemaskLe
+                    | Special::LanemaskGt
+                    | Special::LanemaskGe => unreachable!("answered by lane_special"),
                     Special::Clock => warp.clock & 0xFFFF_FFFF,
                     Special::Clock64 => warp.clock,
                     Special::GlobalTimer => std::time::SystemTime::now()

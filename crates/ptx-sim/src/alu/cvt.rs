@@ -63,6 +63,21 @@ impl CvtOp {
         }
     }
 
+    /// The source type and whether the destination is `f64`, when this converts an integer
+    /// to `f32` or `f64` rounding to nearest without `.sat`: what [`int_to_float_rn`] computes.
+    /// (`.ftz` changes nothing there: a nonzero integer is never subnormal.)
+    #[inline]
+    pub fn int_to_float_rn(&self) -> Option<(IntTy, bool)> {
+        match (self.src, self.dst) {
+            (CvtTy::Int(s), CvtTy::Float(f))
+                if self.frnd == Rnd::Rn && !self.sat && (f == SINGLE || f == DOUBLE) =>
+            {
+                Some((s, f == DOUBLE))
+            }
+            _ => None,
+        }
+    }
+
     pub fn decode(
         d: &str,
         s: &str,
@@ -249,4 +264,98 @@ pub(crate) fn pack(bf16: bool, rnd: Rnd, relu: bool, a: u64, b: u64) -> u64 {
         }
     };
     (conv(a) << 16) | conv(b)
+}
+
+/// `cvt.rn.f32` / `cvt.rn.f64` of an integer of type `s` (`double`: to `f64`), as
+/// [`CvtOp::eval`] computes it for [`CvtOp::int_to_float_rn`] conversions: Rust's `as` rounds
+/// integers to the nearest float, ties to even, as `.rn` does.
+#[inline(always)]
+pub fn int_to_float_rn(s: IntTy, double: bool, a: u64) -> u64 {
+    match (s.signed, double) {
+        (true, true) => (s.sext(a) as f64).to_bits(),
+        (true, false) => u64::from((s.sext(a) as f32).to_bits()),
+        (false, true) => (s.wrap(a) as f64).to_bits(),
+        (false, false) => u64::from((s.wrap(a) as f32).to_bits()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `as` conversions against the software rounding of [`CvtOp::eval`], for every
+    /// integer width and signedness, at the values where rounding decides (around 2^24 and
+    /// 2^53, halfway cases, the extremes) and at pseudo-random ones.
+    #[test]
+    fn int_to_float_rn_equals_the_rounding_of_eval() {
+        let mut values: Vec<u64> = vec![0, 1, 2, 3, u64::MAX, i64::MIN as u64, i64::MAX as u64];
+        for base in [
+            1u64 << 24,
+            1 << 25,
+            1 << 31,
+            1 << 32,
+            1 << 53,
+            1 << 54,
+            1 << 63,
+        ] {
+            for delta in 0..8u64 {
+                values.extend([base + delta, base - delta, (base + delta).wrapping_neg()]);
+            }
+        }
+        // Just above, at and just below the halfway point between two floats, where a
+        // rounding through a wider float first would round the wrong way.
+        for top in 25..64u32 {
+            for mantissa_bits in [24u32, 53] {
+                let Some(shift) = top.checked_sub(mantissa_bits) else {
+                    continue;
+                };
+                let half = 1u64 << shift;
+                for odd in [0, half << 1] {
+                    let tie = (1u64 << top) | odd | half;
+                    values.extend([
+                        tie,
+                        tie + 1,
+                        tie - 1,
+                        tie.wrapping_neg(),
+                        (tie + 1).wrapping_neg(),
+                    ]);
+                }
+            }
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.extend([x, x >> (x % 64), x as u32 as u64]);
+        }
+        let mut checked = 0;
+        for s in ["s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64"] {
+            for d in ["f32", "f64"] {
+                for ftz in [false, true] {
+                    if ftz && d != "f32" {
+                        continue;
+                    }
+                    let op = CvtOp::decode(d, s, Some(Rnd::Rn), None, ftz, false, false)
+                        .expect("a valid conversion");
+                    let (ty, double) = op.int_to_float_rn().expect("an .rn conversion");
+                    assert_eq!(double, d == "f64");
+                    for &v in &values {
+                        assert_eq!(
+                            int_to_float_rn(ty, double, v),
+                            op.eval(v),
+                            "cvt.rn{}.{d}.{s} of {v:#x}",
+                            if ftz { ".ftz" } else { "" }
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000_000);
+        for (rnd, sat) in [(Rnd::Rz, false), (Rnd::Rn, true)] {
+            let op = CvtOp::decode("f32", "s32", Some(rnd), None, false, sat, false).unwrap();
+            assert_eq!(op.int_to_float_rn(), None, "{rnd:?} sat {sat}");
+        }
+    }
 }
