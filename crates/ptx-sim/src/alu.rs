@@ -1654,6 +1654,19 @@ impl AluOp {
             Op::Cvt(op) if op.int_to_float_rn() == Some((U64, true)) => {
                 value(cvt::int_to_float_rn(U64, true, a))
             },
+            // Floats to integers (an index or a bin from a float).
+            Op::Cvt(op) if op.float_to_int_kind() == Some((S32, false)) => {
+                value(op.float_to_int(S32, false, a))
+            },
+            Op::Cvt(op) if op.float_to_int_kind() == Some((U32, false)) => {
+                value(op.float_to_int(U32, false, a))
+            },
+            Op::Cvt(op) if op.float_to_int_kind() == Some((S32, true)) => {
+                value(op.float_to_int(S32, true, a))
+            },
+            Op::Cvt(op) if op.float_to_int_kind() == Some((S64, true)) => {
+                value(op.float_to_int(S64, true, a))
+            },
             Op::Cvt(op) => value(op.eval(a)),
             Op::CvtPack { bf16, rnd, relu } => value(cvt::pack(bf16, rnd, relu, a, b)),
         }

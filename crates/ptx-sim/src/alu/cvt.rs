@@ -78,6 +78,45 @@ impl CvtOp {
         }
     }
 
+    /// The destination type and whether the source is `f64`, when this converts an `f32` or
+    /// `f64` to a 32- or 64-bit integer: what [`CvtOp::float_to_int`] computes.
+    #[inline]
+    pub fn float_to_int_kind(&self) -> Option<(IntTy, bool)> {
+        match (self.src, self.dst) {
+            (CvtTy::Float(f), CvtTy::Int(d))
+                if (f == SINGLE || f == DOUBLE) && (d.bits == 32 || d.bits == 64) =>
+            {
+                Some((d, f == DOUBLE))
+            }
+            _ => None,
+        }
+    }
+
+    /// A [`CvtOp::float_to_int_kind`] conversion of `a` to `d` (`double`: from `f64`), as
+    /// [`CvtOp::eval`] computes it: Rust's float-to-integer `as` truncates, saturates and
+    /// maps NaN to 0, as `cvt` does after its integral rounding.
+    #[inline(always)]
+    pub fn float_to_int(&self, d: IntTy, double: bool, a: u64) -> u64 {
+        let x = if double {
+            f64::from_bits(a)
+        } else {
+            let x = f32::from_bits(a as u32);
+            // `.ftz`: a subnormal input is zero (it matters for `.rmi` and `.rpi`).
+            if self.ftz && x.is_subnormal() {
+                0.0
+            } else {
+                f64::from(x)
+            }
+        };
+        let r = integral(x, self.irnd.unwrap_or(Rnd::Rz));
+        match (d.bits, d.signed) {
+            (32, true) => u64::from(r as i32 as u32),
+            (32, false) => u64::from(r as u32),
+            (_, true) => r as i64 as u64,
+            (_, false) => r as u64,
+        }
+    }
+
     pub fn decode(
         d: &str,
         s: &str,
@@ -357,5 +396,81 @@ mod tests {
             let op = CvtOp::decode("f32", "s32", Some(rnd), None, false, sat, false).unwrap();
             assert_eq!(op.int_to_float_rn(), None, "{rnd:?} sat {sat}");
         }
+    }
+
+    /// [`CvtOp::float_to_int`] against the general path of [`CvtOp::eval`], for every
+    /// rounding, both source formats and `.ftz`, at NaNs, infinities, zeros, subnormals, the
+    /// destinations' bounds, halfway cases and pseudo-random bit patterns.
+    #[test]
+    fn float_to_int_equals_eval() {
+        let mut doubles: Vec<f64> = vec![
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE / 4.0,
+            -f64::MIN_POSITIVE / 4.0,
+            f64::from(f32::MIN_POSITIVE) / 8.0,
+            -f64::from(f32::MIN_POSITIVE) / 8.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        for bound in [2f64.powi(31), 2f64.powi(32), 2f64.powi(63), 2f64.powi(64)] {
+            for delta in [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5] {
+                doubles.extend([bound + delta, -bound + delta]);
+            }
+        }
+        for k in -4..=4 {
+            doubles.extend([f64::from(k) + 0.5, f64::from(k) - 0.25, f64::from(k) + 0.75]);
+        }
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut words: Vec<u64> = Vec::new();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            words.push(x);
+        }
+        let mut checked = 0;
+        for src in ["f32", "f64"] {
+            let inputs: Vec<u64> = if src == "f64" {
+                doubles
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .chain(words.iter().copied())
+                    .collect()
+            } else {
+                doubles
+                    .iter()
+                    .map(|&v| u64::from((v as f32).to_bits()))
+                    .chain(words.iter().map(|w| w & 0xFFFF_FFFF))
+                    .chain([1, 0x8000_0001, 0x007F_FFFF, 0x807F_FFFF])
+                    .collect()
+            };
+            for dst in ["s32", "u32", "s64", "u64"] {
+                for rnd in [Rnd::Rn, Rnd::Rz, Rnd::Rm, Rnd::Rp] {
+                    for ftz in [false, true] {
+                        if ftz && src != "f32" {
+                            continue;
+                        }
+                        let op = CvtOp::decode(dst, src, None, Some(rnd), ftz, false, false)
+                            .expect("a valid conversion");
+                        let (ty, double) = op.float_to_int_kind().expect("float to int");
+                        for &a in &inputs {
+                            assert_eq!(
+                                op.float_to_int(ty, double, a),
+                                op.eval(a),
+                                "cvt.{rnd:?}i{}.{dst}.{src} of {a:#x}",
+                                if ftz { ".ftz" } else { "" }
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 500_000);
     }
 }
