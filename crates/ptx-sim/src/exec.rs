@@ -942,18 +942,20 @@ impl<'a> Exec<'a, '_> {
                     }
                     same_as = [if differ & exec == 0 { exec } else { 0 }; 32];
                 } else {
-                    // Found once per distinct value, by its lowest lane.
-                    let mut ungrouped = exec;
-                    while let Some(lane) = next_lane(&mut ungrouped) {
-                        let mut same = 1u32 << lane;
-                        let mut others = ungrouped;
-                        while let Some(other) = next_lane(&mut others) {
-                            same |= u32::from(values[other] == values[lane]) << other;
-                        }
-                        ungrouped &= !same;
-                        let mut members = same;
-                        while let Some(member) = next_lane(&mut members) {
-                            same_as[member] = same;
+                    // The lanes sorted by value: each run of equal values is a group.
+                    let mut lanes = [(0u64, 0u8); 32];
+                    let mut count = 0;
+                    let mut m = exec;
+                    while let Some(lane) = next_lane(&mut m) {
+                        lanes[count] = (values[lane], lane as u8);
+                        count += 1;
+                    }
+                    let sorted = &mut lanes[..count];
+                    sorted.sort_unstable();
+                    for group in sorted.chunk_by(|x, y| x.0 == y.0) {
+                        let same = group.iter().fold(0u32, |mask, &(_, lane)| mask | 1 << lane);
+                        for &(_, lane) in group {
+                            same_as[usize::from(lane)] = same;
                         }
                     }
                 }
