@@ -403,15 +403,6 @@ impl<'a> Exec<'a, '_> {
                     self.warp.clock += 1;
                     self.warp.thread_instructions += population;
                     let exec = self.guard(inst, active);
-                    // An instruction whose guard holds in no lane does nothing (counted and
-                    // issued all the same, above), unless it cannot be executed at all.
-                    if exec == 0 && !matches!(inst.op, Op::Unsupported(_)) {
-                        pc += 1;
-                        if pc == rpc {
-                            break Ok(());
-                        }
-                        continue;
-                    }
                     if let Err(error) = self.straight(inst, pc, active, exec) {
                         break Err(error);
                     }
@@ -808,6 +799,10 @@ impl<'a> Exec<'a, '_> {
                 b,
                 c,
             } => {
+                if exec == 0 {
+                    // Guarded off in every lane (counted and issued all the same).
+                    return Ok(());
+                }
                 let bytes = ty.bytes();
                 let cta = self.cta;
                 let mut hosts = [0u64; 32];
