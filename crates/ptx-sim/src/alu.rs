@@ -1636,22 +1636,22 @@ impl AluOp {
             Op::Cvt(op) if op.int_to_int() == Some((U64, U32)) => value(cvt::int_to_int(U64, U32, a)),
             Op::Cvt(op) if op.int_to_int() == Some((S64, S32)) => value(cvt::int_to_int(S64, S32, a)),
             // Integers to floats, rounded to nearest (loop counters and indices to float).
-            Op::Cvt(op) if op.int_to_float_rn() == Some((S32, false)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((S32, false)) => {
                 value(cvt::int_to_float_rn(S32, false, a))
             },
-            Op::Cvt(op) if op.int_to_float_rn() == Some((U32, false)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((U32, false)) => {
                 value(cvt::int_to_float_rn(U32, false, a))
             },
-            Op::Cvt(op) if op.int_to_float_rn() == Some((S32, true)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((S32, true)) => {
                 value(cvt::int_to_float_rn(S32, true, a))
             },
-            Op::Cvt(op) if op.int_to_float_rn() == Some((U32, true)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((U32, true)) => {
                 value(cvt::int_to_float_rn(U32, true, a))
             },
-            Op::Cvt(op) if op.int_to_float_rn() == Some((S64, true)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((S64, true)) => {
                 value(cvt::int_to_float_rn(S64, true, a))
             },
-            Op::Cvt(op) if op.int_to_float_rn() == Some((U64, true)) => {
+            Op::Cvt(op) if op.int_to_float_kind() == Some((U64, true)) => {
                 value(cvt::int_to_float_rn(U64, true, a))
             },
             // Floats to integers (an index or a bin from a float).

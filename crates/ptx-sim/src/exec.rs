@@ -2023,9 +2023,6 @@ fn read_other(
                 .wrapping_add(offset as u64),
             Src::Frame(offset) => local_base.wrapping_add(offset as u64),
             Src::Special(special) => {
-                if let Some(v) = lane_special(special, lane) {
-                    return v;
-                }
                 let config = &launch.config;
                 match special {
                     Special::Tid(d) => u64::from(warp.tid[lane][d as usize]),
@@ -2042,7 +2039,7 @@ fn read_other(
                     | Special::LanemaskLt
                     | Special::LanemaskLe
                     | Special::LanemaskGt
-                    | Special::LanemaskGe => unreachable!("answered by lane_special"),
+                    | Special::LanemaskGe => lane_special(special, lane).unwrap_or(0),
                     Special::Clock => warp.clock & 0xFFFF_FFFF,
                     Special::Clock64 => warp.clock,
                     Special::GlobalTimer => std::time::SystemTime::now()

@@ -67,7 +67,7 @@ impl CvtOp {
     /// to `f32` or `f64` rounding to nearest without `.sat`: what [`int_to_float_rn`] computes.
     /// (`.ftz` changes nothing there: a nonzero integer is never subnormal.)
     #[inline]
-    pub fn int_to_float_rn(&self) -> Option<(IntTy, bool)> {
+    pub fn int_to_float_kind(&self) -> Option<(IntTy, bool)> {
         match (self.src, self.dst) {
             (CvtTy::Int(s), CvtTy::Float(f))
                 if self.frnd == Rnd::Rn && !self.sat && (f == SINGLE || f == DOUBLE) =>
@@ -306,7 +306,7 @@ pub(crate) fn pack(bf16: bool, rnd: Rnd, relu: bool, a: u64, b: u64) -> u64 {
 }
 
 /// `cvt.rn.f32` / `cvt.rn.f64` of an integer of type `s` (`double`: to `f64`), as
-/// [`CvtOp::eval`] computes it for [`CvtOp::int_to_float_rn`] conversions: Rust's `as` rounds
+/// [`CvtOp::eval`] computes it for [`CvtOp::int_to_float_kind`] conversions: Rust's `as` rounds
 /// integers to the nearest float, ties to even, as `.rn` does.
 #[inline(always)]
 pub fn int_to_float_rn(s: IntTy, double: bool, a: u64) -> u64 {
@@ -377,7 +377,7 @@ mod tests {
                     }
                     let op = CvtOp::decode(d, s, Some(Rnd::Rn), None, ftz, false, false)
                         .expect("a valid conversion");
-                    let (ty, double) = op.int_to_float_rn().expect("an .rn conversion");
+                    let (ty, double) = op.int_to_float_kind().expect("an .rn conversion");
                     assert_eq!(double, d == "f64");
                     for &v in &values {
                         assert_eq!(
@@ -394,7 +394,7 @@ mod tests {
         assert!(checked > 1_000_000);
         for (rnd, sat) in [(Rnd::Rz, false), (Rnd::Rn, true)] {
             let op = CvtOp::decode("f32", "s32", Some(rnd), None, false, sat, false).unwrap();
-            assert_eq!(op.int_to_float_rn(), None, "{rnd:?} sat {sat}");
+            assert_eq!(op.int_to_float_kind(), None, "{rnd:?} sat {sat}");
         }
     }
 
