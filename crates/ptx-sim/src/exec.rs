@@ -750,19 +750,9 @@ impl<'a> Exec<'a, '_> {
             } => {
                 if *dst != NO_REG {
                     let mut values = self.operand(src, exec);
-                    let per_thread = matches!(space, WindowSpace::Local)
-                        || matches!(space, WindowSpace::Param) && !self.func.is_entry;
-                    let uniform_base = if per_thread {
-                        0
-                    } else {
-                        self.window_base(*space, 0)
-                    };
+                    let uniform_base = self.uniform_window_base(*space);
                     for (lane, v) in values.iter_mut().enumerate() {
-                        let base = if per_thread {
-                            self.window_base(*space, lane)
-                        } else {
-                            uniform_base
-                        };
+                        let base = uniform_base.unwrap_or_else(|| self.thread_local_base(lane));
                         *v = if *to_generic {
                             v.wrapping_add(base)
                         } else {
@@ -1102,14 +1092,15 @@ impl<'a> Exec<'a, '_> {
         Ok(())
     }
 
-    /// Base of the window `space` converts to generic addresses from, for `lane`.
-    fn window_base(&self, space: WindowSpace, lane: usize) -> u64 {
+    /// Base of the window `space` converts to generic addresses from, where it is the same for
+    /// every lane; `None` where each thread has its own (local memory, and a device function's
+    /// parameters): [`Exec::thread_local_base`].
+    fn uniform_window_base(&self, space: WindowSpace) -> Option<u64> {
         match space {
-            WindowSpace::Global => 0,
-            WindowSpace::Shared => self.cta.shared_base,
-            WindowSpace::Local => self.thread_local_base(lane),
-            WindowSpace::Param if self.func.is_entry => 0,
-            WindowSpace::Param => self.thread_local_base(lane),
+            WindowSpace::Global => Some(0),
+            WindowSpace::Shared => Some(self.cta.shared_base),
+            WindowSpace::Param if self.func.is_entry => Some(0),
+            WindowSpace::Local | WindowSpace::Param => None,
         }
     }
 
