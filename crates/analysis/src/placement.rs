@@ -184,6 +184,7 @@ fn counting_name(counting: BlockCounting) -> &'static str {
     match counting {
         BlockCounting::Unreachable => "unreachable",
         BlockCounting::FromLaunch => "from-launch",
+        BlockCounting::LaunchConditions { .. } => "launch-conditions",
         BlockCounting::Copied { .. } => "copied",
         BlockCounting::Flushed { .. } => "flushed",
         BlockCounting::Difference { .. } => "difference",
@@ -285,6 +286,11 @@ fn counting_words(counting: BlockCounting, name: &dyn Fn(usize) -> String) -> St
     match counting {
         BlockCounting::Unreachable => "unreachable: never runs, no code".to_string(),
         BlockCounting::FromLaunch => "from the launch (runs once per thread): no code".to_string(),
+        BlockCounting::LaunchConditions { conditions } => format!(
+            "from the launch (the threads whose indices and parameters pass {conditions} \
+             branch{}): no code",
+            if conditions == 1 { "" } else { "es" }
+        ),
         BlockCounting::Copied { from } => format!("copied from {}: no code", name(from)),
         BlockCounting::Flushed { region } => {
             format!("flushed by the region at {}", name(region))
@@ -429,6 +435,9 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
                     });
                     match counting {
                         BlockCounting::Copied { from } => entry["from"] = json!(from),
+                        BlockCounting::LaunchConditions { conditions } => {
+                            entry["conditions"] = json!(conditions)
+                        }
                         BlockCounting::Flushed { region } => entry["region"] = json!(region),
                         BlockCounting::Difference { branch, sibling } => {
                             entry["branch"] = json!(branch);

@@ -50,6 +50,9 @@ pub struct KernelInstrumentation {
     /// thread runs it exactly once and every warp with all its launched lanes; the runtime
     /// takes its counts from the launch configuration.
     pub entry_from_launch: bool,
+    /// Blocks of the kernel's launch tree, counted by the runtime from the launch's shape and
+    /// parameters by the conditions on their paths ([`crate::from_launch`]).
+    pub launch_counted: Vec<crate::from_launch::LaunchCounted>,
     /// (block, from): blocks without a counter whose counts equal those of block `from`
     /// (control equivalence, ARCHITECTURE.md), copied by the runtime.
     pub copied_counts: Vec<(usize, usize)>,
@@ -101,6 +104,7 @@ pub fn instrument_module_with(
                     params: original.map_or(0, |f| f.params().len()),
                     blocks: original.map_or_else(Vec::new, snapshot_blocks),
                     entry_from_launch: false,
+                    launch_counted: Vec::new(),
                     copied_counts: Vec::new(),
                     thread_flows: Vec::new(),
                     warp_differences: Vec::new(),
@@ -283,6 +287,14 @@ fn instrument_kernel_in(
     kernel_fn.push_param(banks);
     let plan = placement::plan(kernel_fn, placement, reductions);
     let entry_from_launch = plan.entry_from_launch;
+    let launch_counted: Vec<crate::from_launch::LaunchCounted> = plan
+        .launch_counted
+        .iter()
+        .map(|l| crate::from_launch::LaunchCounted {
+            block: offsets[0] as usize + l.block,
+            path: l.path.clone(),
+        })
+        .collect();
     let mut copied_counts: Vec<(usize, usize)> = plan
         .copies
         .iter()
@@ -389,6 +401,7 @@ fn instrument_kernel_in(
         params,
         blocks,
         entry_from_launch,
+        launch_counted,
         copied_counts,
         thread_flows,
         warp_differences,
@@ -434,6 +447,7 @@ fn place_counters(
             BlockCounting::FullUpdate => Some(block_update(regs, counter)),
             BlockCounting::Unreachable
             | BlockCounting::FromLaunch
+            | BlockCounting::LaunchConditions { .. }
             | BlockCounting::Copied { .. }
             | BlockCounting::Flushed { .. }
             | BlockCounting::Difference { .. } => None,

@@ -18,6 +18,7 @@
 //! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
 pub mod flow;
+pub mod from_launch;
 mod instrument;
 pub mod placement;
 
@@ -1632,8 +1633,8 @@ mod tests {
         let dead = "\tld.param.u64 %rd1, [k_p];\n\tmov.u32 %r1, %tid.x;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n$L__tmp1:";
         let text = instrumented(dead);
         assert!(!text.iter().any(|t| t.contains("__cf")), "{text:#?}");
-        // The same block reached by a branch is counted.
-        let live = "\tld.param.u64 %rd1, [k_p];\n\tmov.u32 %r1, %tid.x;\n\tsetp.eq.u32 %p1, %r1, 0;\n\t@%p1 bra $L__tmp1;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n$L__tmp1:\n\tret;";
+        // The same block reached by a branch on loaded data is counted.
+        let live = "\tld.param.u64 %rd1, [k_p];\n\tmov.u32 %r1, %tid.x;\n\tld.global.u32 %r2, [%rd1];\n\tsetp.eq.u32 %p1, %r2, 0;\n\t@%p1 bra $L__tmp1;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n$L__tmp1:\n\tret;";
         let text = instrumented(live);
         assert!(
             text.iter().any(|t| t.contains("red.global.add")),

@@ -31,6 +31,7 @@ use crate::flow::{thread_flows, FlowInputs, ThreadFlow};
 use crate::WarpReductions;
 
 mod explain;
+mod launch_paths;
 pub(crate) use explain::block_counting;
 pub use explain::{
     explain, BlockCounting, Decision, Explanation, LoopDecision, Rejection, UpdateCost,
@@ -904,6 +905,10 @@ pub(crate) struct Plan {
     /// A kernel's block 0 (nothing branches to it) is counted by the runtime from the launch
     /// configuration.
     pub entry_from_launch: bool,
+    /// Blocks of the kernel's launch tree (placement `derived`): the runtime counts them from the
+    /// launch configuration and parameters, by the conditions on their paths
+    /// ([`crate::from_launch`]).
+    pub launch_counted: Vec<crate::from_launch::LaunchCounted>,
     /// (block, from): blocks whose counts equal those of an earlier block (control
     /// equivalence), copied by the runtime instead of counted.
     pub copies: Vec<(usize, usize)>,
@@ -955,6 +960,12 @@ impl Plan {
         self.regions
             .iter()
             .any(|r| r.blocks.contains(&b) && !r.direct.contains(&b))
+    }
+
+    /// Whether the runtime counts block `b` from the launch (the entry, or a block of the
+    /// launch tree).
+    pub fn counted_from_launch(&self, b: usize) -> bool {
+        (b == 0 && self.entry_from_launch) || self.launch_counted.iter().any(|l| l.block == b)
     }
 
     /// Whether block `b`'s counts are copied from another block's by the runtime.
@@ -1106,6 +1117,10 @@ fn decide(
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
     }
     plan.copies = with_flush_copies(plan.copies, &plan.regions);
+    if placement == Placement::Derived && entry_from_launch {
+        plan.launch_counted =
+            launch_paths::launch_counted(function, &cfg, &|b| plan.copied(b) || plan.derived(b));
+    }
     if placement == Placement::Derived {
         let leaky = leaky_blocks(function, &cfg);
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
@@ -1223,7 +1238,7 @@ fn thread_flows_of(
     plan: &mut Plan,
 ) -> Vec<ThreadFlow> {
     let n = cfg.blocks.len();
-    let from_launch = |b: usize| b == 0 && plan.entry_from_launch;
+    let from_launch = |b: usize| plan.counted_from_launch(b);
     let known: Vec<usize> = (0..n)
         .filter(|&b| from_launch(b) || plan.derived(b))
         .collect();
@@ -1274,7 +1289,7 @@ fn differences(
         let b = source(b);
         !differences.iter().any(|d| d.block == b)
     };
-    let free = |b: usize| plan.derived(b) || plan.copied(b) || (b == 0 && plan.entry_from_launch);
+    let free = |b: usize| plan.derived(b) || plan.copied(b) || plan.counted_from_launch(b);
     // A branch block that cannot end a thread: all that enter it take one side.
     for branch in (0..cfg.blocks.len()).filter(|&b| !leaky[b]) {
         let [first, second] = cfg.succs[branch][..] else {
@@ -2571,17 +2586,19 @@ mod tests {
         assert!(!plan.copied(3), "{:?}", plan.copies);
     }
 
-    /// Blocks: 0 entry (branch on `condition`), 1 then, 2 `$ELSE`, 3 `$JOIN`.
+    /// Blocks: 0 entry (branch on `condition`), 1 then, 2 `$ELSE`, 3 `$JOIN`. `%r5` is loaded
+    /// per lane (divergent), `%r6` at a uniform address from read-only memory (uniform); neither
+    /// is known from the launch, so neither side is counted from it.
     fn if_else(condition: &str) -> Plan {
         let src = &format!(
-            "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
+            "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tld.global.u32 %r5, [%r1];\n\tld.global.nc.u32 %r6, [%r4];\n\tsetp.ge.u32 %p2, {condition}, %r4;\n\t@%p2 bra $ELSE;\n\tst.global.u32 [%r1], %r4;\n\tbra.uni $JOIN;\n$ELSE:\n\tst.global.u32 [%r1+4], %r4;\n$JOIN:\n\tret;"
         );
         plan_of(src, Placement::Derived)
     }
 
     #[test]
     fn one_side_of_a_divergent_if_else_derives_its_threads_from_the_other() {
-        let plan = if_else("%r1");
+        let plan = if_else("%r5");
         // Lanes split: both sides may run in one warp, so warps are still counted.
         assert!(plan.differences.is_empty(), "{:?}", plan.differences);
         assert_eq!(plan.thread_flows.len(), 1, "{:?}", plan.thread_flows);
@@ -2599,7 +2616,7 @@ mod tests {
 
     #[test]
     fn one_side_of_a_uniform_if_else_derives_threads_and_warps() {
-        let plan = if_else("%r4");
+        let plan = if_else("%r6");
         assert_eq!(plan.differences.len(), 1, "{:?}", plan.differences);
         let d = plan.differences[0];
         assert_eq!(d.branch, 0);

@@ -182,7 +182,8 @@ fn every_corpus_kernel_instruments_and_assembles() {
                         .map(|o| (f.name().to_string(), o))
                 })
                 .collect();
-            // ...except a kernel entry that the runtime counts from the launch, blocks whose
+            // ...except a kernel entry and the blocks that the runtime counts from the launch
+            // (the launch tree's, by their conditions), blocks whose
             // counts it copies from another block, and the sides of branches whose thread
             // counts it derives (their warps are counted at offset 8 where still needed).
             // Blocks no path reaches are not counted either (their counts stay zero).
@@ -195,6 +196,7 @@ fn every_corpus_kernel_instruments_and_assembles() {
                         .map(|&(b, _)| b)
                         .chain(r.thread_flows.iter().map(|f| f.block))
                         .chain(r.entry_from_launch.then_some(0))
+                        .chain(r.launch_counted.iter().map(|l| l.block))
                         .collect();
                     let never_run = unreachable_snapshot_blocks(&original, r)
                         .into_iter()
@@ -563,7 +565,8 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
                     let never_runs = whole && !reached.get(i).copied().unwrap_or(true);
                     // Counted at its top, or else (in a register-counted loop) by a flush.
                     let offset = top_update_offset(copy, block);
-                    let from_launch = start + i == 0 && result.entry_from_launch;
+                    let from_launch = (start + i == 0 && result.entry_from_launch)
+                        || result.launch_counted.iter().any(|l| l.block == start + i);
                     let copied = result.copied_counts.iter().any(|&(b, _)| b == start + i);
                     let derived_by = |rules: &[(usize, usize, usize)]| {
                         rules.iter().any(|&(b, _, _)| b == start + i)

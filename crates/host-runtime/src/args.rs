@@ -30,6 +30,41 @@ pub(crate) unsafe fn extend_args(
     Some(all)
 }
 
+/// The bits of the kernel parameters `wanted` names (`(index, bytes)`, 1 to 8 bytes each),
+/// zero-extended, by parameter index (`None` for the others, and for an index past `params` or
+/// a null `args`).
+///
+/// # Safety
+///
+/// As for [`extend_args`]; besides, each wanted parameter's value is at least `bytes` long.
+pub(crate) unsafe fn launch_param_bits(
+    args: *const *mut c_void,
+    params: usize,
+    wanted: &[(usize, u8)],
+) -> Vec<Option<u64>> {
+    let mut bits = vec![None; params];
+    if args.is_null() {
+        return bits;
+    }
+    for &(index, bytes) in wanted {
+        if index >= params || !(1..=8).contains(&bytes) {
+            continue;
+        }
+        // SAFETY: `index < params` readable entries, each pointing to at least `bytes` bytes.
+        let value = unsafe {
+            let pointer = (*args.add(index)).cast::<u8>();
+            if pointer.is_null() {
+                continue;
+            }
+            let mut buffer = [0u8; 8];
+            std::ptr::copy_nonoverlapping(pointer, buffer.as_mut_ptr(), usize::from(bytes));
+            u64::from_le_bytes(buffer)
+        };
+        bits[index] = Some(value);
+    }
+    bits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +87,23 @@ mod tests {
         assert_eq!(&args[..3], &original[..]);
         assert_eq!(unsafe { *(args[3] as *const u64) }, 0xdead_0000);
         assert_eq!(unsafe { *(args[4] as *const u32) }, 32);
+    }
+
+    #[test]
+    fn reads_the_wanted_parameters_bits() {
+        let (mut a, mut b, mut c) = (-3i32, 0x1234_5678_9abc_def0u64, 7u8);
+        let mut original: [*mut c_void; 3] = [
+            (&mut a as *mut i32).cast(),
+            (&mut b as *mut u64).cast(),
+            (&mut c as *mut u8).cast(),
+        ];
+        let bits =
+            unsafe { launch_param_bits(original.as_mut_ptr(), 3, &[(0, 4), (1, 8), (5, 4)]) };
+        assert_eq!(bits, [Some(0xFFFF_FFFD), Some(0x1234_5678_9abc_def0), None]);
+        assert_eq!(
+            unsafe { launch_param_bits(std::ptr::null(), 3, &[(0, 4)]) },
+            [None, None, None]
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@
 pub mod abi;
 pub mod config;
 pub mod counts;
+pub mod from_launch;
 pub mod output;
 pub mod report;
 pub mod snapshot;

@@ -6,20 +6,22 @@
 //! allocation and non-blocking event queries, never across the program's own launch nor while
 //! waiting for a launch to finish (except at exit and device reset).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::args::extend_args;
+use crate::args::{extend_args, launch_param_bits};
 use crate::config::{Config, Mode};
 use crate::counts::{add_opcode_counts, fold_banks, OpcodeTable};
 use crate::cuda::{Code, Cuda, FuncSetting, LaunchKind, CAPTURE_MODE_RELAXED, SUCCESS};
+use crate::from_launch::counts_from_launch;
 use crate::output::{program_arguments, write_atomically};
 use crate::report::{self, BlockCounts, OpcodeCounts, Report};
 use crate::snapshot::{self, Snapshot, ThreadFlow};
 use crate::Dim3;
+use device_runtime::from_launch::LaunchValues;
 
 /// Bytes of one block's counters in one bank, as the counter code writes them (16: a widening
 /// of a small constant, checked at compile time).
@@ -72,7 +74,22 @@ struct Kernel {
 struct Variant {
     snapshot: Snapshot,
     launches: Vec<LaunchRecord>,
+    /// `(index, bytes)` of the kernel parameters its launch-counted blocks read, recorded at
+    /// each launch.
+    launch_params: Vec<(usize, u8)>,
+    /// The launch-counted blocks' counts by launch shape and parameter values: programs launch
+    /// the same kernel the same way again and again (an iterative solver's sweeps), and
+    /// counting takes some 0.1 to 1 ms per launch.
+    launch_counts: RefCell<HashMap<LaunchKey, Vec<(u64, u64)>>>,
 }
+
+/// What a launch-counted block's counts depend on besides the snapshot and the mode (one per
+/// process): the grid, the block shape and the parameters' bits.
+type LaunchKey = ([u32; 3], [u32; 3], Vec<Option<u64>>);
+
+/// Distinct launches whose counts a variant keeps ([`Variant::launch_counts`]); beyond this the
+/// cache starts again.
+const LAUNCH_COUNTS_CACHED: usize = 256;
 
 struct LaunchRecord {
     grid: Dim3,
@@ -81,6 +98,9 @@ struct LaunchRecord {
     stream: usize,
     device: i32,
     outcome: Outcome,
+    /// The bits of the kernel parameters the snapshot's launch-counted blocks read (by index;
+    /// `None` for the others), taken when the clone was launched.
+    params: Vec<Option<u64>>,
 }
 
 enum Outcome {
@@ -312,10 +332,18 @@ impl<C: Cuda> Runtime<C> {
                 "cuda-flux: kernel {} has two different snapshots for sm_{}; using the first",
                 snapshot.kernel, snapshot.arch
             )),
-            None => kernel.variants.push(Variant {
-                snapshot,
-                launches: Vec::new(),
-            }),
+            None => {
+                let mut launch_params = Vec::new();
+                for counted in &snapshot.launch_counted {
+                    counted.params(&mut launch_params);
+                }
+                kernel.variants.push(Variant {
+                    snapshot,
+                    launches: Vec::new(),
+                    launch_params,
+                    launch_counts: RefCell::new(HashMap::new()),
+                })
+            }
         }
         state.selections.retain(|&(k, _), _| k != index);
     }
@@ -368,6 +396,7 @@ impl<C: Cuda> Runtime<C> {
                         stream,
                         device,
                         outcome: Outcome::Uncounted(reason),
+                        params: Vec::new(),
                     };
                     self.record(&mut self.lock(), kernel, variant, record);
                 }
@@ -382,6 +411,7 @@ impl<C: Cuda> Runtime<C> {
                     stream,
                     device,
                     outcome,
+                    params: Vec::new(),
                 };
                 let clone_launch = CloneLaunch {
                     kind,
@@ -638,6 +668,13 @@ impl<C: Cuda> Runtime<C> {
             };
         let recorded = self.cuda.event_record(slot.event, queue);
         let mut state = self.lock();
+        let wanted = state.kernels[kernel].variants[variant]
+            .launch_params
+            .clone();
+        // SAFETY: `args` holds the original's `params` arguments, each pointing to a value of
+        // its parameter's size (cudaLaunchKernel's contract); `wanted` names parameters of the
+        // kernel's own scalar types, with their sizes, from its PTX.
+        let params = unsafe { launch_param_bits(args, params, &wanted) };
         let record = LaunchRecord {
             grid,
             block,
@@ -645,6 +682,7 @@ impl<C: Cuda> Runtime<C> {
             stream,
             device,
             outcome: Outcome::Pending,
+            params,
         };
         let launch = self.record(&mut state, kernel, variant, record);
         match recorded {
@@ -1029,6 +1067,44 @@ impl<C: Cuda> Runtime<C> {
                 let (entry_threads, entry_warps) = self.entry_counts(launch)?;
                 threads[0] = entry_threads;
                 warps[0] = entry_warps;
+            }
+        }
+        let launch_counted = &variant.snapshot.launch_counted;
+        if !launch_counted.is_empty() {
+            if let Some(launch) = variant.launches.get(target.launch) {
+                let values = LaunchValues {
+                    grid: [launch.grid.x, launch.grid.y, launch.grid.z],
+                    block: [launch.block.x, launch.block.y, launch.block.z],
+                    params: launch.params.clone(),
+                };
+                let key: LaunchKey = (values.grid, values.block, values.params.clone());
+                let cached = variant.launch_counts.borrow().get(&key).cloned();
+                let counts = match cached {
+                    Some(counts) => counts,
+                    None => {
+                        let counts =
+                            counts_from_launch(launch_counted, &values, self.config.mode())?;
+                        let mut cache = variant.launch_counts.borrow_mut();
+                        if cache.len() >= LAUNCH_COUNTS_CACHED {
+                            cache.clear();
+                        }
+                        cache.insert(key, counts.clone());
+                        counts
+                    }
+                };
+                for (counted, (block_threads, block_warps)) in launch_counted.iter().zip(counts) {
+                    let slot = threads
+                        .get_mut(counted.block)
+                        .zip(warps.get_mut(counted.block));
+                    let Some((t, w)) = slot else {
+                        return Err(format!(
+                            "the snapshot counts block {} of {} from the launch",
+                            counted.block,
+                            threads.len()
+                        ));
+                    };
+                    (*t, *w) = (block_threads, block_warps);
+                }
             }
         }
         let snapshot = &variant.snapshot;

@@ -34,6 +34,12 @@ pub struct Snapshot {
     /// runtime takes its counts from the launch configuration. Absent (false) in older builds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub entry_from_launch: bool,
+    /// Blocks without a counter on the device that the runtime counts from each launch's shape
+    /// and parameter values: a thread runs one exactly when the conditions of its path (the
+    /// branches from the entry, computed from the thread's indices and the parameters) hold
+    /// (`device_runtime::from_launch`). Filled in with the entry, before the copies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_counted: Vec<device_runtime::from_launch::LaunchCounted>,
     /// `[block, from]`: blocks without a counter on the device because they run exactly as
     /// often as block `from` (thread and warp level); the runtime copies `from`'s counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -330,6 +330,10 @@ pub enum BlockCounting {
     Unreachable,
     /// A kernel's entry block that nothing branches to: counted by the runtime from the launch.
     FromLaunch,
+    /// A block of the kernel's launch tree: the runtime counts the threads whose indices pass
+    /// the branches from the entry to it, and their warps, from the launch's shape and
+    /// parameters (`conditions`: the branches on the way).
+    LaunchConditions { conditions: usize },
     /// Runs exactly as often as block `from`, by the same groups: the runtime copies its counts.
     Copied { from: usize },
     /// Counted in registers by the region with this header and written by its flush.
@@ -481,6 +485,11 @@ pub(crate) fn block_counting(
     }
     if b == 0 && plan.entry_from_launch {
         return BlockCounting::FromLaunch;
+    }
+    if let Some(counted) = plan.launch_counted.iter().find(|l| l.block == b) {
+        return BlockCounting::LaunchConditions {
+            conditions: counted.path.len(),
+        };
     }
     if let Some(&(_, from)) = plan.copies.iter().find(|&&(block, _)| block == b) {
         return BlockCounting::Copied { from };

@@ -329,6 +329,7 @@ fn snapshot(arch: u32) -> Snapshot {
         ],
         files: [(1, "loop.cu".to_owned())].into_iter().collect(),
         entry_from_launch: false,
+        launch_counted: Vec::new(),
         copied_counts: Vec::new(),
         thread_flows: Vec::new(),
         warp_differences: Vec::new(),
@@ -606,6 +607,70 @@ fn an_entry_block_counted_from_the_launch_gets_the_counts_of_the_threads_the_mod
             "mode {mode}"
         );
     }
+}
+
+/// Block 1 of `snapshot(90)` runs where `%tid.x < param` (a 64-bit comparison).
+fn counted_from_launch_by_param(param: usize) -> device_runtime::from_launch::LaunchCounted {
+    use device_runtime::from_launch::{
+        Compare, CompareOp, Condition, Dim, IntExpr, LaunchCounted, Predicate, Special,
+    };
+    LaunchCounted {
+        block: 1,
+        path: vec![Condition {
+            predicate: Predicate::Compare(Compare {
+                op: CompareOp::Lt,
+                signed: false,
+                width: 64,
+                lhs: IntExpr::Special(Special::Tid(Dim::X)),
+                rhs: IntExpr::Param {
+                    index: param,
+                    bytes: 8,
+                },
+            }),
+            holds: true,
+        }],
+    }
+}
+
+#[test]
+fn blocks_counted_from_the_launch_read_the_launchs_parameters() {
+    // The launch passes 2 as parameter 1: two threads of each CTA of 33, all in warp 0.
+    for (mode, threads, warps) in [("all", 3 * 2, 3), ("cta", 2, 1), ("warp", 2, 1)] {
+        let s = setup(Fake::gpu(90), &[("CUDA_FLUX_MODE", mode)]);
+        let mut snapshot = snapshot(90);
+        snapshot.launch_counted = vec![counted_from_launch_by_param(1)];
+        s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+        // Twice the same launch: the second one's counts come from the cache, the same.
+        for _ in 0..2 {
+            let (code, _) = launch_on(&s.runtime, ORIGINAL, dim(3, 1, 1), dim(33, 1, 1), 0);
+            assert_eq!(code, SUCCESS);
+        }
+        s.runtime.exit();
+        let (report, _) = read_report(&s.output);
+        for launch in &report.kernels[0].launches {
+            let counts = launch.block_counts.clone();
+            let counts = counts.unwrap_or_else(|| panic!("mode {mode}: not counted"));
+            assert_eq!(
+                (counts.threads[1], counts.warps[1]),
+                (threads, warps),
+                "mode {mode}"
+            );
+        }
+    }
+    // A parameter the launch does not have: the launch's counts are refused, with the reason.
+    let s = setup(Fake::gpu(90), &[]);
+    let mut snapshot = snapshot(90);
+    snapshot.launch_counted = vec![counted_from_launch_by_param(5)];
+    s.runtime.register(ORIGINAL, CLONE, &json(&snapshot));
+    assert_eq!(launch(&s.runtime, ORIGINAL), SUCCESS);
+    s.runtime.exit();
+    let (report, value) = read_report(&s.output);
+    assert!(report.kernels[0].launches[0].block_counts.is_none());
+    let reason = value["kernels"][0]["launches"][0]["reason"].as_str();
+    assert!(
+        reason.is_some_and(|r| r.contains("kernel parameter 5 is not known")),
+        "{reason:?}"
+    );
 }
 
 #[test]

@@ -1493,6 +1493,7 @@ impl Driver {
                         blocks,
                         files,
                         entry_from_launch: k.entry_from_launch,
+                        launch_counted: k.launch_counted.clone(),
                         copied_counts: k.copied_counts.iter().map(|&(b, from)| [b, from]).collect(),
                         thread_flows: k
                             .thread_flows

@@ -1,0 +1,441 @@
+//! Blocks counted from the launch: the conditions under which a thread runs a block near the top
+//! of a kernel, when they depend only on the thread's and CTA's indices, the launch's shape and
+//! the kernel's parameters (`if (i < n)`, `if (x >= 1 && x < n - 1)`, `if (threadIdx.x < 16)`).
+//!
+//! Such a block needs no counter on the device: the host runtime knows the grid, the block shape
+//! and the parameter values of every launch, and counts the threads that satisfy the conditions
+//! and the warps with at least one such thread (`host_runtime::from_launch`). The compiler finds
+//! the blocks ([`crate::placement`]); these types carry the conditions to the runtime in the
+//! snapshot, and [`IntExpr::wrapped`] / [`Predicate::holds`] define what they mean for one
+//! thread, the one definition both sides use.
+//!
+//! Integer expressions are evaluated as the PTX computes them: in the comparison's width, modulo
+//! `2^width` (add, subtract, multiply and shift are ring operations, so evaluating exactly and
+//! reducing at the end gives the same bits as the PTX's step-by-step wrapping).
+
+use serde::{Deserialize, Serialize};
+
+/// One block the runtime counts from the launch: a thread runs it exactly when every condition of
+/// `path` holds for it (the branches from the kernel's entry to the block, each block on the way
+/// entered only from the one before).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchCounted {
+    /// The block's counter index (its index in the snapshot's blocks).
+    pub block: usize,
+    /// Conditions that all hold exactly for the threads that run the block.
+    pub path: Vec<Condition>,
+}
+
+/// `predicate` evaluates to `holds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    pub predicate: Predicate,
+    pub holds: bool,
+}
+
+/// A PTX predicate computed from launch values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Predicate {
+    Constant(bool),
+    Compare(Compare),
+    Not(Box<Predicate>),
+    And(Box<Predicate>, Box<Predicate>),
+    Or(Box<Predicate>, Box<Predicate>),
+    Xor(Box<Predicate>, Box<Predicate>),
+}
+
+/// An integer `setp`: `lhs op rhs`, both `width` bits, compared as signed or unsigned numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compare {
+    pub op: CompareOp,
+    pub signed: bool,
+    pub width: u32,
+    pub lhs: IntExpr,
+    pub rhs: IntExpr,
+}
+
+/// Integer comparison operators (PTX `lo`/`ls`/`hi`/`hs` are `Lt`/`Le`/`Gt`/`Ge` unsigned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A dimension of the thread and CTA indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dim {
+    X,
+    Y,
+    Z,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 3] = [Dim::X, Dim::Y, Dim::Z];
+
+    /// 0, 1, 2 for x, y, z.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The special registers an expression may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Special {
+    /// `%tid`: the thread's index in its CTA.
+    Tid(Dim),
+    /// `%ntid`: the CTA's shape.
+    Ntid(Dim),
+    /// `%ctaid`: the CTA's index in the grid.
+    Ctaid(Dim),
+    /// `%nctaid`: the grid's shape.
+    Nctaid(Dim),
+}
+
+/// An integer computed from launch values, in the width of the comparison that reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntExpr {
+    /// A literal's bits (two's complement).
+    Literal(u64),
+    /// Kernel parameter `index`, `bytes` bytes wide (the register's width: 4 or 8), its bits.
+    Param {
+        index: usize,
+        bytes: u8,
+    },
+    Special(Special),
+    Add(Box<IntExpr>, Box<IntExpr>),
+    Sub(Box<IntExpr>, Box<IntExpr>),
+    Mul(Box<IntExpr>, Box<IntExpr>),
+    Neg(Box<IntExpr>),
+    /// Shift left by a literal amount below the width.
+    Shl(Box<IntExpr>, u32),
+}
+
+/// What an expression may read besides the thread's own indices: the launch's shape and the
+/// parameters' bits (zero-extended to 64 bits), by parameter index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchValues {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub params: Vec<Option<u64>>,
+}
+
+/// One thread: its CTA's index and its index in the CTA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadPoint {
+    pub ctaid: [u32; 3],
+    pub tid: [u32; 3],
+}
+
+/// A parameter an expression reads that the launch did not provide.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel parameter {0} is not known for this launch")]
+pub struct MissingParam(pub usize);
+
+fn mask(width: u32) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+impl Special {
+    /// The register's value for `thread` under `launch`.
+    pub fn value(self, thread: &ThreadPoint, launch: &LaunchValues) -> u32 {
+        match self {
+            Special::Tid(d) => thread.tid[d.index()],
+            Special::Ntid(d) => launch.block[d.index()],
+            Special::Ctaid(d) => thread.ctaid[d.index()],
+            Special::Nctaid(d) => launch.grid[d.index()],
+        }
+    }
+}
+
+impl IntExpr {
+    /// The value's bits as the PTX computes them in `width` bits (modulo `2^width`).
+    pub fn wrapped(
+        &self,
+        width: u32,
+        thread: &ThreadPoint,
+        launch: &LaunchValues,
+    ) -> Result<u64, MissingParam> {
+        let w = |e: &IntExpr| e.wrapped(width, thread, launch);
+        let value = match self {
+            IntExpr::Literal(bits) => *bits,
+            IntExpr::Param { index, .. } => launch
+                .params
+                .get(*index)
+                .copied()
+                .flatten()
+                .ok_or(MissingParam(*index))?,
+            IntExpr::Special(s) => u64::from(s.value(thread, launch)),
+            IntExpr::Add(a, b) => w(a)?.wrapping_add(w(b)?),
+            IntExpr::Sub(a, b) => w(a)?.wrapping_sub(w(b)?),
+            IntExpr::Mul(a, b) => w(a)?.wrapping_mul(w(b)?),
+            IntExpr::Neg(a) => w(a)?.wrapping_neg(),
+            IntExpr::Shl(a, s) => w(a)?.checked_shl(*s).unwrap_or(0),
+        };
+        Ok(value & mask(width))
+    }
+
+    /// The value as an exact integer, each literal and parameter read as a `width`-bit number,
+    /// signed or unsigned (`None` where it does not fit an `i128`). Congruent to
+    /// [`IntExpr::wrapped`] modulo `2^width`, so equal to the PTX's value, read the same way,
+    /// wherever it lies in that reading's range.
+    pub fn exact(
+        &self,
+        width: u32,
+        signed: bool,
+        thread: &ThreadPoint,
+        launch: &LaunchValues,
+    ) -> Result<Option<i128>, MissingParam> {
+        let leaf = |bits: u64| -> i128 {
+            let bits = bits & mask(width);
+            if signed && width > 0 && bits >> (width - 1) & 1 == 1 {
+                i128::from(bits) - (1i128 << width)
+            } else {
+                i128::from(bits)
+            }
+        };
+        let e = |x: &IntExpr| x.exact(width, signed, thread, launch);
+        Ok(match self {
+            IntExpr::Literal(bits) => Some(leaf(*bits)),
+            IntExpr::Param { index, .. } => Some(leaf(
+                launch
+                    .params
+                    .get(*index)
+                    .copied()
+                    .flatten()
+                    .ok_or(MissingParam(*index))?,
+            )),
+            IntExpr::Special(s) => Some(i128::from(s.value(thread, launch))),
+            IntExpr::Add(a, b) => e(a)?.zip(e(b)?).and_then(|(a, b)| a.checked_add(b)),
+            IntExpr::Sub(a, b) => e(a)?.zip(e(b)?).and_then(|(a, b)| a.checked_sub(b)),
+            IntExpr::Mul(a, b) => e(a)?.zip(e(b)?).and_then(|(a, b)| a.checked_mul(b)),
+            IntExpr::Neg(a) => e(a)?.and_then(i128::checked_neg),
+            IntExpr::Shl(a, s) => e(a)?.and_then(|a| a.checked_mul(1i128.checked_shl(*s)?)),
+        })
+    }
+
+    /// The specials the expression reads that depend on the thread (`%tid`, `%ctaid`).
+    pub fn thread_dims(&self, out: &mut Vec<Dim>) {
+        match self {
+            IntExpr::Special(Special::Tid(d) | Special::Ctaid(d)) => {
+                if !out.contains(d) {
+                    out.push(*d)
+                }
+            }
+            IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => {}
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
+                a.thread_dims(out);
+                b.thread_dims(out);
+            }
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.thread_dims(out),
+        }
+    }
+
+    /// Whether the expression is affine in the thread's indices (no product of two terms that
+    /// both depend on them), so that along one index it changes by a constant step.
+    pub fn is_affine(&self) -> bool {
+        match self {
+            IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => true,
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) => a.is_affine() && b.is_affine(),
+            IntExpr::Mul(a, b) => {
+                let depends = |e: &IntExpr| {
+                    let mut dims = Vec::new();
+                    e.thread_dims(&mut dims);
+                    !dims.is_empty()
+                };
+                a.is_affine() && b.is_affine() && !(depends(a) && depends(b))
+            }
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_affine(),
+        }
+    }
+
+    /// The kernel parameters the expression reads, as `(index, bytes)`.
+    pub fn params(&self, out: &mut Vec<(usize, u8)>) {
+        match self {
+            IntExpr::Param { index, bytes } => {
+                if !out.contains(&(*index, *bytes)) {
+                    out.push((*index, *bytes))
+                }
+            }
+            IntExpr::Literal(_) | IntExpr::Special(_) => {}
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
+                a.params(out);
+                b.params(out);
+            }
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.params(out),
+        }
+    }
+}
+
+impl CompareOp {
+    /// `a op b` on numbers read the same way.
+    pub fn apply<T: Ord>(self, a: T, b: T) -> bool {
+        match self {
+            CompareOp::Eq => a == b,
+            CompareOp::Ne => a != b,
+            CompareOp::Lt => a < b,
+            CompareOp::Le => a <= b,
+            CompareOp::Gt => a > b,
+            CompareOp::Ge => a >= b,
+        }
+    }
+}
+
+impl Compare {
+    /// The comparison for one thread, as the PTX evaluates it.
+    pub fn holds(&self, thread: &ThreadPoint, launch: &LaunchValues) -> Result<bool, MissingParam> {
+        let a = self.lhs.wrapped(self.width, thread, launch)?;
+        let b = self.rhs.wrapped(self.width, thread, launch)?;
+        Ok(if self.signed && self.width > 0 {
+            let shift = 64 - self.width;
+            let (a, b) = (
+                ((a << shift) as i64) >> shift,
+                ((b << shift) as i64) >> shift,
+            );
+            self.op.apply(a, b)
+        } else {
+            self.op.apply(a, b)
+        })
+    }
+}
+
+impl Predicate {
+    /// The predicate for one thread, as the PTX evaluates it.
+    pub fn holds(&self, thread: &ThreadPoint, launch: &LaunchValues) -> Result<bool, MissingParam> {
+        let h = |p: &Predicate| p.holds(thread, launch);
+        Ok(match self {
+            Predicate::Constant(value) => *value,
+            Predicate::Compare(compare) => compare.holds(thread, launch)?,
+            Predicate::Not(p) => !h(p)?,
+            Predicate::And(a, b) => h(a)? & h(b)?,
+            Predicate::Or(a, b) => h(a)? | h(b)?,
+            Predicate::Xor(a, b) => h(a)? ^ h(b)?,
+        })
+    }
+
+    /// Every comparison of the predicate, in order.
+    pub fn compares<'a>(&'a self, out: &mut Vec<&'a Compare>) {
+        match self {
+            Predicate::Constant(_) => {}
+            Predicate::Compare(compare) => out.push(compare),
+            Predicate::Not(p) => p.compares(out),
+            Predicate::And(a, b) | Predicate::Or(a, b) | Predicate::Xor(a, b) => {
+                a.compares(out);
+                b.compares(out);
+            }
+        }
+    }
+}
+
+impl LaunchCounted {
+    /// The kernel parameters its conditions read, as `(index, bytes)`, added to `out` once.
+    pub fn params(&self, out: &mut Vec<(usize, u8)>) {
+        for condition in &self.path {
+            let mut compares = Vec::new();
+            condition.predicate.compares(&mut compares);
+            for compare in compares {
+                compare.lhs.params(out);
+                compare.rhs.params(out);
+            }
+        }
+    }
+
+    /// Whether `thread` runs the block.
+    pub fn runs(&self, thread: &ThreadPoint, launch: &LaunchValues) -> Result<bool, MissingParam> {
+        for condition in &self.path {
+            if condition.predicate.holds(thread, launch)? != condition.holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch() -> LaunchValues {
+        LaunchValues {
+            grid: [4, 2, 1],
+            block: [32, 2, 1],
+            params: vec![Some(100), Some(0xFFFF_FFFF)],
+        }
+    }
+
+    fn global_x() -> IntExpr {
+        IntExpr::Add(
+            Box::new(IntExpr::Mul(
+                Box::new(IntExpr::Special(Special::Ctaid(Dim::X))),
+                Box::new(IntExpr::Special(Special::Ntid(Dim::X))),
+            )),
+            Box::new(IntExpr::Special(Special::Tid(Dim::X))),
+        )
+    }
+
+    #[test]
+    fn comparisons_read_the_bits_signed_or_unsigned() {
+        let thread = ThreadPoint {
+            ctaid: [3, 0, 0],
+            tid: [10, 0, 0],
+        };
+        let less = |signed: bool, param: usize| Compare {
+            op: CompareOp::Lt,
+            signed,
+            width: 32,
+            lhs: global_x(),
+            rhs: IntExpr::Param {
+                index: param,
+                bytes: 4,
+            },
+        };
+        // 3 * 32 + 10 = 106.
+        assert!(!less(true, 0).holds(&thread, &launch()).unwrap());
+        // Parameter 1 is -1 signed, 2^32 - 1 unsigned.
+        assert!(!less(true, 1).holds(&thread, &launch()).unwrap());
+        assert!(less(false, 1).holds(&thread, &launch()).unwrap());
+        assert_eq!(
+            less(false, 2).holds(&thread, &launch()),
+            Err(MissingParam(2))
+        );
+    }
+
+    #[test]
+    fn wrapped_and_exact_values_agree_modulo_the_width() {
+        let thread = ThreadPoint {
+            ctaid: [3, 1, 0],
+            tid: [31, 1, 0],
+        };
+        let expr = IntExpr::Sub(
+            Box::new(IntExpr::Shl(Box::new(global_x()), 30)),
+            Box::new(IntExpr::Param { index: 1, bytes: 4 }),
+        );
+        for signed in [false, true] {
+            let exact = expr.exact(32, signed, &thread, &launch()).unwrap().unwrap();
+            let wrapped = expr.wrapped(32, &thread, &launch()).unwrap();
+            assert_eq!(
+                (exact.rem_euclid(1 << 32)) as u64,
+                wrapped,
+                "signed {signed}"
+            );
+        }
+        assert!(expr.is_affine());
+        let square = IntExpr::Mul(Box::new(global_x()), Box::new(global_x()));
+        assert!(!square.is_affine());
+        let mut dims = Vec::new();
+        square.thread_dims(&mut dims);
+        assert_eq!(dims, [Dim::X]);
+    }
+}

@@ -1,0 +1,680 @@
+//! Blocks the runtime counts from the launch ([`crate::from_launch`]): the blocks of a kernel's
+//! *launch tree*, reached from the entry through blocks each entered only from the one before,
+//! along branches whose predicates the tree's own instructions compute from `%tid`, `%ntid`,
+//! `%ctaid`, `%nctaid`, kernel parameters and literals, with integer arithmetic that wraps like
+//! the host's evaluation (add, subtract, multiply low, shift left by a literal, negate) and
+//! integer comparisons.
+//!
+//! A thread runs such a block exactly when every branch on the way went its way: every
+//! instruction before those branches ran once in that thread (no loop reaches back into the
+//! tree, since each of its blocks has one predecessor and the entry none), nothing on the way
+//! can end the thread early but a `ret`/`exit` whose guard is part of the path, and no call
+//! (a callee could end the thread). The lanes of a warp that run the block took the same sides
+//! of the same branches, so they run it together, once: its warp count is the number of warps
+//! with at least one such thread (a divergent branch splits a group into the lanes that take
+//! it and those that do not, as assumption R describes; placement `derived` only).
+
+use std::collections::HashMap;
+
+use ptx_lexer::declaration::parse_integer;
+use ptx_lexer::{Function, FunctionKind, Instruction, Operand};
+
+use super::{scope_depths, Cfg};
+use crate::from_launch::{
+    Compare, CompareOp, Condition, Dim, IntExpr, LaunchCounted, Predicate, Special,
+};
+
+/// What a register holds, where the tree knows it.
+#[derive(Debug, Clone)]
+enum Value {
+    /// An integer of `width` bits.
+    Int {
+        width: u32,
+        expr: IntExpr,
+    },
+    Pred(Predicate),
+}
+
+/// Expressions deeper than this are dropped (kept unknown): the runtime evaluates them per
+/// thread of each class of CTAs, and the snapshot carries them.
+const MAX_EXPRESSION_NODES: usize = 64;
+
+fn nodes(expr: &IntExpr) -> usize {
+    match expr {
+        IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => 1,
+        IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => 1 + nodes(a) + nodes(b),
+        IntExpr::Neg(a) | IntExpr::Shl(a, _) => 1 + nodes(a),
+    }
+}
+
+fn predicate_nodes(p: &Predicate) -> usize {
+    match p {
+        Predicate::Constant(_) => 1,
+        Predicate::Compare(c) => 1 + nodes(&c.lhs) + nodes(&c.rhs),
+        Predicate::Not(a) => 1 + predicate_nodes(a),
+        Predicate::And(a, b) | Predicate::Or(a, b) | Predicate::Xor(a, b) => {
+            1 + predicate_nodes(a) + predicate_nodes(b)
+        }
+    }
+}
+
+fn reads_ctaid(expr: &IntExpr) -> bool {
+    match expr {
+        IntExpr::Special(Special::Ctaid(_)) => true,
+        IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => false,
+        IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
+            reads_ctaid(a) || reads_ctaid(b)
+        }
+        IntExpr::Neg(a) | IntExpr::Shl(a, _) => reads_ctaid(a),
+    }
+}
+
+/// Whether the runtime can count a predicate's threads without asking every thread of the
+/// launch (`host_runtime::from_launch`): each comparison reads no `%ctaid` (all CTAs alike), or
+/// is affine in the indices of one dimension (its sign changes once along the grid). Others
+/// (`x + y < n`, `x * x < n`) are left to the device: a large launch could not be counted.
+fn countable_by_classes(predicate: &Predicate) -> bool {
+    let mut compares = Vec::new();
+    predicate.compares(&mut compares);
+    compares.iter().all(|c| {
+        let mut dims = Vec::new();
+        c.lhs.thread_dims(&mut dims);
+        c.rhs.thread_dims(&mut dims);
+        let affine = c.lhs.is_affine() && c.rhs.is_affine() && dims.len() <= 1;
+        affine || !(reads_ctaid(&c.lhs) || reads_ctaid(&c.rhs))
+    })
+}
+
+/// The width of an integer type modifier (`s32`, `u64`, `b32`), if an integer type.
+fn int_width(modifier: &str) -> Option<u32> {
+    match modifier {
+        "s32" | "u32" | "b32" => Some(32),
+        "s64" | "u64" | "b64" => Some(64),
+        _ => None,
+    }
+}
+
+/// The integer type of an opcode (its last modifier), with its width.
+fn opcode_type(instruction: &Instruction) -> Option<(&str, u32)> {
+    let last = instruction.opcode.modifiers().last()?;
+    int_width(last).map(|w| (last, w))
+}
+
+fn special_of(name: &str) -> Option<Special> {
+    let (register, dim) = name.rsplit_once('.')?;
+    let dim = match dim {
+        "x" => Dim::X,
+        "y" => Dim::Y,
+        "z" => Dim::Z,
+        _ => return None,
+    };
+    Some(match register {
+        "%tid" => Special::Tid(dim),
+        "%ntid" => Special::Ntid(dim),
+        "%ctaid" => Special::Ctaid(dim),
+        "%nctaid" => Special::Nctaid(dim),
+        _ => return None,
+    })
+}
+
+/// The bytes of a scalar integer kernel parameter, from its declaration (`.param .u32`).
+fn param_bytes(declaration: &str) -> Option<u8> {
+    let mut width = None;
+    for word in declaration.split_whitespace() {
+        match word {
+            ".param" => {}
+            ".ptr" | ".global" | ".const" | ".local" | ".shared" => {}
+            w if w.starts_with(".align") => {}
+            w => {
+                if width.is_some() {
+                    return None;
+                }
+                width = Some(int_width(w.strip_prefix('.')?)?);
+            }
+        }
+    }
+    width.map(|w| (w / 8) as u8)
+}
+
+/// The symbolic state of the tree along one path: what each register holds.
+struct State<'f> {
+    values: HashMap<String, Value>,
+    /// Kernel parameters by name: index and bytes.
+    params: &'f HashMap<String, (usize, u8)>,
+}
+
+impl State<'_> {
+    fn int(&self, operand: &Operand, width: u32) -> Option<IntExpr> {
+        match operand {
+            Operand::Integer(text) => {
+                let value = parse_integer(text)? as u64;
+                Some(IntExpr::Literal(if width >= 64 {
+                    value
+                } else {
+                    value & ((1u64 << width) - 1)
+                }))
+            }
+            Operand::Register(name) => {
+                if let Some(special) = special_of(name) {
+                    // Specials are 32-bit; a 64-bit reading would be a conversion.
+                    return (width == 32).then_some(IntExpr::Special(special));
+                }
+                match self.values.get(name.as_str())? {
+                    Value::Int { width: w, expr } if *w == width => Some(expr.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn pred(&self, operand: &Operand) -> Option<Predicate> {
+        let (name, negated) = match operand {
+            Operand::Register(name) => (name, false),
+            Operand::NegatedRegister(name) => (name, true),
+            _ => return None,
+        };
+        match self.values.get(name.as_str())? {
+            Value::Pred(p) => Some(if negated {
+                Predicate::Not(Box::new(p.clone()))
+            } else {
+                p.clone()
+            }),
+            Value::Int { .. } => None,
+        }
+    }
+
+    /// Applies one unguarded, top-level instruction: the registers it writes get their
+    /// values, or become unknown.
+    fn apply(&mut self, instruction: &Instruction, defs: &[String]) {
+        let known = self.evaluate(instruction);
+        for def in defs {
+            self.values.remove(def);
+        }
+        for (name, value) in known.into_iter().flatten() {
+            let small = match &value {
+                Value::Int { expr, .. } => nodes(expr) <= MAX_EXPRESSION_NODES,
+                Value::Pred(p) => predicate_nodes(p) <= MAX_EXPRESSION_NODES,
+            };
+            if small {
+                self.values.insert(name, value);
+            }
+        }
+    }
+
+    /// The values an instruction writes, where the tree can follow them.
+    fn evaluate(&self, instruction: &Instruction) -> Option<Vec<(String, Value)>> {
+        let opcode = &instruction.opcode;
+        let ops = &instruction.operands;
+        let dest = |i: usize| match ops.get(i) {
+            Some(Operand::Register(name)) => Some(name.to_string()),
+            _ => None,
+        };
+        let int = |width: u32, expr: IntExpr| Value::Int { width, expr };
+        match opcode.base() {
+            "mov" => {
+                let last = opcode.modifiers().last()?;
+                if last == "pred" {
+                    return Some(vec![(dest(0)?, Value::Pred(self.pred(ops.get(1)?)?))]);
+                }
+                let width = int_width(last)?;
+                Some(vec![(dest(0)?, int(width, self.int(ops.get(1)?, width)?))])
+            }
+            "ld" => {
+                // `ld.param.u32 %r, [name]` of the kernel's own scalar parameter, whole.
+                if !opcode.has_modifier("param") || opcode.modifiers().count() != 2 {
+                    return None;
+                }
+                let (_, width) = opcode_type(instruction)?;
+                let Some(Operand::Address(items)) = ops.get(1) else {
+                    return None;
+                };
+                let [Operand::Symbol(name)] = &items[..] else {
+                    return None;
+                };
+                let &(index, bytes) = self.params.get(name.as_str())?;
+                if u32::from(bytes) * 8 != width {
+                    return None;
+                }
+                Some(vec![(
+                    dest(0)?,
+                    int(width, IntExpr::Param { index, bytes }),
+                )])
+            }
+            "add" | "sub" => {
+                // Plain integer add and subtract (not `.sat`, `.cc`, nor floating point).
+                if opcode.modifiers().count() != 1 {
+                    return None;
+                }
+                let (_, width) = opcode_type(instruction)?;
+                let (x, y) = (self.int(ops.get(1)?, width)?, self.int(ops.get(2)?, width)?);
+                let expr = if opcode.base() == "add" {
+                    IntExpr::Add(Box::new(x), Box::new(y))
+                } else {
+                    IntExpr::Sub(Box::new(x), Box::new(y))
+                };
+                Some(vec![(dest(0)?, int(width, expr))])
+            }
+            "mul" | "mad" => {
+                // `.lo` only: the low half of the product is a ring operation.
+                let modifiers: Vec<&str> = opcode.modifiers().collect();
+                if modifiers.len() != 2 || modifiers[0] != "lo" {
+                    return None;
+                }
+                let (_, width) = opcode_type(instruction)?;
+                let product = IntExpr::Mul(
+                    Box::new(self.int(ops.get(1)?, width)?),
+                    Box::new(self.int(ops.get(2)?, width)?),
+                );
+                let expr = if opcode.base() == "mad" {
+                    IntExpr::Add(Box::new(product), Box::new(self.int(ops.get(3)?, width)?))
+                } else {
+                    product
+                };
+                Some(vec![(dest(0)?, int(width, expr))])
+            }
+            "neg" => {
+                let (ty, width) = opcode_type(instruction)?;
+                if !ty.starts_with('s') || opcode.modifiers().count() != 1 {
+                    return None;
+                }
+                let x = self.int(ops.get(1)?, width)?;
+                Some(vec![(dest(0)?, int(width, IntExpr::Neg(Box::new(x))))])
+            }
+            "shl" => {
+                let (_, width) = opcode_type(instruction)?;
+                let Some(Operand::Integer(text)) = ops.get(2) else {
+                    return None;
+                };
+                let shift = u32::try_from(parse_integer(text)?).ok()?;
+                if shift >= width {
+                    return None;
+                }
+                let x = self.int(ops.get(1)?, width)?;
+                Some(vec![(
+                    dest(0)?,
+                    int(width, IntExpr::Shl(Box::new(x), shift)),
+                )])
+            }
+            "setp" => self.setp(instruction),
+            "and" | "or" | "xor" | "not" if opcode.modifiers().last() == Some("pred") => {
+                let x = self.pred(ops.get(1)?)?;
+                let value = match opcode.base() {
+                    "not" => Predicate::Not(Box::new(x)),
+                    "and" => Predicate::And(Box::new(x), Box::new(self.pred(ops.get(2)?)?)),
+                    "or" => Predicate::Or(Box::new(x), Box::new(self.pred(ops.get(2)?)?)),
+                    _ => Predicate::Xor(Box::new(x), Box::new(self.pred(ops.get(2)?)?)),
+                };
+                Some(vec![(dest(0)?, Value::Pred(value))])
+            }
+            _ => None,
+        }
+    }
+
+    /// `setp.cmp[.bop].type p[|q], a, b[, {!}c]`.
+    fn setp(&self, instruction: &Instruction) -> Option<Vec<(String, Value)>> {
+        let modifiers: Vec<&str> = instruction.opcode.modifiers().collect();
+        let (&ty, rest) = modifiers.split_last()?;
+        let width = int_width(ty)?;
+        let (cmp, combine) = match rest {
+            [cmp] => (*cmp, None),
+            [cmp, bop @ ("and" | "or" | "xor")] => (*cmp, Some(*bop)),
+            _ => return None,
+        };
+        let signed = ty.starts_with('s');
+        let op = match (cmp, ty.starts_with('b')) {
+            ("eq", _) => CompareOp::Eq,
+            ("ne", _) => CompareOp::Ne,
+            ("lt" | "lo", false) => CompareOp::Lt,
+            ("le" | "ls", false) => CompareOp::Le,
+            ("gt" | "hi", false) => CompareOp::Gt,
+            ("ge" | "hs", false) => CompareOp::Ge,
+            _ => return None,
+        };
+        // `lo`/`ls`/`hi`/`hs` are unsigned whatever the type says.
+        let signed = signed && !matches!(cmp, "lo" | "ls" | "hi" | "hs");
+        let ops = &instruction.operands;
+        let compare = Predicate::Compare(Compare {
+            op,
+            signed,
+            width,
+            lhs: self.int(ops.get(1)?, width)?,
+            rhs: self.int(ops.get(2)?, width)?,
+        });
+        let (first, second) = match ops.first()? {
+            Operand::Register(p) => (p.to_string(), None),
+            Operand::RegisterPair(p, q) => (p.to_string(), Some(q.to_string())),
+            _ => return None,
+        };
+        let b = Box::new;
+        let combined = |p: Predicate| -> Option<Predicate> {
+            Some(match combine {
+                None => p,
+                Some(bop) => {
+                    let c = self.pred(ops.get(3)?)?;
+                    match bop {
+                        "and" => Predicate::And(b(p), b(c)),
+                        "or" => Predicate::Or(b(p), b(c)),
+                        _ => Predicate::Xor(b(p), b(c)),
+                    }
+                }
+            })
+        };
+        let mut out = vec![(first, Value::Pred(combined(compare.clone())?))];
+        if let Some(q) = second {
+            if q != "_" {
+                out.push((q, Value::Pred(combined(Predicate::Not(b(compare)))?)));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The blocks of `function` (a kernel whose entry nothing branches to) that the runtime can
+/// count from the launch, with their paths, in block order. `skip(b)`: blocks counted some
+/// other way already (copies), which the tree still passes through.
+pub(crate) fn launch_counted(
+    function: &Function,
+    cfg: &Cfg,
+    skip: &dyn Fn(usize) -> bool,
+) -> Vec<LaunchCounted> {
+    if function.kind() != FunctionKind::Entry || cfg.blocks.is_empty() || !cfg.preds[0].is_empty() {
+        return Vec::new();
+    }
+    let params: HashMap<String, (usize, u8)> = function
+        .params()
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.array.is_none())
+        .filter_map(|(i, p)| Some((p.name.to_string(), (i, param_bytes(&p.declaration)?))))
+        .collect();
+    let statements = function.statements();
+    let depths = scope_depths(function);
+    let is_register = |name: &str| function.declares_register(name);
+    let mut found = Vec::new();
+    // (block, the path to it, the registers' values at its top)
+    let mut stack: Vec<(usize, Vec<Condition>, HashMap<String, Value>)> =
+        vec![(0, Vec::new(), HashMap::new())];
+    while let Some((b, path, values)) = stack.pop() {
+        if b != 0 && !skip(b) {
+            found.push(LaunchCounted {
+                block: b,
+                path: path.clone(),
+            });
+        }
+        let mut state = State {
+            values,
+            params: &params,
+        };
+        let block = &cfg.blocks[b];
+        let mut blocked = false;
+        for &s in &block.instructions {
+            let Some(instruction) = statements[s].as_instruction() else {
+                continue;
+            };
+            let base = instruction.opcode.base();
+            if matches!(base, "call" | "brx") {
+                blocked = true;
+            }
+            let (defs, _) = super::defs_and_uses(instruction, &is_register);
+            if instruction.guard.is_some() || depths[s] > 0 {
+                for def in &defs {
+                    state.values.remove(def);
+                }
+                continue;
+            }
+            state.apply(instruction, &defs);
+        }
+        if blocked {
+            continue;
+        }
+        let Some(&last) = block.instructions.last() else {
+            // An empty block falls through.
+            push_successors(cfg, b, None, &path, &state, &mut stack);
+            continue;
+        };
+        let Some(last_instruction) = statements[last].as_instruction() else {
+            continue;
+        };
+        if depths[last] > 0 {
+            continue;
+        }
+        // The condition under which a thread leaves by the taken side (a branch's target) or
+        // continues (past a guarded `ret`/`exit`).
+        let guard = match &last_instruction.guard {
+            None => Some(None),
+            Some(g) => {
+                let operand = if g.negated {
+                    Operand::NegatedRegister(g.predicate.clone())
+                } else {
+                    Operand::Register(g.predicate.clone())
+                };
+                state.pred(&operand).filter(countable_by_classes).map(Some)
+            }
+        };
+        let Some(guard) = guard else {
+            continue;
+        };
+        push_successors(
+            cfg,
+            b,
+            Some((last_instruction, guard)),
+            &path,
+            &state,
+            &mut stack,
+        );
+    }
+    found.sort_by_key(|l| l.block);
+    found
+}
+
+/// Pushes the successors of tree block `b` that are entered only from it, each with its path.
+/// `last`: the block's last instruction and the predicate of its guard (`None`: unguarded).
+fn push_successors(
+    cfg: &Cfg,
+    b: usize,
+    last: Option<(&Instruction, Option<Predicate>)>,
+    path: &[Condition],
+    state: &State,
+    stack: &mut Vec<(usize, Vec<Condition>, HashMap<String, Value>)>,
+) {
+    let succs = &cfg.succs[b];
+    let entered_only_from_b = |s: usize| cfg.preds[s][..] == [b];
+    let with = |condition: Option<Condition>| {
+        let mut p = path.to_vec();
+        p.extend(condition);
+        p
+    };
+    let (base, guard) = match last {
+        Some((instruction, guard)) => (Some(instruction.opcode.base()), guard),
+        None => (None, None),
+    };
+    match (base, guard) {
+        // A guarded branch: the target when the guard holds, the next block when not (both
+        // the same block: no condition).
+        (Some("bra"), Some(guard)) => {
+            let taken = cfg
+                .edges
+                .iter()
+                .find(|e| e.from == b && e.kind == ptx_lexer::EdgeKind::Branch)
+                .map(|e| e.to);
+            let fall = cfg
+                .edges
+                .iter()
+                .find(|e| e.from == b && e.kind == ptx_lexer::EdgeKind::FallThrough)
+                .map(|e| e.to);
+            match (taken, fall) {
+                (Some(t), Some(f)) if t == f => {
+                    if entered_only_from_b(t) {
+                        stack.push((t, with(None), state.values.clone()));
+                    }
+                }
+                (t, f) => {
+                    for (s, holds) in [(t, true), (f, false)] {
+                        if let Some(s) = s.filter(|&s| entered_only_from_b(s)) {
+                            let condition = Condition {
+                                predicate: guard.clone(),
+                                holds,
+                            };
+                            stack.push((s, with(Some(condition)), state.values.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        // A guarded `ret`/`exit`/`trap`: threads whose guard fails go on.
+        (Some("ret" | "exit" | "trap"), Some(guard)) => {
+            for &s in succs.iter().filter(|&&s| entered_only_from_b(s)) {
+                let condition = Condition {
+                    predicate: guard.clone(),
+                    holds: false,
+                };
+                stack.push((s, with(Some(condition)), state.values.clone()));
+            }
+        }
+        // Unguarded: every thread takes the one way out (a `bra`, or falls through).
+        (Some("ret" | "exit" | "trap"), None) => {}
+        _ => {
+            for &s in succs.iter().filter(|&&s| entered_only_from_b(s)) {
+                stack.push((s, with(None), state.values.clone()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::from_launch::{LaunchValues, ThreadPoint};
+
+    /// Kernel `k(.param .u32 k_n, .param .u64 k_p)` with `body`.
+    fn counted(body: &str) -> Vec<LaunchCounted> {
+        let ptx = format!(
+            ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{{\n\tret;\n}}\n\
+             .visible .entry k(.param .u32 k_n, .param .u64 k_p, .param .align 4 .b8 k_s[8])\n\
+             {{\n\t.reg .pred %p<12>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n{body}\n}}\n"
+        );
+        let module = ptx_lexer::parse(ptx).unwrap();
+        let function = module.function("k").unwrap();
+        launch_counted(function, &Cfg::of(function), &|_| false)
+    }
+
+    fn launch(n: u32) -> LaunchValues {
+        LaunchValues {
+            grid: [3, 2, 1],
+            block: [32, 4, 1],
+            params: vec![Some(u64::from(n)), Some(0)],
+        }
+    }
+
+    /// The threads of `launch(n)` that run `block`.
+    fn threads(block: &LaunchCounted, n: u32) -> usize {
+        let launch = launch(n);
+        let mut count = 0;
+        for cx in 0..3 {
+            for cy in 0..2 {
+                for tx in 0..32 {
+                    for ty in 0..4 {
+                        let thread = ThreadPoint {
+                            ctaid: [cx, cy, 0],
+                            tid: [tx, ty, 0],
+                        };
+                        count += usize::from(block.runs(&thread, &launch).unwrap());
+                    }
+                }
+            }
+        }
+        count
+    }
+
+    /// `if (x >= 1 && x < n - 1 && y < n)`, x and y global indices, as clang writes it.
+    const GUARDS: &str = "\tmov.u32 %r1, %ctaid.y;\n\tmov.u32 %r2, %ntid.y;\n\tmov.u32 %r3, %tid.y;\n\
+        \tmad.lo.s32 %r4, %r1, %r2, %r3;\n\tld.param.u32 %r5, [k_n];\n\tsetp.ge.s32 %p1, %r4, %r5;\n\
+        \t@%p1 bra $EXIT;\n\tmov.u32 %r6, %ctaid.x;\n\tmov.u32 %r7, %ntid.x;\n\tmov.u32 %r8, %tid.x;\n\
+        \tmad.lo.s32 %r9, %r6, %r7, %r8;\n\tadd.s32 %r10, %r5, -1;\n\tsetp.lt.s32 %p2, %r9, 1;\n\
+        \tsetp.ge.s32 %p3, %r9, %r10;\n\tor.pred %p4, %p2, %p3;\n\t@%p4 bra $EXIT;\n\
+        \tst.global.u32 [%rd1], %r9;\n$EXIT:\n\tret;";
+
+    #[test]
+    fn guards_on_global_indices_and_parameters_are_counted_from_the_launch() {
+        let blocks = counted(GUARDS);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(blocks[0].path.len(), 1);
+        assert_eq!(blocks[1].path.len(), 2);
+        // Global y in 0..8, x in 0..96: y < n, and 1 <= x < n - 1.
+        assert_eq!(threads(&blocks[0], 5), 5 * 96);
+        assert_eq!(threads(&blocks[1], 5), 5 * 3);
+        assert_eq!(threads(&blocks[1], 50), 8 * 48);
+        assert_eq!(threads(&blocks[1], 0), 0);
+        let mut params = Vec::new();
+        blocks[1].params(&mut params);
+        assert_eq!(params, [(0, 4)]);
+    }
+
+    #[test]
+    fn a_branch_on_loaded_data_ends_the_tree() {
+        let body = GUARDS.replace("ld.param.u32 %r5, [k_n]", "ld.global.u32 %r5, [%rd1]");
+        assert!(counted(&body).is_empty());
+        // A parameter read through an offset, or a structure's bytes, is not followed either.
+        let body = GUARDS.replace("[k_n]", "[k_s]");
+        assert!(counted(&body).is_empty());
+    }
+
+    #[test]
+    fn guarded_writes_calls_and_joins_end_the_tree() {
+        let guarded = GUARDS.replace("add.s32 %r10", "@%p1 add.s32 %r10");
+        assert_eq!(
+            counted(&guarded)
+                .iter()
+                .map(|b| b.block)
+                .collect::<Vec<_>>(),
+            [1]
+        );
+        let call = GUARDS.replace("\tmov.u32 %r6", "\tcall f;\n\tmov.u32 %r6");
+        assert_eq!(
+            counted(&call).iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1]
+        );
+        // Block 2 is also entered from block 0: two paths, not counted.
+        let join = GUARDS
+            .replace("@%p1 bra $EXIT", "@%p1 bra $JOIN")
+            .replace("\tst.global.u32", "$JOIN:\n\tst.global.u32");
+        assert_eq!(
+            counted(&join).iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
+    #[test]
+    fn conditions_mixing_dimensions_across_ctas_are_left_to_the_device() {
+        // x + y < n over the grid: not one sign change per dimension.
+        let mixed = GUARDS.replace(
+            "setp.lt.s32 %p2, %r9, 1",
+            "add.s32 %r11, %r9, %r4;\n\tsetp.lt.s32 %p2, %r11, 1",
+        );
+        assert_eq!(
+            counted(&mixed).iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1]
+        );
+        // Within a CTA anything goes: tid.x * tid.y < 16.
+        let body = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %tid.y;\n\tmul.lo.u32 %r3, %r1, %r2;\n\
+            \tsetp.lt.u32 %p1, %r3, 16;\n\t@!%p1 bra $DONE;\n\tst.global.u32 [%rd1], %r1;\n$DONE:\n\tret;";
+        assert_eq!(
+            counted(body).iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
+    #[test]
+    fn a_guarded_return_and_paired_comparisons_give_conditions() {
+        let body = "\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1|%p2, %r1, 16;\n\t@%p2 ret;\n\
+            \tshl.b32 %r2, %r1, 2;\n\tsetp.ne.and.s32 %p3, %r2, 8, %p1;\n\t@!%p3 bra $DONE;\n\
+            \tst.global.u32 [%rd1], %r1;\n$DONE:\n\tret;";
+        let blocks = counted(body);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1, 2]);
+        // tid.x < 16 in each of the 6 CTAs' 4 rows; then tid.x * 4 != 8 as well.
+        assert_eq!(threads(&blocks[0], 0), 6 * 4 * 16);
+        assert_eq!(threads(&blocks[1], 0), 6 * 4 * 15);
+        assert!(!blocks[0].path[0].holds);
+    }
+}
