@@ -9,15 +9,21 @@
 //!
 //! * **Classes of CTAs** (the usual case, independent of the number of CTAs): when every
 //!   comparison either reads no `%ctaid` or is affine in the `%ctaid` and `%tid` of a single
-//!   dimension without leaving its width's range anywhere in the launch, the comparison's outcome
-//!   is the sign of a linear function of (CTA index, thread index) in that dimension. Along each
-//!   dimension, the CTAs then fall into a few classes whose threads all see the same outcomes
-//!   (those before the CTAs where the sign changes within the CTA, each such CTA alone, those
-//!   after); one representative CTA per combination of classes is enumerated and its counts
-//!   weighted by the number of CTAs it stands for.
-//! * **Enumeration**: otherwise (a comparison whose values wrap, or that mixes dimensions), every
-//!   counted thread is asked, up to 2^26 of them; a larger launch is refused with an error
-//!   rather than stalling the program.
+//!   dimension, its outcome is decided by the signs of a few linear functions ("planes") of
+//!   (CTA index, thread index) in that dimension: the difference of its sides where no value
+//!   wraps, and where one does (an unsigned range check `x - lo <u hi - lo`, a signed value
+//!   crossing 2^31), also one plane per wrap boundary a side crosses and one per pair of wrap
+//!   counts, as long as each side wraps at most [`MAX_WRAPS`] times over the launch (see
+//!   [`analyse`]). Along each dimension, the CTAs then fall into a few classes whose CTAs give
+//!   every plane the same sign at each thread index (those before the CTAs where a plane's sign
+//!   changes within the CTA, each such CTA alone, those after), so their threads all see the
+//!   same outcomes; one representative CTA per combination of classes is enumerated and its
+//!   counts weighted by the number of CTAs it stands for.
+//! * **Enumeration**: otherwise (a comparison whose values wrap more often, that is not affine,
+//!   or that mixes dimensions), every counted thread is asked, up to 2^22 of them (about 0.4 s
+//!   at some 100 ns a thread); a larger launch is refused with an error, which the runtime
+//!   records as the launch's reason for having no counts, rather than stalling the program at
+//!   every launch.
 //!
 //! Modes `cta` and `warp` count only the first CTA (or its first warp), which is enumerated.
 
@@ -32,14 +38,15 @@ use crate::config::Mode;
 /// Threads in a warp: warp `w` of a CTA holds the threads of linear id `[32w, 32w + 32)`.
 const WARP_SIZE: u64 = 32;
 
-/// The most threads the enumeration fallback asks about (a second or so of evaluation): beyond
-/// it, a launch whose conditions the class method cannot handle is refused rather than stalling
-/// the program at every launch.
-const MAX_ENUMERATED_THREADS: u128 = 1 << 26;
+/// The most threads the enumeration fallback asks about (some 0.4 s of evaluation at about
+/// 100 ns a thread, at every such launch): beyond it, a launch whose conditions the class method
+/// cannot handle is refused rather than stalling the program at every launch.
+const MAX_ENUMERATED_THREADS: u128 = 1 << 22;
 
-/// The most threads the class method asks about (combinations of classes times threads per CTA);
-/// beyond it the classes are no cheaper than what they stand for, and enumeration rules apply.
-const MAX_CLASS_THREADS: u128 = 1 << 24;
+/// The most threads the class method asks about (combinations of classes times threads per CTA,
+/// some 0.1 s at most): beyond it, enumeration rules apply (a launch that needs more classes is
+/// a launch of many threads, which enumeration refuses).
+const MAX_CLASS_THREADS: u128 = 1 << 20;
 
 /// For each entry of `blocks` (same order): the threads of the launch that run it and the warps
 /// with at least one such thread, counting the threads `mode` counts (every CTA, the first CTA,
@@ -247,7 +254,7 @@ fn add_scaled(total: &mut [(u64, u64)], counts: &[(u64, u64)], times: u64) -> Re
 
 /// A linear function of the CTA index `c` and the thread index `t` along one dimension:
 /// `a * c + b * t + k`, exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Plane {
     a: i128,
     b: i128,
@@ -255,6 +262,11 @@ struct Plane {
 }
 
 impl Plane {
+    /// The plane of value `k` everywhere.
+    fn constant(k: i128) -> Plane {
+        Plane { a: 0, b: 0, k }
+    }
+
     fn at(self, c: u32, t: u32) -> Option<i128> {
         self.a
             .checked_mul(i128::from(c))?
@@ -271,14 +283,30 @@ impl Plane {
     }
 }
 
+/// The most times a side of a comparison may wrap around over the launch (the spread of its wrap
+/// count, see [`analyse`]) for the class method to take the comparison: a spread of `s` on both
+/// sides gives `2s + (s + 1)^2` planes (22 for 3), each of which may add classes. Compilers'
+/// range checks (`x - lo <u hi - lo`) and a signed index crossing 2^31 wrap once; a value that
+/// wraps more (`i << 30`) usually wraps at nearly every CTA, and classes would not pay.
+const MAX_WRAPS: i128 = 3;
+
 /// How a comparison's outcome depends on the CTA, where the class method can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Shape {
     /// It reads no `%ctaid`: every CTA gives a thread index the same outcome.
     CtaIndependent,
-    /// Throughout the launch, its outcome is `sign(difference(ctaid[dim], tid[dim]))` against 0
-    /// (`difference` is lhs - rhs, exact).
-    Linear { dim: Dim, difference: Plane },
+    /// Throughout the launch, its outcome at CTA index `c` and thread index `t` along `dim` is a
+    /// function of the signs (negative, zero, positive) of `planes` at `(c, t)`: two CTAs that
+    /// give each plane the same sign at every `t` give every thread index the same outcome.
+    Planes { dim: Dim, planes: Vec<Plane> },
+}
+
+/// One side of a comparison over the launch: its exact value, and the least and greatest of its
+/// wrap counts `q` (see [`analyse`]) over the launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Side {
+    plane: Plane,
+    wraps: (i128, i128),
 }
 
 /// One class of CTAs along a dimension: `ctas` consecutive CTA indices starting at
@@ -308,7 +336,28 @@ fn ctaid_dims(expr: &IntExpr, out: &mut Vec<Dim>) {
 }
 
 /// How `compare`'s outcome depends on the CTA under `launch` (no zero dimension), or `None`
-/// where the class method cannot tell (not affine, several dimensions, a value that wraps).
+/// where the class method cannot tell (not affine, several dimensions, a value that wraps more
+/// than [`MAX_WRAPS`] times, an exact value beyond an `i128`).
+///
+/// Why the planes decide the outcome. With `w` the width, `M = 2^w` and `low` the least number
+/// of the reading (`-2^(w-1)` signed, 0 unsigned), the PTX reads a side whose exact value is `E`
+/// (congruent to its bits modulo `M`, [`IntExpr::exact`]) as the one number of `[low, low + M)`
+/// congruent to it: `R(E) = E - M * q(E)` with the wrap count `q(E) = floor((E - low) / M)`.
+/// The comparison `R(E_l) op R(E_r)` is `(R(E_l) - R(E_r)) op 0`, for each of the six operators:
+/// the sign of `E_l - E_r - M * (q_l - q_r)`.
+///
+/// * Each side is affine over the launch's rectangle of (CTA, thread) indices, so it takes its
+///   extremes at the corners, and `q`, non-decreasing in `E`, lies between its values there:
+///   `q_min..=q_max`.
+/// * `q(E) >= m` exactly when `E >= B_m = low + m * M`, when the *boundary plane* `E - B_m` is
+///   not negative; so `q(E) = q_min + #{m in q_min+1..=q_max : E - B_m >= 0}` is a function of
+///   the signs of the boundary planes of that side.
+/// * Given `(q_l, q_r)`, the outcome is the sign of the *pair plane*
+///   `E_l - E_r - M * (q_l - q_r)`; there is one for each pair of the two sides' ranges.
+///
+/// So the outcome at `(c, t)` is a function of the signs of these planes at `(c, t)`. Pair planes
+/// for pairs that never occur only add classes, never change an outcome. Without wraps (both
+/// ranges `0..=0`, the common case) this is the one plane `E_l - E_r`.
 fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, MissingParam> {
     let mut ctaids = Vec::new();
     ctaid_dims(&compare.lhs, &mut ctaids);
@@ -326,24 +375,53 @@ fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, Mi
     if !(fits && compare.lhs.is_affine() && compare.rhs.is_affine()) {
         return Ok(None);
     }
-    let lhs = side_plane(&compare.lhs, compare, dim, launch)?;
-    let rhs = side_plane(&compare.rhs, compare, dim, launch)?;
+    let modulus = 1i128 << compare.width;
+    let low = if compare.signed {
+        -(1i128 << (compare.width - 1))
+    } else {
+        0
+    };
+    let lhs = side(&compare.lhs, compare, dim, launch, low, modulus)?;
+    let rhs = side(&compare.rhs, compare, dim, launch, low, modulus)?;
     Ok(lhs
         .zip(rhs)
-        .and_then(|(lhs, rhs)| lhs.minus(rhs))
-        .map(|difference| Shape::Linear { dim, difference }))
+        .and_then(|(lhs, rhs)| wrap_planes(lhs, rhs, low, modulus))
+        .map(|planes| Shape::Planes { dim, planes }))
 }
 
-/// One side of `compare` (affine, reading thread indices of `dim` only) as a plane over the
-/// launch's CTA and thread indices of `dim`, or `None` where its exact value leaves the range of
-/// the comparison's reading (signed or unsigned, `width` bits) somewhere in the launch: only
-/// inside that range does the PTX comparison equal the comparison of exact values.
-fn side_plane(
+/// The boundary planes of both sides and the pair planes of a comparison whose values are read
+/// in `[low, low + modulus)` (see [`analyse`]), or `None` where one does not fit an `i128`.
+fn wrap_planes(lhs: Side, rhs: Side, low: i128, modulus: i128) -> Option<Vec<Plane>> {
+    let mut planes = Vec::new();
+    for side in [lhs, rhs] {
+        let (q_min, q_max) = side.wraps;
+        for m in q_min.checked_add(1)?..=q_max {
+            let boundary = m.checked_mul(modulus)?.checked_add(low)?;
+            planes.push(side.plane.minus(Plane::constant(boundary))?);
+        }
+    }
+    let difference = lhs.plane.minus(rhs.plane)?;
+    for q_l in lhs.wraps.0..=lhs.wraps.1 {
+        for q_r in rhs.wraps.0..=rhs.wraps.1 {
+            let shift = q_l.checked_sub(q_r)?.checked_mul(modulus)?;
+            planes.push(difference.minus(Plane::constant(shift))?);
+        }
+    }
+    Some(planes)
+}
+
+/// One side of `compare` (affine, reading thread indices of `dim` only) over the launch's CTA and
+/// thread indices of `dim`: its exact value as a plane and the range of its wrap count
+/// `floor((value - low) / modulus)`, or `None` where a value does not fit an `i128` or the wrap
+/// count spreads over more than [`MAX_WRAPS`] + 1 values.
+fn side(
     expr: &IntExpr,
     compare: &Compare,
     dim: Dim,
     launch: &LaunchValues,
-) -> Result<Option<Plane>, MissingParam> {
+    low: i128,
+    modulus: i128,
+) -> Result<Option<Side>, MissingParam> {
     let at = |c: u32, t: u32| {
         let mut point = ThreadPoint {
             ctaid: [0; 3],
@@ -375,15 +453,10 @@ fn side_plane(
         return Ok(None);
     };
     let plane = Plane { a, b, k };
-    let (low, high) = if compare.signed {
-        let half = 1i128 << (compare.width - 1);
-        (-half, half - 1)
-    } else {
-        (0, (1i128 << compare.width) - 1)
-    };
     // An affine function takes its extremes over the launch's rectangle at its corners (and so
     // does every sub-expression, so no value in between overflows an i128 either). Each corner
     // is evaluated, not only predicted, so a plane that did not fit would be caught here.
+    let (mut least, mut most) = (k, k);
     for (c, t) in [
         (0, 0),
         (last_cta, 0),
@@ -391,22 +464,45 @@ fn side_plane(
         (last_cta, last_thread),
     ] {
         match at(c, t)? {
-            Some(value) if (low..=high).contains(&value) && plane.at(c, t) == Some(value) => {}
+            Some(value) if plane.at(c, t) == Some(value) => {
+                least = least.min(value);
+                most = most.max(value);
+            }
             _ => return Ok(None),
         }
     }
-    Ok(Some(plane))
+    let wraps = |value: i128| floor_div(value.checked_sub(low)?, modulus);
+    let (Some(q_min), Some(q_max)) = (wraps(least), wraps(most)) else {
+        return Ok(None);
+    };
+    if q_max
+        .checked_sub(q_min)
+        .is_none_or(|spread| spread > MAX_WRAPS)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Side {
+        plane,
+        wraps: (q_min, q_max),
+    }))
 }
 
 /// The classes of CTAs along each dimension, such that all CTAs of a combination of classes give
 /// every thread index the same outcome for every comparison; `None` where some comparison does
 /// not allow it or the combinations would exceed `max_combinations`.
+///
+/// Every comparison reads the indices of at most one dimension and is decided by the signs of
+/// its planes ([`Shape::Planes`]); [`classes_along`] cuts each dimension so that within a class,
+/// every plane of the dimension has the same sign at each thread index for all its CTAs. So all
+/// CTAs of a combination of classes give each thread index the outcomes of the representative,
+/// and run the same blocks. Cutting on more planes (duplicates are dropped) is always safe: it
+/// only makes more, smaller classes.
 fn cta_classes(
     blocks: &[LaunchCounted],
     launch: &LaunchValues,
     max_combinations: u64,
 ) -> Result<Option<[Vec<Class>; 3]>, String> {
-    let mut planes: [Vec<Plane>; 3] = Default::default();
+    let mut planes: [BTreeSet<Plane>; 3] = Default::default();
     for block in blocks {
         for compare in compares(block) {
             let shape = analyse(compare, launch)
@@ -414,7 +510,7 @@ fn cta_classes(
             match shape {
                 None => return Ok(None),
                 Some(Shape::CtaIndependent) => {}
-                Some(Shape::Linear { dim, difference }) => planes[dim.index()].push(difference),
+                Some(Shape::Planes { dim, planes: new }) => planes[dim.index()].extend(new),
             }
         }
     }
@@ -425,7 +521,7 @@ fn cta_classes(
         let Some(along) = classes_along(
             launch.grid[i],
             launch.block[i],
-            &planes[i],
+            &planes[i].iter().copied().collect::<Vec<_>>(),
             max_combinations,
         ) else {
             return Ok(None);
@@ -443,14 +539,15 @@ fn cta_classes(
 }
 
 /// The classes of the CTA indices `[0, ctas)` of one dimension (CTAs `threads` wide in it) for
-/// the comparisons `differences` (each true, false or equal as its difference's sign), at most
-/// `max_classes` of them.
+/// the planes `differences`, at most `max_classes` of them: within a class, each plane has the
+/// same sign (negative, zero or positive) at each thread index for every CTA.
 ///
-/// For one comparison, the CTAs where the sign changes (or reaches 0) among their threads form
-/// an interval of indices (the difference's range over a CTA's threads moves by `a` per CTA);
-/// before it, all CTAs see one constant sign, after it the other. So the classes start at 0, at
-/// each CTA of such an interval, and just after it (where the interval holds no whole index, the
-/// sign changes between two CTAs, and that is where a class starts).
+/// A plane with `a == 0` does not depend on the CTA, and cuts nothing. For another, the CTAs
+/// where the sign changes (or reaches 0) among their threads form an interval of indices (the
+/// plane's range over a CTA's threads moves by `a` per CTA); before it, all CTAs see one strict
+/// sign at every thread, after it the other. So the classes start at 0, at each CTA of such an
+/// interval, and just after it (where the interval holds no whole index, the sign changes
+/// between two CTAs, and that is where a class starts).
 fn classes_along(
     ctas: u32,
     threads: u32,
@@ -871,7 +968,8 @@ mod tests {
 
     #[test]
     fn wrapping_values_are_enumerated() {
-        // i * 2^30 in 32 bits is (i mod 4) * 2^30: below 2^31 for i mod 4 in {0, 1}.
+        // i * 2^30 in 32 bits is (i mod 4) * 2^30: below 2^31 for i mod 4 in {0, 1}. It wraps
+        // every 4 indices, 64 times in this launch: more than classes handle.
         let blocks = [counted(
             0,
             vec![(
@@ -919,6 +1017,181 @@ mod tests {
             Method::Classes { combinations } => assert!(combinations <= 4, "{combinations}"),
             other => panic!("counted by {other:?}"),
         }
+    }
+
+    /// `(x - 1) <u (n - 2)`: the compilers' form of `x >= 1 && x < n - 1`.
+    fn range_check(x: IntExpr) -> Predicate {
+        compare(
+            CompareOp::Lt,
+            false,
+            32,
+            sub(x, lit(1)),
+            sub(param(0), lit(2)),
+        )
+    }
+
+    #[test]
+    fn an_unsigned_range_check_is_counted_by_classes() {
+        // 2^20 CTAs of 256 threads. x - 1 is -1 (2^32 - 1 read unsigned) at x = 0: it wraps once.
+        let blocks = [
+            counted(0, vec![(range_check(global(Dim::X)), true)]),
+            counted(1, vec![(range_check(global(Dim::X)), false)]),
+        ];
+        let total = 1u64 << 28;
+        let count = |n: u64| {
+            let launch = launch([1 << 20, 1, 1], [256, 1, 1], &[n]);
+            let (counts, method) = count_blocks(&blocks, &launch, Mode::All).unwrap();
+            match method {
+                Method::Classes { combinations } => assert!(combinations <= 8, "{combinations}"),
+                other => panic!("n = {n}: counted by {other:?}"),
+            }
+            counts
+        };
+        // n = 2^27 + 100: x in [1, n - 2], in warps 0 ..= (n - 2) / 32. The others: x = 0 (warp
+        // 0) and x in [n - 1, 2^28), from warp (n - 1) / 32 on.
+        let n: u64 = (1 << 27) + 100;
+        assert_eq!(
+            count(n),
+            [
+                (n - 2, (n - 2) / 32 + 1),
+                (total - (n - 2), 1 + total / 32 - (n - 1) / 32)
+            ]
+        );
+        // n = 1: n - 2 is 2^32 - 1 unsigned (the right side wraps too); only x = 0 fails it.
+        assert_eq!(count(1), [(total - 1, total / 32), (1, 1)]);
+        // n = 2: nothing passes.
+        assert_eq!(count(2), [(0, 0), (total, total / 32)]);
+        // n = 2^28 + 1: x = 0 fails it, x = 2^28 - 1 passes it.
+        assert_eq!(count((1 << 28) + 1), [(total - 1, total / 32), (1, 1)]);
+    }
+
+    #[test]
+    fn a_wrapped_side_compared_with_a_large_one() {
+        // (i - 100) <u 2^32 - 60: below i = 100 the left side reads i - 100 + 2^32, below the
+        // right one for i < 40 only; from i = 100 on it is small. The outcome changes at i = 40,
+        // where no value wraps, only the plane (i - 100 + 2^32) - (2^32 - 60) changes sign.
+        let less = compare(
+            CompareOp::Lt,
+            false,
+            32,
+            sub(global(Dim::X), lit(100)),
+            lit(0xFFFF_FFC4),
+        );
+        let blocks = [
+            counted(0, vec![(less.clone(), true)]),
+            counted(1, vec![(less, false)]),
+        ];
+        let (counts, method) = check(&blocks, &launch([8, 1, 1], [32, 1, 1], &[]));
+        assert_eq!(counts, [(40 + 156, 7), (60, 3)]);
+        assert!(is_classes(method), "{method:?}");
+    }
+
+    #[test]
+    fn a_two_dimensional_unsigned_range_check_is_counted_by_classes() {
+        let inside = |d: Dim| range_check(global(d));
+        let blocks = [
+            counted(0, vec![(inside(Dim::X), true), (inside(Dim::Y), true)]),
+            counted(1, vec![(and(inside(Dim::X), inside(Dim::Y)), false)]),
+        ];
+        // 16x16 CTAs: a warp holds two rows. n = 63: x and y in [1, 61], 61 * 61 threads; the
+        // row pairs (0, 1) .. (60, 61) count, (62, 63) does not: 31 pairs times 4 CTA columns.
+        for n in [63, 64, 1, 2, 0, 100] {
+            let launch = launch([4, 4, 1], [16, 16, 1], &[n]);
+            let (counts, method) = check(&blocks, &launch);
+            assert!(is_classes(method), "n = {n}: {method:?}");
+            if n == 63 {
+                assert_eq!(counts[0], (61 * 61, 31 * 4));
+                assert_eq!(counts[1].0, 64 * 64 - 61 * 61);
+            }
+        }
+        // A large 2-D launch (2^10 x 2^10 CTAs of 16x16) by classes: 16382^2 threads.
+        let launch = launch([1 << 10, 1 << 10, 1], [16, 16, 1], &[1 << 14]);
+        let (counts, method) = count_blocks(&blocks, &launch, Mode::All).unwrap();
+        assert!(is_classes(method), "{method:?}");
+        let inner = (1u64 << 14) - 2;
+        // Rows 1 ..= 2^14 - 2 of 2^14: row pairs 0 ..= 2^13 - 1 all count, in 2^10 CTA columns.
+        assert_eq!(counts[0], (inner * inner, (1 << 13) * (1 << 10)));
+        assert_eq!(counts[1].0, (1 << 28) - inner * inner);
+    }
+
+    #[test]
+    fn a_signed_value_crossing_2_pow_31_is_counted_by_classes() {
+        // i + 0x7FFF_FF00 < 0x7FFF_FFF0 signed: true for i < 240, false for 240 <= i < 256, true
+        // again from i = 256 on, where the sum exceeds 2^31 - 1 and reads negative.
+        let less = s32(
+            add(global(Dim::X), lit(0x7FFF_FF00)),
+            CompareOp::Lt,
+            lit(0x7FFF_FFF0),
+        );
+        let blocks = [
+            counted(0, vec![(less.clone(), true)]),
+            counted(1, vec![(less, false)]),
+        ];
+        let (counts, method) = check(&blocks, &launch([16, 1, 1], [64, 1, 1], &[]));
+        // Warp 7 (224..256) holds both kinds.
+        assert_eq!(counts, [(1024 - 16, 32), (16, 1)]);
+        assert!(is_classes(method), "{method:?}");
+        // The wrap inside a CTA, away from where the difference changes sign: with CTAs of 48
+        // (two warps, 32 + 16), i + 0x7FFF_FE00 < 0x7FFF_FE40 holds for i < 64 (CTA 0, the first
+        // warp of CTA 1) and from i = 512 on (the second warp of CTA 10, CTAs 11..20).
+        let less = s32(
+            add(global(Dim::X), lit(0x7FFF_FE00)),
+            CompareOp::Lt,
+            lit(0x7FFF_FE40),
+        );
+        let blocks = [
+            counted(0, vec![(less.clone(), true)]),
+            counted(1, vec![(less, false)]),
+        ];
+        let (counts, method) = check(&blocks, &launch([20, 1, 1], [48, 1, 1], &[]));
+        assert_eq!(counts, [(64 + 448, 2 + 1 + 1 + 18), (448, 2 + 16 + 1)]);
+        assert!(is_classes(method), "{method:?}");
+        // The same across CTAs of another width, and 64 bits near 2^63.
+        let blocks = [counted(
+            0,
+            vec![(
+                compare(
+                    CompareOp::Ge,
+                    true,
+                    64,
+                    add(global(Dim::X), lit((1 << 63) - 300)),
+                    lit((1 << 63) - 7),
+                ),
+                true,
+            )],
+        )];
+        let (counts, method) = check(&blocks, &launch([9, 1, 1], [48, 1, 1], &[]));
+        assert_eq!(counts, [(300 - 293, 1)]);
+        assert!(is_classes(method), "{method:?}");
+    }
+
+    #[test]
+    fn enumeration_stops_at_2_pow_22_threads() {
+        // x * x < 1000 in 64 bits (no wrap, but not affine): x in 0..32, the first warp.
+        let blocks = [counted(
+            0,
+            vec![(
+                compare(
+                    CompareOp::Lt,
+                    true,
+                    64,
+                    mul(global(Dim::X), global(Dim::X)),
+                    lit(1000),
+                ),
+                true,
+            )],
+        )];
+        let at_limit = launch([1 << 14, 1, 1], [256, 1, 1], &[]);
+        assert_eq!(
+            count_blocks(&blocks, &at_limit, Mode::All).unwrap(),
+            (vec![(32, 1)], Method::Enumerated)
+        );
+        let beyond = launch([(1 << 14) + 1, 1, 1], [256, 1, 1], &[]);
+        let error = counts_from_launch(&blocks, &beyond, Mode::All).unwrap_err();
+        assert!(
+            error.contains("too large") && error.contains("at most 4194304"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -1007,10 +1280,13 @@ mod tests {
     /// Generates launches and conditions; a `wild` one also uses values near 2^31, 2^32 and 2^63,
     /// large literals and shifts, mixed dimensions and products of indices (mostly counted by
     /// enumeration), a tame one small values of one dimension per comparison (mostly counted by
-    /// classes).
+    /// classes). A `wraps` one is tame, but moves sides next to a wrap boundary of their reading
+    /// (0 and 2^width unsigned, -2^(width-1) and 2^(width-1) signed), so that they cross it a
+    /// few times in the launch (mostly counted by classes since those are handled).
     struct Generator {
         random: Random,
         wild: bool,
+        wraps: bool,
     }
 
     impl Generator {
@@ -1099,7 +1375,15 @@ mod tests {
                 let signed = self.random.chance(if self.wild { 50 } else { 75 });
                 let width = self.random.pick(&[32, 64]);
                 let depth = if self.wild { 2 } else { 1 };
-                let (lhs, rhs) = (self.expr(dim, depth), self.expr(dim, depth));
+                let (mut lhs, mut rhs) = (self.expr(dim, depth), self.expr(dim, depth));
+                if self.wraps {
+                    if self.random.chance(80) {
+                        lhs = self.near_boundary(lhs, signed, width);
+                    }
+                    if self.random.chance(40) {
+                        rhs = self.near_boundary(rhs, signed, width);
+                    }
+                }
                 return compare(op, signed, width, lhs, rhs);
             }
             let a = self.predicate(depth - 1);
@@ -1108,6 +1392,29 @@ mod tests {
                 1 => or(a, self.predicate(depth - 1)),
                 2 => xor(a, self.predicate(depth - 1)),
                 _ => not(a),
+            }
+        }
+
+        /// `e` moved so that, as `e` grows from 0 past a small value, it crosses a wrap boundary
+        /// of the `width`-bit reading: `e - s` (crosses 0) or `e + 2^width - s` unsigned,
+        /// `e + 2^(width-1) - s` or `-2^(width-1) + s - e` signed.
+        fn near_boundary(&mut self, e: IntExpr, signed: bool, width: u32) -> IntExpr {
+            let s = if self.random.chance(50) {
+                self.random.below(64)
+            } else {
+                self.random.below(4096)
+            };
+            let mask = if width == 64 {
+                u64::MAX
+            } else {
+                (1 << width) - 1
+            };
+            let half = 1u64 << (width - 1);
+            match (signed, self.random.chance(50)) {
+                (false, true) => sub(e, lit(s)),
+                (false, false) => add(e, lit(s.wrapping_neg() & mask)),
+                (true, true) => add(e, lit(half - s)),
+                (true, false) => sub(lit(half + s), e),
             }
         }
 
@@ -1138,29 +1445,85 @@ mod tests {
         }
     }
 
+    /// Whether a comparison of `block` that reads `%ctaid` has a side whose exact value leaves the
+    /// range of its reading somewhere along its dimension in `launch` (asked of every CTA and
+    /// thread index of that dimension, the others 0, independently of [`analyse`]).
+    fn wraps_in_launch(block: &LaunchCounted, launch: &LaunchValues) -> bool {
+        compares(block).into_iter().any(|compare| {
+            let mut ctaids = Vec::new();
+            ctaid_dims(&compare.lhs, &mut ctaids);
+            ctaid_dims(&compare.rhs, &mut ctaids);
+            let mut dims = Vec::new();
+            compare.lhs.thread_dims(&mut dims);
+            compare.rhs.thread_dims(&mut dims);
+            let ([_, ..], [dim]) = (&ctaids[..], &dims[..]) else {
+                return false;
+            };
+            let w = compare.width;
+            let (low, high) = if compare.signed {
+                (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1)
+            } else {
+                (0, (1i128 << w) - 1)
+            };
+            (0..launch.grid[dim.index()]).any(|c| {
+                (0..launch.block[dim.index()]).any(|t| {
+                    let mut point = ThreadPoint {
+                        ctaid: [0; 3],
+                        tid: [0; 3],
+                    };
+                    point.ctaid[dim.index()] = c;
+                    point.tid[dim.index()] = t;
+                    [&compare.lhs, &compare.rhs].into_iter().any(|side| {
+                        let exact = side.exact(w, compare.signed, &point, launch).unwrap();
+                        !exact.is_some_and(|v| (low..=high).contains(&v))
+                    })
+                })
+            })
+        })
+    }
+
     #[test]
     fn random_launches_agree_with_enumeration() {
         let mut generator = Generator {
             random: Random(0x00C0_FFEE),
             wild: false,
+            wraps: false,
         };
         let (mut by_classes, mut enumerated) = (0, 0);
-        for case in 0..300 {
-            generator.wild = generator.random.chance(50);
+        // Cases with wrap boundaries nearby: counted by classes, of which with a comparison that
+        // reads `%ctaid` and whose values wrap in the launch (the new part of the method).
+        let (mut near, mut near_by_classes, mut wrapping_by_classes) = (0, 0, 0);
+        for case in 0..450 {
+            let flavour = generator.random.below(3);
+            generator.wild = flavour == 0;
+            generator.wraps = flavour == 1;
             let launch = generator.launch();
             let blocks = generator.blocks();
+            // `check` compares every mode with `enumerate`.
             let (_, method) = check(&blocks, &launch);
             match method {
                 Method::Classes { .. } => by_classes += 1,
                 Method::Enumerated => enumerated += 1,
                 other => panic!("case {case}: {other:?}"),
             }
+            if generator.wraps {
+                near += 1;
+                if is_classes(method) {
+                    near_by_classes += 1;
+                    if blocks.iter().any(|b| wraps_in_launch(b, &launch)) {
+                        wrapping_by_classes += 1;
+                    }
+                }
+            }
         }
-        // Both methods were exercised.
-        eprintln!("{by_classes} by classes, {enumerated} enumerated");
+        // Both methods were exercised, and the class method on values that wrap.
+        eprintln!(
+            "{by_classes} by classes, {enumerated} enumerated; near a wrap boundary: {near}, \
+             {near_by_classes} by classes, {wrapping_by_classes} of them wrapping"
+        );
         assert!(
-            by_classes >= 50 && enumerated >= 50,
-            "{by_classes} {enumerated}"
+            by_classes >= 50 && enumerated >= 50 && wrapping_by_classes >= 40,
+            "{by_classes} {enumerated} {wrapping_by_classes}"
         );
     }
 }

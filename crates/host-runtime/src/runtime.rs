@@ -1047,7 +1047,9 @@ impl<C: Cuda> Runtime<C> {
     }
 
     /// Fills in the counts of the blocks the device does not count (see the snapshot): the
-    /// entry block's from the launch, then the copies, the differences and the copies again.
+    /// entry block's and the launch-counted blocks' from the launch (its shape and the
+    /// parameters recorded with it), then the copies, the flows, the differences and the
+    /// copies again.
     fn fill_uncounted_blocks(
         &self,
         state: &State,

@@ -69,10 +69,49 @@ fn reads_ctaid(expr: &IntExpr) -> bool {
     }
 }
 
+/// Thread-dependent terms scaled by a literal this large or more (`i * 0xCCCCCCCD`, a
+/// compiler's test of divisibility) wrap around many times across a grid: left to the device.
+const MAX_LITERAL_SCALE_BITS: u32 = 16;
+
+/// Whether `expr` scales a term that depends on the thread by a literal of
+/// [`MAX_LITERAL_SCALE_BITS`] bits or more (read signed in `width` bits).
+fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
+    let depends = |e: &IntExpr| {
+        let mut dims = Vec::new();
+        e.thread_dims(&mut dims);
+        !dims.is_empty()
+    };
+    let large = |e: &IntExpr| match e {
+        IntExpr::Literal(bits) => {
+            let shift = 64 - width.min(64);
+            let value = ((bits << shift) as i64) >> shift;
+            value.unsigned_abs() >= 1 << MAX_LITERAL_SCALE_BITS
+        }
+        _ => false,
+    };
+    match expr {
+        IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => false,
+        IntExpr::Mul(a, b) => {
+            (depends(a) && large(b))
+                || (depends(b) && large(a))
+                || scales_by_large_literal(a, width)
+                || scales_by_large_literal(b, width)
+        }
+        IntExpr::Add(a, b) | IntExpr::Sub(a, b) => {
+            scales_by_large_literal(a, width) || scales_by_large_literal(b, width)
+        }
+        IntExpr::Shl(a, s) => {
+            (depends(a) && *s >= MAX_LITERAL_SCALE_BITS) || scales_by_large_literal(a, width)
+        }
+        IntExpr::Neg(a) => scales_by_large_literal(a, width),
+    }
+}
+
 /// Whether the runtime can count a predicate's threads without asking every thread of the
 /// launch (`host_runtime::from_launch`): each comparison reads no `%ctaid` (all CTAs alike), or
-/// is affine in the indices of one dimension (its sign changes once along the grid). Others
-/// (`x + y < n`, `x * x < n`) are left to the device: a large launch could not be counted.
+/// is affine in the indices of one dimension, without large literal scales (its sign changes a
+/// few times at most along the grid). Others (`x + y < n`, `x * x < n`, `i * 0xCCCCCCCD < k`)
+/// are left to the device: a large launch could not be counted.
 fn countable_by_classes(predicate: &Predicate) -> bool {
     let mut compares = Vec::new();
     predicate.compares(&mut compares);
@@ -80,7 +119,11 @@ fn countable_by_classes(predicate: &Predicate) -> bool {
         let mut dims = Vec::new();
         c.lhs.thread_dims(&mut dims);
         c.rhs.thread_dims(&mut dims);
-        let affine = c.lhs.is_affine() && c.rhs.is_affine() && dims.len() <= 1;
+        let affine = c.lhs.is_affine()
+            && c.rhs.is_affine()
+            && dims.len() <= 1
+            && !scales_by_large_literal(&c.lhs, c.width)
+            && !scales_by_large_literal(&c.rhs, c.width);
         affine || !(reads_ctaid(&c.lhs) || reads_ctaid(&c.rhs))
     })
 }
@@ -654,6 +697,18 @@ mod tests {
         );
         assert_eq!(
             counted(&mixed).iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1]
+        );
+        // A compiler's divisibility test (i % 5 == 0) wraps around across the grid.
+        let divisible = GUARDS.replace(
+            "setp.lt.s32 %p2, %r9, 1",
+            "mad.lo.s32 %r11, %r9, -858993459, 429496729;\n\tsetp.lt.u32 %p2, %r11, 858993459",
+        );
+        assert_eq!(
+            counted(&divisible)
+                .iter()
+                .map(|b| b.block)
+                .collect::<Vec<_>>(),
             [1]
         );
         // Within a CTA anything goes: tid.x * tid.y < 16.

@@ -1,0 +1,104 @@
+// launch_guards.cu — guards whose outcome follows from the launch: branches on thread and CTA
+// indices and kernel parameters, which cuda-flux counts on the host from each launch's shape and
+// parameter values instead of with counter code (`device_runtime::from_launch`). A 2-D interior
+// guard (blocks of 16x16, whose warps span two rows, and 32x8, with partial CTAs at both edges),
+// an early return followed by a guard on the thread index or a signed sum with a parameter
+// (negative in one launch: the same kernel launched with different values), a 3-D grid with a
+// condition on the CTA index alone and an unsigned bound, partial warps (CTAs of 48 threads).
+// The witnesses count the truth on the device; the results are checked on the host.
+#include "witness.cuh"
+#include <vector>
+
+__global__ void interior(const float* a, float* b, int n, int m) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= 1 && x < n - 1 && y >= 1 && y < m - 1) {
+        witness();
+        b[y * n + x] = 0.25f * (a[y * n + x - 1] + a[y * n + x + 1] + a[(y - 1) * n + x] +
+                                a[(y + 1) * n + x]);
+    }
+}
+
+__global__ void halves(int* out, int n, int shift) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    witness();
+    if (threadIdx.x < 16 || i + shift < 0) {
+        witness();
+        out[i] += 1;
+    }
+}
+
+__global__ void slabs(unsigned* out, unsigned nz, unsigned first_cta) {
+    unsigned z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (blockIdx.x >= first_cta) {
+        if (z < nz) {
+            witness();
+            atomicAdd(&out[z], 1u);
+        }
+    }
+}
+
+int main() {
+    const int n = 100, m = 70;
+    std::vector<float> a(n * m), b(n * m, 0.0f);
+    for (int k = 0; k < n * m; ++k) a[k] = (float)(k % 13);
+    float *d_a, *d_b;
+    CHECK(cudaMalloc(&d_a, a.size() * sizeof(float)));
+    CHECK(cudaMalloc(&d_b, b.size() * sizeof(float)));
+    CHECK(cudaMemcpy(d_a, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_b, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
+
+    const int count = 1000;
+    std::vector<int> out(count, 0);
+    int* d_out;
+    CHECK(cudaMalloc(&d_out, count * sizeof(int)));
+    CHECK(cudaMemcpy(d_out, out.data(), count * sizeof(int), cudaMemcpyHostToDevice));
+
+    const unsigned nz = 11;
+    std::vector<unsigned> slab(16, 0);
+    unsigned* d_slab;
+    CHECK(cudaMalloc(&d_slab, slab.size() * sizeof(unsigned)));
+    CHECK(cudaMemcpy(d_slab, slab.data(), slab.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
+
+    witness_reset();
+    interior<<<dim3((n + 15) / 16, (m + 15) / 16), dim3(16, 16)>>>(d_a, d_b, n, m);
+    CHECK_LAUNCH();
+    interior<<<dim3((n + 31) / 32, (m + 7) / 8), dim3(32, 8)>>>(d_a, d_b, n, m);
+    CHECK_LAUNCH();
+    for (int shift : {-500, 3, -500}) {
+        halves<<<(count + 47) / 48 + 1, 48>>>(d_out, count, shift);
+        CHECK_LAUNCH();
+    }
+    slabs<<<dim3(4, 2, 3), dim3(8, 2, 5)>>>(d_slab, nz, 1u);
+    CHECK_LAUNCH();
+    witness_report();
+
+    CHECK(cudaMemcpy(b.data(), d_b, b.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(out.data(), d_out, count * sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(slab.data(), d_slab, slab.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int y = 0; y < m; ++y) {
+        for (int x = 0; x < n; ++x) {
+            float want = 0.0f;
+            if (x >= 1 && x < n - 1 && y >= 1 && y < m - 1)
+                want = 0.25f * (a[y * n + x - 1] + a[y * n + x + 1] + a[(y - 1) * n + x] +
+                                a[(y + 1) * n + x]);
+            if (b[y * n + x] != want) ++bad;
+        }
+    }
+    for (int i = 0; i < count; ++i) {
+        int want = 0;
+        for (int shift : {-500, 3, -500})
+            if (i % 48 < 16 || i + shift < 0) ++want;
+        if (out[i] != want) ++bad;
+    }
+    // z = blockIdx.z * 5 + threadIdx.z < 11, from 3 CTAs (x = 1..3) x 2 (y) x 8 x 2 threads.
+    for (unsigned z = 0; z < slab.size(); ++z)
+        if (slab[z] != (z < nz ? 3u * 2u * 8u * 2u : 0u)) ++bad;
+    CHECK(cudaFree(d_a));
+    CHECK(cudaFree(d_b));
+    CHECK(cudaFree(d_out));
+    CHECK(cudaFree(d_slab));
+    return report_result(bad, "interior points, guarded increments and slab counts");
+}
