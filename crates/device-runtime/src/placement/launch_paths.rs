@@ -324,6 +324,24 @@ impl State<'_> {
                 let x = self.int(ops.get(1)?, width)?;
                 Some(vec![(dest(0)?, int(width, IntExpr::Neg(Box::new(x))))])
             }
+            // `~x = -x - 1` (all ones is -1): a ring operation too. (`not.pred` is below.)
+            "not" if opcode.modifiers().last() != Some("pred") => {
+                let (ty, width) = opcode_type(instruction)?;
+                if !ty.starts_with('b') || opcode.modifiers().count() != 1 {
+                    return None;
+                }
+                let x = self.int(ops.get(1)?, width)?;
+                let all_ones = if width >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << width) - 1
+                };
+                let expr = IntExpr::Add(
+                    Box::new(IntExpr::Neg(Box::new(x))),
+                    Box::new(IntExpr::Literal(all_ones)),
+                );
+                Some(vec![(dest(0)?, int(width, expr))])
+            }
             "shl" => {
                 let (_, width) = opcode_type(instruction)?;
                 let Some(Operand::Integer(text)) = ops.get(2) else {
@@ -686,6 +704,19 @@ mod tests {
             counted(&join).iter().map(|b| b.block).collect::<Vec<_>>(),
             [1]
         );
+    }
+
+    #[test]
+    fn a_complement_is_followed() {
+        // Rodinia gaussian's `Fan2`: `x < n - 1 - t` as `x <u n + ~t`.
+        let body = "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r5, %tid.x;\n\tmov.u32 %r6, %ctaid.x;\n\
+            \tmov.u32 %r7, %ntid.x;\n\tmad.lo.s32 %r1, %r6, %r7, %r5;\n\tmov.u32 %r2, 3;\n\
+            \tnot.b32 %r8, %r2;\n\tadd.s32 %r9, %r8, %r4;\n\tsetp.ge.u32 %p1, %r1, %r9;\n\
+            \t@%p1 bra $DONE;\n\tst.global.u32 [%rd1], %r1;\n$DONE:\n\tret;";
+        let blocks = counted(body);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1]);
+        // 96 threads in x, 2 rows of CTAs, 4 rows of threads: x < 50 - 4.
+        assert_eq!(threads(&blocks[0], 50), 46 * 2 * 4);
     }
 
     #[test]
