@@ -400,11 +400,13 @@ def render(rows, problems, top, command, machine_line, what_if=None, sizes=(6, 5
 def current_sizes(cuda_flux):
     """(full, packed, warp-only) update instructions of the cuda-flux run here: from the
     placement of a made-up kernel that has all three."""
-    # A divergent if/else (one side measured, packed; the other's threads by flow, warp-only)
+    # A divergent if/else on loaded data (one side measured, packed; the other's threads by
+    # flow, warp-only: a branch on the thread index alone would be counted from the launch)
     # and a loop (under every-block, a full update).
     ptx = (".version 7.8\n.target sm_70\n.address_size 64\n"
            ".visible .entry k()\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n"
-           "\tmov.u32 %r1, %tid.x;\n\tsetp.ge.u32 %p1, %r1, 5;\n\t@%p1 bra $ELSE;\n"
+           "\t.reg .b64 %rd<2>;\n\tmov.u32 %r1, %tid.x;\n\tcvt.u64.u32 %rd1, %r1;\n"
+           "\tld.global.u32 %r0, [%rd1];\n\tsetp.ge.u32 %p1, %r0, 5;\n\t@%p1 bra $ELSE;\n"
            "\tadd.s32 %r2, %r1, 1;\n\tbra.uni $JOIN;\n$ELSE:\n\tadd.s32 %r2, %r1, 2;\n"
            "$JOIN:\n\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p1, %r3, %r1;\n"
            "\t@%p1 bra $JOIN;\n\tret;\n}\n")

@@ -29,12 +29,16 @@ __global__ void halves(int* out, int n, int shift) {
     }
 }
 
+// Each thread writes its own slot (no atomics: the witness's are the only `atom.add`s).
 __global__ void slabs(unsigned* out, unsigned nz, unsigned first_cta) {
     unsigned z = blockIdx.z * blockDim.z + threadIdx.z;
+    unsigned cta = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned slot = cta * blockDim.x * blockDim.y * blockDim.z +
+                    (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
     if (blockIdx.x >= first_cta) {
         if (z < nz) {
             witness();
-            atomicAdd(&out[z], 1u);
+            out[slot] = z + 1;
         }
     }
 }
@@ -56,7 +60,8 @@ int main() {
     CHECK(cudaMemcpy(d_out, out.data(), count * sizeof(int), cudaMemcpyHostToDevice));
 
     const unsigned nz = 11;
-    std::vector<unsigned> slab(16, 0);
+    const dim3 slab_grid(4, 2, 3), slab_block(8, 2, 5);
+    std::vector<unsigned> slab(4 * 2 * 3 * 8 * 2 * 5, 0);
     unsigned* d_slab;
     CHECK(cudaMalloc(&d_slab, slab.size() * sizeof(unsigned)));
     CHECK(cudaMemcpy(d_slab, slab.data(), slab.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
@@ -70,7 +75,7 @@ int main() {
         halves<<<(count + 47) / 48 + 1, 48>>>(d_out, count, shift);
         CHECK_LAUNCH();
     }
-    slabs<<<dim3(4, 2, 3), dim3(8, 2, 5)>>>(d_slab, nz, 1u);
+    slabs<<<slab_grid, slab_block>>>(d_slab, nz, 1u);
     CHECK_LAUNCH();
     witness_report();
 
@@ -93,9 +98,19 @@ int main() {
             if (i % 48 < 16 || i + shift < 0) ++want;
         if (out[i] != want) ++bad;
     }
-    // z = blockIdx.z * 5 + threadIdx.z < 11, from 3 CTAs (x = 1..3) x 2 (y) x 8 x 2 threads.
-    for (unsigned z = 0; z < slab.size(); ++z)
-        if (slab[z] != (z < nz ? 3u * 2u * 8u * 2u : 0u)) ++bad;
+    // Written where blockIdx.x >= 1 and z = blockIdx.z * 5 + threadIdx.z < 11.
+    for (unsigned cz = 0; cz < slab_grid.z; ++cz)
+        for (unsigned cy = 0; cy < slab_grid.y; ++cy)
+            for (unsigned cx = 0; cx < slab_grid.x; ++cx)
+                for (unsigned tz = 0; tz < slab_block.z; ++tz)
+                    for (unsigned ty = 0; ty < slab_block.y; ++ty)
+                        for (unsigned tx = 0; tx < slab_block.x; ++tx) {
+                            unsigned cta = (cz * slab_grid.y + cy) * slab_grid.x + cx;
+                            unsigned slot = cta * 80 + (tz * slab_block.y + ty) * slab_block.x + tx;
+                            unsigned z = cz * slab_block.z + tz;
+                            unsigned want = (cx >= 1 && z < nz) ? z + 1 : 0;
+                            if (slab[slot] != want) ++bad;
+                        }
     CHECK(cudaFree(d_a));
     CHECK(cudaFree(d_b));
     CHECK(cudaFree(d_out));

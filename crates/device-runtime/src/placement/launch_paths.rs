@@ -2,8 +2,8 @@
 //! *launch tree*, reached from the entry through blocks each entered only from the one before,
 //! along branches whose predicates the tree's own instructions compute from `%tid`, `%ntid`,
 //! `%ctaid`, `%nctaid`, kernel parameters and literals, with integer arithmetic that wraps like
-//! the host's evaluation (add, subtract, multiply low, shift left by a literal, negate) and
-//! integer comparisons.
+//! the host's evaluation (add, subtract, multiply low, shift left by a literal, negate,
+//! complement) and integer comparisons.
 //!
 //! A thread runs such a block exactly when every branch on the way went its way: every
 //! instruction before those branches ran once in that thread (no loop reaches back into the
@@ -38,6 +38,10 @@ enum Value {
 /// Expressions deeper than this are dropped (kept unknown): the runtime evaluates them per
 /// thread of each class of CTAs, and the snapshot carries them.
 const MAX_EXPRESSION_NODES: usize = 64;
+
+/// Blocks deeper in the tree than this many conditions are counted on the device: each block's
+/// path is carried whole in the snapshot and evaluated per thread.
+const MAX_PATH_CONDITIONS: usize = 16;
 
 fn nodes(expr: &IntExpr) -> usize {
     match expr {
@@ -571,6 +575,9 @@ fn push_successors(
                     }
                 }
                 (t, f) => {
+                    if path.len() >= MAX_PATH_CONDITIONS {
+                        return;
+                    }
                     for (s, holds) in [(t, true), (f, false)] {
                         if let Some(s) = s.filter(|&s| entered_only_from_b(s)) {
                             let condition = Condition {
@@ -585,6 +592,9 @@ fn push_successors(
         }
         // A guarded `ret`/`exit`/`trap`: threads whose guard fails go on.
         (Some("ret" | "exit" | "trap"), Some(guard)) => {
+            if path.len() >= MAX_PATH_CONDITIONS {
+                return;
+            }
             for &s in succs.iter().filter(|&&s| entered_only_from_b(s)) {
                 let condition = Condition {
                     predicate: guard.clone(),
