@@ -3,8 +3,10 @@
 //! Counters are `u64` in global memory, laid out as `[bank][block][threads, warps]`; a CTA uses
 //! bank `%smid & (banks - 1)` (by the SM it runs on), so that CTAs running at the same time on
 //! different SMs rarely update the same copy. Where each block is counted is planned by
-//! [`placement`]: loops whose branches are all warp-uniform are counted in registers on a few
-//! edges and flushed once when the warp leaves them ([`region_flush`]); every other block begins
+//! [`placement`]: blocks behind guards on thread and CTA indices and parameters get no code, the
+//! runtime counts them from each launch ([`from_launch`]); loops whose branches are all
+//! warp-uniform are counted in registers on a few edges and flushed once when the warp leaves
+//! them ([`region_flush`]); every other block begins
 //! with a warp-aggregated update ([`block_update`]): the last active lane adds the number of
 //! active threads to the block's thread counter and 1 to its warp counter ([`warp_update`]:
 //! only the warp counter, where the runtime derives the thread count by flow conservation,
