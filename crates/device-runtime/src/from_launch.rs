@@ -140,12 +140,33 @@ pub struct ThreadPoint {
 #[error("kernel parameter {0} is not known for this launch")]
 pub struct MissingParam(pub usize);
 
-fn mask(width: u32) -> u64 {
+/// The low `width` bits set (all of them from 64 on).
+pub(crate) fn mask(width: u32) -> u64 {
     if width >= 64 {
         u64::MAX
     } else {
         (1u64 << width) - 1
     }
+}
+
+/// `bits` read as a signed `width`-bit number (1 to 64 bits).
+pub(crate) fn sign_extend(bits: u64, width: u32) -> i64 {
+    let shift = 64 - width.clamp(1, 64);
+    ((bits << shift) as i64) >> shift
+}
+
+/// How a comparison's outcome can depend on the CTA, from its form alone: what decides whether
+/// CTAs can be grouped into classes that give every thread index the same outcome (the
+/// compiler's choice of what to count from the launch, and the runtime's method).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtaDependence {
+    /// It reads no `%ctaid`: every CTA gives a thread index the same outcome.
+    None,
+    /// Both sides are affine in the thread and CTA indices of one dimension and read no other
+    /// dimension's.
+    Affine(Dim),
+    /// It mixes dimensions or multiplies index terms.
+    Other,
 }
 
 impl Special {
@@ -199,11 +220,10 @@ impl IntExpr {
         launch: &LaunchValues,
     ) -> Result<Option<i128>, MissingParam> {
         let leaf = |bits: u64| -> i128 {
-            let bits = bits & mask(width);
-            if signed && width > 0 && bits >> (width - 1) & 1 == 1 {
-                i128::from(bits) - (1i128 << width)
+            if signed && width > 0 {
+                i128::from(sign_extend(bits, width))
             } else {
-                i128::from(bits)
+                i128::from(bits & mask(width))
             }
         };
         let e = |x: &IntExpr| x.exact(width, signed, thread, launch);
@@ -226,21 +246,51 @@ impl IntExpr {
         })
     }
 
-    /// The specials the expression reads that depend on the thread (`%tid`, `%ctaid`).
-    pub fn thread_dims(&self, out: &mut Vec<Dim>) {
+    /// The dimensions of the specials the expression reads that `pick` names, added once.
+    fn dims_read(&self, pick: fn(Special) -> Option<Dim>, out: &mut Vec<Dim>) {
         match self {
-            IntExpr::Special(Special::Tid(d) | Special::Ctaid(d)) => {
-                if !out.contains(d) {
-                    out.push(*d)
+            IntExpr::Special(special) => {
+                if let Some(d) = pick(*special).filter(|d| !out.contains(d)) {
+                    out.push(d)
                 }
             }
-            IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => {}
+            IntExpr::Literal(_) | IntExpr::Param { .. } => {}
             IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
-                a.thread_dims(out);
-                b.thread_dims(out);
+                a.dims_read(pick, out);
+                b.dims_read(pick, out);
             }
-            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.thread_dims(out),
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.dims_read(pick, out),
         }
+    }
+
+    /// The dimensions of the specials the expression reads that depend on the thread (`%tid`,
+    /// `%ctaid`).
+    pub fn thread_dims(&self, out: &mut Vec<Dim>) {
+        self.dims_read(
+            |s| match s {
+                Special::Tid(d) | Special::Ctaid(d) => Some(d),
+                _ => None,
+            },
+            out,
+        )
+    }
+
+    /// Whether the expression depends on the thread (reads `%tid` or `%ctaid`).
+    pub fn reads_thread(&self) -> bool {
+        let mut dims = Vec::new();
+        self.thread_dims(&mut dims);
+        !dims.is_empty()
+    }
+
+    /// The dimensions of the CTA index (`%ctaid`) the expression reads.
+    pub fn ctaid_dims(&self, out: &mut Vec<Dim>) {
+        self.dims_read(
+            |s| match s {
+                Special::Ctaid(d) => Some(d),
+                _ => None,
+            },
+            out,
+        )
     }
 
     /// Whether the expression is affine in the thread's indices (no product of two terms that
@@ -250,12 +300,7 @@ impl IntExpr {
             IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => true,
             IntExpr::Add(a, b) | IntExpr::Sub(a, b) => a.is_affine() && b.is_affine(),
             IntExpr::Mul(a, b) => {
-                let depends = |e: &IntExpr| {
-                    let mut dims = Vec::new();
-                    e.thread_dims(&mut dims);
-                    !dims.is_empty()
-                };
-                a.is_affine() && b.is_affine() && !(depends(a) && depends(b))
+                a.is_affine() && b.is_affine() && !(a.reads_thread() && b.reads_thread())
             }
             IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_affine(),
         }
@@ -299,15 +344,28 @@ impl Compare {
         let a = self.lhs.wrapped(self.width, thread, launch)?;
         let b = self.rhs.wrapped(self.width, thread, launch)?;
         Ok(if self.signed && self.width > 0 {
-            let shift = 64 - self.width;
-            let (a, b) = (
-                ((a << shift) as i64) >> shift,
-                ((b << shift) as i64) >> shift,
-            );
-            self.op.apply(a, b)
+            let read = |bits| sign_extend(bits, self.width);
+            self.op.apply(read(a), read(b))
         } else {
             self.op.apply(a, b)
         })
+    }
+
+    /// How its outcome can depend on the CTA ([`CtaDependence`]).
+    pub fn cta_dependence(&self) -> CtaDependence {
+        let mut ctaids = Vec::new();
+        self.lhs.ctaid_dims(&mut ctaids);
+        self.rhs.ctaid_dims(&mut ctaids);
+        if ctaids.is_empty() {
+            return CtaDependence::None;
+        }
+        let mut dims = Vec::new();
+        self.lhs.thread_dims(&mut dims);
+        self.rhs.thread_dims(&mut dims);
+        match dims[..] {
+            [dim] if self.lhs.is_affine() && self.rhs.is_affine() => CtaDependence::Affine(dim),
+            _ => CtaDependence::Other,
+        }
     }
 }
 
@@ -340,15 +398,20 @@ impl Predicate {
 }
 
 impl LaunchCounted {
+    /// Every comparison of its conditions, in order.
+    pub fn compares(&self) -> Vec<&Compare> {
+        let mut out = Vec::new();
+        for condition in &self.path {
+            condition.predicate.compares(&mut out);
+        }
+        out
+    }
+
     /// The kernel parameters its conditions read, as `(index, bytes)`, added to `out` once.
     pub fn params(&self, out: &mut Vec<(usize, u8)>) {
-        for condition in &self.path {
-            let mut compares = Vec::new();
-            condition.predicate.compares(&mut compares);
-            for compare in compares {
-                compare.lhs.params(out);
-                compare.rhs.params(out);
-            }
+        for compare in self.compares() {
+            compare.lhs.params(out);
+            compare.rhs.params(out);
         }
     }
 

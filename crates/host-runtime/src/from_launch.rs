@@ -30,7 +30,7 @@
 use std::collections::BTreeSet;
 
 use device_runtime::from_launch::{
-    Compare, Dim, IntExpr, LaunchCounted, LaunchValues, MissingParam, Special, ThreadPoint,
+    Compare, CtaDependence, Dim, IntExpr, LaunchCounted, LaunchValues, MissingParam, ThreadPoint,
 };
 
 use crate::config::Mode;
@@ -118,7 +118,7 @@ fn count_blocks(
 /// wider than the 64 bits a PTX register holds (which [`Compare::holds`] does not define).
 fn check_conditions(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<(), String> {
     for block in blocks {
-        for compare in compares(block) {
+        for compare in block.compares() {
             if compare.width > 64 {
                 return Err(format!(
                     "block {}: a launch condition compares {} bits, more than 64",
@@ -136,15 +136,6 @@ fn check_conditions(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<(
         }
     }
     Ok(())
-}
-
-/// Every comparison of the block's conditions.
-fn compares(block: &LaunchCounted) -> Vec<&Compare> {
-    let mut out = Vec::new();
-    for condition in &block.path {
-        condition.predicate.compares(&mut out);
-    }
-    out
 }
 
 /// The product of three dimensions (cannot overflow a `u128`).
@@ -317,24 +308,6 @@ struct Class {
     ctas: u64,
 }
 
-/// The dimensions of the CTA index (`%ctaid`) that the expression reads: a comparison that reads
-/// none gives every CTA the same outcome for a thread index.
-fn ctaid_dims(expr: &IntExpr, out: &mut Vec<Dim>) {
-    match expr {
-        IntExpr::Special(Special::Ctaid(d)) => {
-            if !out.contains(d) {
-                out.push(*d)
-            }
-        }
-        IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => {}
-        IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
-            ctaid_dims(a, out);
-            ctaid_dims(b, out);
-        }
-        IntExpr::Neg(a) | IntExpr::Shl(a, _) => ctaid_dims(a, out),
-    }
-}
-
 /// How `compare`'s outcome depends on the CTA under `launch` (no zero dimension), or `None`
 /// where the class method cannot tell (not affine, several dimensions, a value that wraps more
 /// than [`MAX_WRAPS`] times, an exact value beyond an `i128`).
@@ -359,20 +332,12 @@ fn ctaid_dims(expr: &IntExpr, out: &mut Vec<Dim>) {
 /// for pairs that never occur only add classes, never change an outcome. Without wraps (both
 /// ranges `0..=0`, the common case) this is the one plane `E_l - E_r`.
 fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, MissingParam> {
-    let mut ctaids = Vec::new();
-    ctaid_dims(&compare.lhs, &mut ctaids);
-    ctaid_dims(&compare.rhs, &mut ctaids);
-    if ctaids.is_empty() {
-        return Ok(Some(Shape::CtaIndependent));
-    }
-    let mut dims = Vec::new();
-    compare.lhs.thread_dims(&mut dims);
-    compare.rhs.thread_dims(&mut dims);
-    let [dim] = dims[..] else {
-        return Ok(None);
+    let dim = match compare.cta_dependence() {
+        CtaDependence::None => return Ok(Some(Shape::CtaIndependent)),
+        CtaDependence::Affine(dim) => dim,
+        CtaDependence::Other => return Ok(None),
     };
-    let fits = (1..=64).contains(&compare.width);
-    if !(fits && compare.lhs.is_affine() && compare.rhs.is_affine()) {
+    if !(1..=64).contains(&compare.width) {
         return Ok(None);
     }
     let modulus = 1i128 << compare.width;
@@ -504,7 +469,7 @@ fn cta_classes(
 ) -> Result<Option<[Vec<Class>; 3]>, String> {
     let mut planes: [BTreeSet<Plane>; 3] = Default::default();
     for block in blocks {
-        for compare in compares(block) {
+        for compare in block.compares() {
             let shape = analyse(compare, launch)
                 .map_err(|missing| format!("block {}: {missing}", block.block))?;
             match shape {
@@ -657,7 +622,7 @@ fn count_classes(
 
 #[cfg(test)]
 mod tests {
-    use device_runtime::from_launch::{CompareOp, Condition, Predicate};
+    use device_runtime::from_launch::{CompareOp, Condition, Predicate, Special};
 
     use super::*;
 
@@ -1449,10 +1414,10 @@ mod tests {
     /// range of its reading somewhere along its dimension in `launch` (asked of every CTA and
     /// thread index of that dimension, the others 0, independently of [`analyse`]).
     fn wraps_in_launch(block: &LaunchCounted, launch: &LaunchValues) -> bool {
-        compares(block).into_iter().any(|compare| {
+        block.compares().into_iter().any(|compare| {
             let mut ctaids = Vec::new();
-            ctaid_dims(&compare.lhs, &mut ctaids);
-            ctaid_dims(&compare.rhs, &mut ctaids);
+            compare.lhs.ctaid_dims(&mut ctaids);
+            compare.rhs.ctaid_dims(&mut ctaids);
             let mut dims = Vec::new();
             compare.lhs.thread_dims(&mut dims);
             compare.rhs.thread_dims(&mut dims);

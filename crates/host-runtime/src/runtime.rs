@@ -668,13 +668,11 @@ impl<C: Cuda> Runtime<C> {
             };
         let recorded = self.cuda.event_record(slot.event, queue);
         let mut state = self.lock();
-        let wanted = state.kernels[kernel].variants[variant]
-            .launch_params
-            .clone();
+        let wanted = &state.kernels[kernel].variants[variant].launch_params;
         // SAFETY: `args` holds the original's `params` arguments, each pointing to a value of
         // its parameter's size (cudaLaunchKernel's contract); `wanted` names parameters of the
         // kernel's own scalar types, with their sizes, from its PTX.
-        let params = unsafe { launch_param_bits(args, params, &wanted) };
+        let params = unsafe { launch_param_bits(args, params, wanted) };
         let record = LaunchRecord {
             grid,
             block,
@@ -1074,16 +1072,20 @@ impl<C: Cuda> Runtime<C> {
         let launch_counted = &variant.snapshot.launch_counted;
         if !launch_counted.is_empty() {
             if let Some(launch) = variant.launches.get(target.launch) {
-                let values = LaunchValues {
-                    grid: [launch.grid.x, launch.grid.y, launch.grid.z],
-                    block: [launch.block.x, launch.block.y, launch.block.z],
-                    params: launch.params.clone(),
-                };
-                let key: LaunchKey = (values.grid, values.block, values.params.clone());
+                let key: LaunchKey = (
+                    [launch.grid.x, launch.grid.y, launch.grid.z],
+                    [launch.block.x, launch.block.y, launch.block.z],
+                    launch.params.clone(),
+                );
                 let cached = variant.launch_counts.borrow().get(&key).cloned();
                 let counts = match cached {
                     Some(counts) => counts,
                     None => {
+                        let values = LaunchValues {
+                            grid: key.0,
+                            block: key.1,
+                            params: key.2.clone(),
+                        };
                         let counts =
                             counts_from_launch(launch_counted, &values, self.config.mode())?;
                         let mut cache = variant.launch_counts.borrow_mut();

@@ -21,7 +21,8 @@ use ptx_lexer::{Function, FunctionKind, Instruction, Operand};
 
 use super::{scope_depths, Cfg};
 use crate::from_launch::{
-    Compare, CompareOp, Condition, Dim, IntExpr, LaunchCounted, Predicate, Special,
+    mask, sign_extend, Compare, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted,
+    Predicate, Special,
 };
 
 /// What a register holds, where the tree knows it.
@@ -62,17 +63,6 @@ fn predicate_nodes(p: &Predicate) -> usize {
     }
 }
 
-fn reads_ctaid(expr: &IntExpr) -> bool {
-    match expr {
-        IntExpr::Special(Special::Ctaid(_)) => true,
-        IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => false,
-        IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
-            reads_ctaid(a) || reads_ctaid(b)
-        }
-        IntExpr::Neg(a) | IntExpr::Shl(a, _) => reads_ctaid(a),
-    }
-}
-
 /// Thread-dependent terms scaled by a literal this large or more (`i * 0xCCCCCCCD`, a
 /// compiler's test of divisibility) wrap around many times across a grid: left to the device.
 const MAX_LITERAL_SCALE_BITS: u32 = 16;
@@ -80,16 +70,10 @@ const MAX_LITERAL_SCALE_BITS: u32 = 16;
 /// Whether `expr` scales a term that depends on the thread by a literal of
 /// [`MAX_LITERAL_SCALE_BITS`] bits or more (read signed in `width` bits).
 fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
-    let depends = |e: &IntExpr| {
-        let mut dims = Vec::new();
-        e.thread_dims(&mut dims);
-        !dims.is_empty()
-    };
+    let depends = IntExpr::reads_thread;
     let large = |e: &IntExpr| match e {
         IntExpr::Literal(bits) => {
-            let shift = 64 - width.min(64);
-            let value = ((bits << shift) as i64) >> shift;
-            value.unsigned_abs() >= 1 << MAX_LITERAL_SCALE_BITS
+            sign_extend(*bits, width).unsigned_abs() >= 1 << MAX_LITERAL_SCALE_BITS
         }
         _ => false,
     };
@@ -119,16 +103,12 @@ fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
 fn countable_by_classes(predicate: &Predicate) -> bool {
     let mut compares = Vec::new();
     predicate.compares(&mut compares);
-    compares.iter().all(|c| {
-        let mut dims = Vec::new();
-        c.lhs.thread_dims(&mut dims);
-        c.rhs.thread_dims(&mut dims);
-        let affine = c.lhs.is_affine()
-            && c.rhs.is_affine()
-            && dims.len() <= 1
-            && !scales_by_large_literal(&c.lhs, c.width)
-            && !scales_by_large_literal(&c.rhs, c.width);
-        affine || !(reads_ctaid(&c.lhs) || reads_ctaid(&c.rhs))
+    compares.iter().all(|c| match c.cta_dependence() {
+        CtaDependence::None => true,
+        CtaDependence::Affine(_) => {
+            !scales_by_large_literal(&c.lhs, c.width) && !scales_by_large_literal(&c.rhs, c.width)
+        }
+        CtaDependence::Other => false,
     })
 }
 
@@ -195,11 +175,7 @@ impl State<'_> {
         match operand {
             Operand::Integer(text) => {
                 let value = parse_integer(text)? as u64;
-                Some(IntExpr::Literal(if width >= 64 {
-                    value
-                } else {
-                    value & ((1u64 << width) - 1)
-                }))
+                Some(IntExpr::Literal(value & mask(width)))
             }
             Operand::Register(name) => {
                 if let Some(special) = special_of(name) {
@@ -335,14 +311,9 @@ impl State<'_> {
                     return None;
                 }
                 let x = self.int(ops.get(1)?, width)?;
-                let all_ones = if width >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << width) - 1
-                };
                 let expr = IntExpr::Add(
                     Box::new(IntExpr::Neg(Box::new(x))),
-                    Box::new(IntExpr::Literal(all_ones)),
+                    Box::new(IntExpr::Literal(mask(width))),
                 );
                 Some(vec![(dest(0)?, int(width, expr))])
             }
