@@ -23,9 +23,10 @@ CUDA_FLUX_CPU_STATS (crates/cpu-runtime/README.md):
                  uncounted, in the same binary.
 
 The interpreter counts every instruction alike, so per kernel, clone minus original is what the
-counter code executed. `ptxas -v -arch=sm_90` on the kept instrumented PTX (which holds `K` and
-`K__cf`) gives registers and static shared memory per function, for the occupancy each would
-have on sm_90. Reported per kernel and in summary (see render_markdown):
+counter code executed. `cuda-flux-ptxas -v -arch=sm_90` on the kept instrumented PTX (which
+holds `K` and `K__cf`; it is ptxas with each clone held to its original's registers where the
+GPU build holds it, crates/wrapper/src/registers.rs) gives registers and static shared memory
+per function, for the occupancy each would have on sm_90. Reported per kernel and in summary (see render_markdown):
 
   expansion        clone / original warp instructions (geometric mean and worst over kernels)
   counter code     clone - original warp instructions
@@ -529,12 +530,15 @@ def launch_configs(profile_path):
     return configs
 
 
-def ptxas_resources(keep_dir):
+def ptxas_resources(keep_dir, ptxas):
+    """parse_ptxas of every kept instrumented PTX file (the sm_90 ones where there are any),
+    assembled for sm_90 by `ptxas` (cuda-flux-ptxas: the clones held to their originals'
+    registers where the GPU build holds them)."""
     files = sorted(glob.glob(os.path.join(keep_dir, "**", "*.instrumented.ptx"), recursive=True))
     sm90 = [f for f in files if ".sm_90." in os.path.basename(f)]
     resources, errors = {}, []
     for ptx in sm90 or files:
-        out = sh(["ptxas", "-v", "-arch=sm_90", ptx, "-o", os.devnull])
+        out = sh([ptxas, "-v", "-arch=sm_90", ptx, "-o", os.devnull])
         if out.returncode != 0:
             errors.append(f"{os.path.basename(ptx)}: {(out.stderr.strip().splitlines() or ['?'])[0]}")
         resources.update(parse_ptxas(out.stdout + out.stderr))
@@ -594,7 +598,7 @@ def measure(program, runs, timeout, work, reps_scale=None):
                         f"{variant}: {name}'s warp instructions differ between runs "
                         f"(first run's counts used)")
     configs = launch_configs(profile)
-    resources, errors = ptxas_resources(program["keep"])
+    resources, errors = ptxas_resources(program["keep"], program["ptxas"])
     record["notes"].extend(f"ptxas: {e}" for e in errors)
 
     def median_ns(rs, name):
@@ -803,8 +807,9 @@ def render_markdown(doc):
     lines += [
         "",
         f"Occupancy formula (sm_90): {OCCUPANCY_FORMULA}. Registers and static shared memory "
-        "per function from `ptxas -v -arch=sm_90` on the kept instrumented PTX (original `K` and "
-        "clone `K__cf` compiled from the same file); block size and dynamic shared memory from "
+        "per function from `cuda-flux-ptxas -v -arch=sm_90` on the kept instrumented PTX "
+        "(original `K` and clone `K__cf` compiled from the same file; the clone held to its "
+        "original's registers where the GPU build holds it, without spilling more); block size and dynamic shared memory from "
         "each distinct launch configuration in the profile.",
         "",
         "Kernel time is the CPU interpreter's, a stand-in for a GPU's: it weighs PTX "
@@ -991,6 +996,7 @@ def main(argv=None):
         else:
             pwork = os.path.join(work, "stats", program["name"].replace("/", "-"))
             os.makedirs(pwork, exist_ok=True)
+            program["ptxas"] = os.path.join(os.path.dirname(driver), "cuda-flux-ptxas")
             record = measure(program, args.runs, args.timeout, pwork, args.reps_scale)
             if program.get("build_warnings"):
                 record["notes"].append("build: " + "; ".join(program["build_warnings"]))

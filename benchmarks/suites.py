@@ -999,6 +999,7 @@ def cost_program(app, defaults, context):
             "cwd": os.path.join(context["suites"][app["suite"]], app["dir"]),
             "run": ["bash", "-c", app["run"]],
             "keep": os.path.join(app_work(app, context), "keep"),
+            "ptxas": os.path.join(context["bin"], "cuda-flux-ptxas"),
             "env": app_environment(app, defaults, context)}
 
 

@@ -24,6 +24,9 @@ use crate::{
     WarpReductions,
 };
 
+/// What a kernel's counting clone is called: the kernel's name and this (`K__cf`).
+pub const CLONE_SUFFIX: &str = "__cf";
+
 /// One block of the snapshot: the function it belongs to (the original's name), its label and
 /// its instructions' full opcodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,7 +276,7 @@ fn instrument_kernel_in(
     let params = module.function(kernel).map_or(0, |f| f.params().len());
 
     // Clone names: `K__cf` for the kernel, `f__cf<k>` for kernel number k's copy of `f`.
-    let kernel_clone = format!("{kernel}__cf");
+    let kernel_clone = format!("{kernel}{CLONE_SUFFIX}");
     let clones: HashMap<&str, String> = functions
         .iter()
         .map(|f| (f.as_str(), format!("{f}__cf{kernel_index}")))

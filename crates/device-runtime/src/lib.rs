@@ -27,7 +27,7 @@ pub mod placement;
 pub use flow::ThreadFlow;
 
 pub use instrument::{
-    instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock,
+    instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock, CLONE_SUFFIX,
 };
 pub use placement::Placement;
 

@@ -37,8 +37,8 @@ pub use instruction::{
     DataType, Guard, Instruction, InstructionFacts, Opcode, Operand, StateSpace,
 };
 pub use module::{
-    Directive, Function, FunctionKind, Item, Module, Param, RegDeclaration, RegName, Statement,
-    StatementKind,
+    Directive, Function, FunctionAttribute, FunctionKind, Item, Module, Param, RegDeclaration,
+    RegName, Statement, StatementKind,
 };
 pub use parser::parse;
 pub use rewrite::RewriteError;

@@ -8,8 +8,8 @@ use thiserror::Error;
 use crate::blocks::{BasicBlock, Edge, EdgeKind};
 use crate::instruction::{Instruction, Operand};
 use crate::module::{
-    Directive, DirectiveText, Function, Item, Module, ModuleDirective, ModuleDirectiveKind, Param,
-    RegDeclaration, RegName, Statement, StatementKind,
+    Directive, DirectiveText, Function, FunctionAttribute, Item, Module, ModuleDirective,
+    ModuleDirectiveKind, Param, RegDeclaration, RegName, Statement, StatementKind,
 };
 
 /// Why a rewrite could not be done.
@@ -103,6 +103,12 @@ impl Function {
     /// Appends a parameter.
     pub fn push_param(&mut self, param: Param) {
         self.params.get_or_insert_with(Vec::new).push(param);
+        self.header = None;
+    }
+
+    /// Replaces the attributes after the parameter list (`.maxntid 256, 1, 1`, `.maxnreg 32`).
+    pub fn set_attributes(&mut self, attributes: Vec<FunctionAttribute>) {
+        self.attributes = attributes;
         self.header = None;
     }
 

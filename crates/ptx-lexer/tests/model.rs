@@ -283,6 +283,33 @@ fn inserting_at_a_block_top_goes_after_the_label_and_before_a_guard() {
 }
 
 #[test]
+fn attributes_are_replaced_and_printed_after_the_parameters() {
+    let mut m =
+        module(".visible .entry k(\n\t.param .u64 k_p0\n)\n.maxntid 256, 1, 1\n{\n\tret;\n}\n");
+    let k = m.function_mut("k").unwrap();
+    let mut attributes = k.attributes().to_vec();
+    attributes.push(ptx_lexer::FunctionAttribute {
+        name: "maxnreg".into(),
+        text: ".maxnreg 32".into(),
+    });
+    k.set_attributes(attributes);
+    let text = m.to_ptx();
+    assert!(
+        text.ends_with(".visible .entry k(\n\t.param .u64 k_p0\n)\n.maxntid 256, 1, 1\n.maxnreg 32\n{\n\tret;\n}\n"),
+        "{text}"
+    );
+    let reparsed = parse(text).unwrap();
+    let names: Vec<&str> = reparsed
+        .function("k")
+        .unwrap()
+        .attributes()
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["maxntid", "maxnreg"]);
+}
+
+#[test]
 fn cloning_prints_a_canonical_header_and_keeps_the_body() {
     let mut m = module(".visible .entry k(\n\t.param .u64 k_p0\n)\n{\n\tret;\n}\n");
     let clone = m.clone_function("k", "k_clone").unwrap();

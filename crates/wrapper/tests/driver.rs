@@ -6,6 +6,7 @@ use test_support as support;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn driver() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuda-flux-clang"))
@@ -99,6 +100,9 @@ fn every_corpus_program_builds_instrumented() {
                 }
             }
         }
+        let (held, left) = registers_fit(&stem, &keep, &kernels)?;
+        HELD.fetch_add(held, Ordering::Relaxed);
+        LEFT.fetch_add(left, Ordering::Relaxed);
         // The host code: every launch goes to the runtime, each clone is registered.
         let original = disassemble(&keep.join(format!("0-{stem}.host.bc")));
         let instrumented =
@@ -175,6 +179,102 @@ fn every_corpus_program_builds_instrumented() {
         errors.len(),
         errors.join("\n\n")
     );
+    // Both outcomes of fitting occur in the corpus (with CUDA 11.8's ptxas at sm_70,
+    // nested_loops' clone is held to 32 registers and loops' would spill there).
+    let (held, left) = (HELD.load(Ordering::Relaxed), LEFT.load(Ordering::Relaxed));
+    assert!(held > 0 && left > 0, "{held} clone(s) held, {left} left");
+}
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+static LEFT: AtomicUsize = AtomicUsize::new(0);
+
+/// What `ptxas -v` says of `ptx` for `arch`, with `.maxnreg` limits added to some clones.
+fn ptxas_verbose(
+    ptx: &str,
+    arch: &str,
+    path: &Path,
+) -> Result<std::collections::HashMap<String, wrapper::registers::EntryResources>, String> {
+    std::fs::write(path, ptx).map_err(|e| e.to_string())?;
+    let output = Command::new("ptxas")
+        .args(["-v", "-O2", "--gpu-name", arch, "-o", "/dev/null"])
+        .arg(path)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!(
+            "{}: ptxas failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(wrapper::registers::parse_ptxas_verbose(&format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )))
+}
+
+/// The clones keep their originals' occupancy: by ptxas's own account of the kept instrumented
+/// PTX, each clone's registers stay within its limit, or the clone is left without a limit
+/// and holding it there (tried here) spills. Returns how many clones were held and left.
+fn registers_fit(stem: &str, keep: &Path, kernels: &[String]) -> Result<(usize, usize), String> {
+    use wrapper::registers::register_limit;
+    let (mut held, mut left) = (0, 0);
+    for arch in ["sm_70", "sm_90"] {
+        let path = keep.join(format!("0-{stem}.{arch}.instrumented.ptx"));
+        let ptx = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+        let trial = keep.join(format!("trial.{arch}.ptx"));
+        let used = ptxas_verbose(&ptx, arch, &trial)?;
+        let module = ptx_lexer::parse(ptx.clone()).map_err(|e| e.to_string())?;
+        for kernel in kernels {
+            let clone = format!("{kernel}__cf");
+            let (Some(original), Some(counting)) = (used.get(kernel), used.get(&clone)) else {
+                return Err(format!(
+                    "{stem} {arch}: ptxas -v does not list {kernel} and its clone"
+                ));
+            };
+            let limit = register_limit(original, arch);
+            let limited = module
+                .function(&clone)
+                .is_some_and(|f| f.attributes().iter().any(|a| a.name == "maxnreg"));
+            if counting.registers <= limit {
+                held += usize::from(limited);
+                continue;
+            }
+            if limited {
+                return Err(format!(
+                    "{stem} {arch}: {clone} uses {} registers under its .maxnreg, over its \
+                     limit {limit}",
+                    counting.registers
+                ));
+            }
+            // Left over its limit: holding it there must spill.
+            let mut capped = module.clone();
+            let function = capped.function_mut(&clone).ok_or("no clone")?;
+            let mut attributes = function.attributes().to_vec();
+            attributes.push(ptx_lexer::FunctionAttribute {
+                name: "maxnreg".into(),
+                text: format!(".maxnreg {limit}"),
+            });
+            function.set_attributes(attributes);
+            let tried = ptxas_verbose(&capped.to_ptx(), arch, &trial)?;
+            let Some(tried) = tried.get(&clone) else {
+                return Err(format!("{stem} {arch}: ptxas -v does not list {clone}"));
+            };
+            let more = |of: fn(&wrapper::registers::EntryResources) -> u64| {
+                of(tried) > of(original).max(of(counting))
+            };
+            if !more(|r| r.spill_store_bytes) && !more(|r| r.spill_load_bytes) {
+                return Err(format!(
+                    "{stem} {arch}: {clone} uses {} registers (limit {limit}), yet holding it \
+                     to {limit} spills no more than it and its original do",
+                    counting.registers
+                ));
+            }
+            left += 1;
+        }
+    }
+    Ok((held, left))
 }
 
 /// Runs both programs in empty directories. Without a GPU the instrumented one must behave

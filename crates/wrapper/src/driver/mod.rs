@@ -1271,7 +1271,13 @@ impl Driver {
     }
 
     fn ptxas(&self, arch: &str, ptx: &Path, cubin: &Path) -> Command {
+        self.ptxas_with(arch, ptx, cubin, &[])
+    }
+
+    /// [`Driver::ptxas`] with `extra` options before the user's.
+    fn ptxas_with(&self, arch: &str, ptx: &Path, cubin: &Path, extra: &[&str]) -> Command {
         let mut command = Command::new(&self.tools.ptxas);
+        command.args(extra);
         let level = self.device_opt_level();
         command.args(["-m64", level.flag()]);
         if self.args.debug {
@@ -1366,7 +1372,7 @@ impl Driver {
             // PTX belong to the GPU target and to the test suite).
             return self.assembled(arch, instrumented, cubin, kernels);
         }
-        match self.try_run(&mut self.ptxas(arch, &instrumented, &cubin))? {
+        match self.assemble_instrumented(arch, &mut module, &kernels, &instrumented, &cubin)? {
             Ok(()) => Ok(ArchBuild {
                 arch: arch.to_string(),
                 cubin,
@@ -1385,6 +1391,62 @@ impl Driver {
                 self.assembled(arch, original, cubin, kernels)
             }
         }
+    }
+
+    /// Assembles the instrumented `module` (written to `ptx`) for `arch` into `cubin`, each
+    /// kernel's clone held to the registers that keep its original's occupancy
+    /// (`crate::registers`); returns ptxas's error output when it rejects the PTX. ptxas runs
+    /// with `-v` to say what it used; its output is shown only when the user asked for it.
+    fn assemble_instrumented(
+        &self,
+        arch: &str,
+        module: &mut ptx_lexer::Module,
+        kernels: &[KernelInstrumentation],
+        ptx: &Path,
+        cubin: &Path,
+    ) -> Result<std::result::Result<(), String>> {
+        let pairs: Vec<(String, String)> = kernels
+            .iter()
+            .filter_map(|k| Some((k.kernel.clone(), k.clone.clone()?)))
+            .collect();
+        let asked_verbose = self
+            .args
+            .ptxas_flags
+            .iter()
+            .any(|f| f == "-v" || f == "--verbose");
+        let mut spawn_error = None;
+        let mut assemble = |module: &ptx_lexer::Module| -> std::result::Result<String, String> {
+            std::fs::write(ptx, module.to_ptx())
+                .map_err(|e| format!("cannot write {}: {e}", ptx.display()))?;
+            let extra: &[&str] = if asked_verbose { &[] } else { &["-v"] };
+            let mut command = self.ptxas_with(arch, ptx, cubin, extra);
+            self.show(&command);
+            match command.output() {
+                Ok(output) if output.status.success() => Ok(format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                )),
+                Ok(output) => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
+                Err(error) => {
+                    let message = format!("cannot run {}: {error}", self.tools.ptxas.display());
+                    spawn_error = Some(message.clone());
+                    Err(message)
+                }
+            }
+        };
+        let fit = crate::registers::fit_clone_registers(module, &pairs, arch, &mut assemble);
+        if let Some(message) = spawn_error {
+            bail!(message);
+        }
+        Ok(fit.map(|fit| {
+            for fitted in &fit.fitted {
+                self.verbose(format!("{arch}: {fitted}"));
+            }
+            if asked_verbose {
+                eprint!("{}", fit.ptxas_output);
+            }
+        }))
     }
 
     /// The build of `ptx` for `arch` as it stands: assembled to `cubin` for the GPU target (the
