@@ -4,7 +4,9 @@
 // guard (blocks of 16x16, whose warps span two rows, and 32x8, with partial CTAs at both edges),
 // an early return followed by a guard on the thread index or a signed sum with a parameter
 // (negative in one launch: the same kernel launched with different values), a 3-D grid with a
-// condition on the CTA index alone and an unsigned bound, partial warps (CTAs of 48 threads).
+// condition on the CTA index alone and an unsigned bound, partial warps (CTAs of 48 threads), and
+// 32-bit indices compared with 64-bit bounds (widened: sign-extended against a `long` that is
+// negative, inside 32 bits or beyond them; zero-extended against an unsigned 64-bit one).
 // The witnesses count the truth on the device; the results are checked on the host.
 #include "witness.cuh"
 #include <vector>
@@ -43,6 +45,16 @@ __global__ void slabs(unsigned* out, unsigned nz, unsigned first_cta) {
     }
 }
 
+__global__ void widened(float* v, long n, unsigned long long limit) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x < limit) {
+        if (i < n) {
+            witness();
+            v[i] += 1.0f;
+        }
+    }
+}
+
 int main() {
     const int n = 100, m = 70;
     std::vector<float> a(n * m), b(n * m, 0.0f);
@@ -66,6 +78,14 @@ int main() {
     CHECK(cudaMalloc(&d_slab, slab.size() * sizeof(unsigned)));
     CHECK(cudaMemcpy(d_slab, slab.data(), slab.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
 
+    const int wide_ctas = 5, wide_threads = 64;
+    std::vector<float> v(wide_ctas * wide_threads, 1.0f);
+    float* d_v;
+    CHECK(cudaMalloc(&d_v, v.size() * sizeof(float)));
+    CHECK(cudaMemcpy(d_v, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+    const long wide_bounds[] = {300, -5, 1L << 40};
+    const unsigned long long wide_limits[] = {20, 1ULL << 33, 40};
+
     witness_reset();
     interior<<<dim3((n + 15) / 16, (m + 15) / 16), dim3(16, 16)>>>(d_a, d_b, n, m);
     CHECK_LAUNCH();
@@ -77,12 +97,25 @@ int main() {
     }
     slabs<<<slab_grid, slab_block>>>(d_slab, nz, 1u);
     CHECK_LAUNCH();
+    for (int k = 0; k < 3; ++k) {
+        widened<<<wide_ctas, wide_threads>>>(d_v, wide_bounds[k], wide_limits[k]);
+        CHECK_LAUNCH();
+    }
     witness_report();
 
     CHECK(cudaMemcpy(b.data(), d_b, b.size() * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(out.data(), d_out, count * sizeof(int), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(slab.data(), d_slab, slab.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(v.data(), d_v, v.size() * sizeof(float), cudaMemcpyDeviceToHost));
     long bad = 0;
+    for (int i = 0; i < wide_ctas * wide_threads; ++i) {
+        float want = 1.0f;
+        for (int k = 0; k < 3; ++k) {
+            if ((unsigned long long)(i % wide_threads) < wide_limits[k] && i < wide_bounds[k])
+                want += 1.0f;
+        }
+        if (v[i] != want) ++bad;
+    }
     for (int y = 0; y < m; ++y) {
         for (int x = 0; x < n; ++x) {
             float want = 0.0f;
@@ -115,5 +148,6 @@ int main() {
     CHECK(cudaFree(d_b));
     CHECK(cudaFree(d_out));
     CHECK(cudaFree(d_slab));
-    return report_result(bad, "interior points, guarded increments and slab counts");
+    CHECK(cudaFree(d_v));
+    return report_result(bad, "interior points, guarded increments, slab counts and widened bounds");
 }

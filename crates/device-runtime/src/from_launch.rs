@@ -325,6 +325,17 @@ impl IntExpr {
 }
 
 impl CompareOp {
+    /// The operator with its sides swapped: `a op b` is `b op.flip() a`.
+    pub fn flip(self) -> CompareOp {
+        match self {
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            op => op,
+        }
+    }
+
     /// `a op b` on numbers read the same way.
     pub fn apply<T: Ord>(self, a: T, b: T) -> bool {
         match self {
@@ -370,6 +381,17 @@ impl Compare {
 }
 
 impl Predicate {
+    /// `lhs op rhs` in `width` bits, read `signed` or not.
+    pub fn compare(op: CompareOp, signed: bool, width: u32, lhs: IntExpr, rhs: IntExpr) -> Self {
+        Predicate::Compare(Compare {
+            op,
+            signed,
+            width,
+            lhs,
+            rhs,
+        })
+    }
+
     /// The predicate for one thread, as the PTX evaluates it.
     pub fn holds(&self, thread: &ThreadPoint, launch: &LaunchValues) -> Result<bool, MissingParam> {
         let h = |p: &Predicate| p.holds(thread, launch);

@@ -668,13 +668,7 @@ mod tests {
     }
 
     fn compare(op: CompareOp, signed: bool, width: u32, lhs: IntExpr, rhs: IntExpr) -> Predicate {
-        Predicate::Compare(Compare {
-            op,
-            signed,
-            width,
-            lhs,
-            rhs,
-        })
+        Predicate::compare(op, signed, width, lhs, rhs)
     }
 
     /// `lhs op rhs`, signed 32 bits.

@@ -1,13 +1,17 @@
 //! Blocks the runtime counts from the launch ([`crate::from_launch`]): the blocks of a kernel's
 //! *launch tree*, reached from the entry through blocks each entered only from the one before,
+//! or through the join of a tree block's branch that every thread running the block reaches
+//! ([`join_of`]: `if (tid == 0) {...} __syncthreads(); if (i < n)`, whatever the `if` reads),
 //! along branches whose predicates the tree's own instructions compute from `%tid`, `%ntid`,
 //! `%ctaid`, `%nctaid`, kernel parameters and literals, with integer arithmetic that wraps like
 //! the host's evaluation (add, subtract, multiply low, shift left by a literal, negate,
-//! complement) and integer comparisons.
+//! complement) and integer comparisons, of 64-bit values widened from 32-bit ones too.
 //!
 //! A thread runs such a block exactly when every branch on the way went its way: every
 //! instruction before those branches ran once in that thread (no loop reaches back into the
-//! tree, since each of its blocks has one predecessor and the entry none), nothing on the way
+//! tree, since each of its blocks has one predecessor, or is a join whose predecessors all lie
+//! between it and its tree block, and the entry none; registers written between a tree block
+//! and its join are forgotten there), nothing on the way
 //! can end the thread early but a `ret`/`exit` whose guard is part of the path, and no call
 //! (a callee could end the thread). The lanes of a warp that run the block took the same sides
 //! of the same branches, so they run it together, once: its warp count is the number of warps
@@ -21,8 +25,8 @@ use ptx_lexer::{Function, FunctionKind, Instruction, Operand};
 
 use super::{scope_depths, Cfg};
 use crate::from_launch::{
-    mask, sign_extend, Compare, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted,
-    Predicate, Special,
+    mask, sign_extend, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted, Predicate,
+    Special,
 };
 
 /// What a register holds, where the tree knows it.
@@ -32,6 +36,14 @@ enum Value {
     Int {
         width: u32,
         expr: IntExpr,
+    },
+    /// A 64-bit integer widened from the 32-bit `narrow` (`cvt.s64.s32`: sign-extended,
+    /// `cvt.u64.u32`: zero-extended). Widening is not a ring operation, so only a comparison
+    /// may read it, which becomes comparisons of the narrow value and of the other side's range
+    /// ([`widened_compare`]); any other use leaves the result unknown.
+    Widened {
+        signed: bool,
+        narrow: IntExpr,
     },
     Pred(Predicate),
 }
@@ -203,8 +215,21 @@ impl State<'_> {
             } else {
                 p.clone()
             }),
-            Value::Int { .. } => None,
+            Value::Int { .. } | Value::Widened { .. } => None,
         }
+    }
+
+    /// A 64-bit comparison operand: an integer, or a widened 32-bit one.
+    fn wide(&self, operand: &Operand) -> Option<Wide> {
+        if let Operand::Register(name) = operand {
+            if let Some(Value::Widened { signed, narrow }) = self.values.get(name.as_str()) {
+                return Some(Wide::Widened {
+                    signed: *signed,
+                    narrow: narrow.clone(),
+                });
+            }
+        }
+        self.int(operand, 64).map(Wide::Int)
     }
 
     /// Applies one unguarded, top-level instruction: the registers it writes get their
@@ -216,7 +241,9 @@ impl State<'_> {
         }
         for (name, value) in known.into_iter().flatten() {
             let small = match &value {
-                Value::Int { expr, .. } => nodes(expr) <= MAX_EXPRESSION_NODES,
+                Value::Int { expr, .. } | Value::Widened { narrow: expr, .. } => {
+                    nodes(expr) <= MAX_EXPRESSION_NODES
+                }
                 Value::Pred(p) => predicate_nodes(p) <= MAX_EXPRESSION_NODES,
             };
             if small {
@@ -332,6 +359,25 @@ impl State<'_> {
                     int(width, IntExpr::Shl(Box::new(x), shift)),
                 )])
             }
+            "cvt" => {
+                // `cvt.{s64,u64}.{s32,u32}`: widening, by the source's signedness (no rounding
+                // nor saturation modifiers).
+                let modifiers: Vec<&str> = opcode.modifiers().collect();
+                let [to, from] = modifiers[..] else {
+                    return None;
+                };
+                if int_width(to)? != 64 || int_width(from)? != 32 || from.starts_with('b') {
+                    return None;
+                }
+                let narrow = self.int(ops.get(1)?, 32)?;
+                Some(vec![(
+                    dest(0)?,
+                    Value::Widened {
+                        signed: from.starts_with('s'),
+                        narrow,
+                    },
+                )])
+            }
             "setp" => self.setp(instruction),
             "and" | "or" | "xor" | "not" if opcode.modifiers().last() == Some("pred") => {
                 let x = self.pred(ops.get(1)?)?;
@@ -370,13 +416,17 @@ impl State<'_> {
         // `lo`/`ls`/`hi`/`hs` are unsigned whatever the type says.
         let signed = signed && !matches!(cmp, "lo" | "ls" | "hi" | "hs");
         let ops = &instruction.operands;
-        let compare = Predicate::Compare(Compare {
-            op,
-            signed,
-            width,
-            lhs: self.int(ops.get(1)?, width)?,
-            rhs: self.int(ops.get(2)?, width)?,
-        });
+        let compare = if width == 64 {
+            widened_compare(op, signed, self.wide(ops.get(1)?)?, self.wide(ops.get(2)?)?)?
+        } else {
+            Predicate::compare(
+                op,
+                signed,
+                width,
+                self.int(ops.get(1)?, width)?,
+                self.int(ops.get(2)?, width)?,
+            )
+        };
         let (first, second) = match ops.first()? {
             Operand::Register(p) => (p.to_string(), None),
             Operand::RegisterPair(p, q) => (p.to_string(), Some(q.to_string())),
@@ -406,6 +456,78 @@ impl State<'_> {
     }
 }
 
+/// An operand of a 64-bit comparison.
+#[derive(Debug, Clone)]
+enum Wide {
+    Int(IntExpr),
+    Widened { signed: bool, narrow: IntExpr },
+}
+
+/// `lhs op rhs` in 64 bits (`signed`: the comparison's signedness) as comparisons the runtime
+/// evaluates: of 64-bit ring expressions as they are, and where a side is widened from 32 bits,
+/// of that side's narrow value with the other side's low half, where the other side lies in
+/// the range the widened values cover (read as the comparison reads them), and of the other
+/// side with that range's bounds. A widened value orders within its range as its narrow value
+/// does in 32 bits, signed if sign-extended, unsigned if zero-extended; outside the range
+/// the comparison's outcome is fixed. Sign-extended values read unsigned do not cover one
+/// range (the negative ones land at the top): `None`, as for two sides widened differently.
+fn widened_compare(op: CompareOp, signed: bool, lhs: Wide, rhs: Wide) -> Option<Predicate> {
+    let compare = Predicate::compare;
+    let (narrow_signed, narrow, other, op) = match (lhs, rhs) {
+        (Wide::Int(lhs), Wide::Int(rhs)) => return Some(compare(op, signed, 64, lhs, rhs)),
+        (
+            Wide::Widened {
+                signed: ls,
+                narrow: lhs,
+            },
+            Wide::Widened {
+                signed: rs,
+                narrow: rhs,
+            },
+        ) => {
+            // Both in the same range, ordered alike: the narrow comparison.
+            return (ls == rs && (signed || !ls)).then(|| compare(op, ls, 32, lhs, rhs));
+        }
+        (Wide::Widened { signed: s, narrow }, Wide::Int(other)) => (s, narrow, other, op),
+        (Wide::Int(other), Wide::Widened { signed: s, narrow }) => (s, narrow, other, op.flip()),
+    };
+    if narrow_signed && !signed {
+        return None;
+    }
+    // The range of the widened values as the comparison reads them.
+    let (low, high): (i128, i128) = if narrow_signed {
+        (-(1 << 31), (1 << 31) - 1)
+    } else {
+        (0, (1 << 32) - 1)
+    };
+    let literal = |v: i128| IntExpr::Literal((v as u64) & mask(64));
+    let b = Box::new;
+    // other < low: the widened side is the greater; other > high: the smaller. Read unsigned,
+    // nothing is below 0.
+    let below = (signed || low != 0)
+        .then(|| compare(CompareOp::Lt, signed, 64, other.clone(), literal(low)));
+    let above = compare(CompareOp::Gt, signed, 64, other.clone(), literal(high));
+    let inside = compare(op, narrow_signed, 32, narrow, other);
+    let (when_below, when_above) = match op {
+        CompareOp::Lt | CompareOp::Le => (false, true),
+        CompareOp::Gt | CompareOp::Ge => (true, false),
+        CompareOp::Eq => (false, false),
+        CompareOp::Ne => (true, true),
+    };
+    let mut in_range = Predicate::Not(b(above.clone()));
+    if let Some(below) = &below {
+        in_range = Predicate::And(b(Predicate::Not(b(below.clone()))), b(in_range));
+    }
+    let mut result = Predicate::And(b(in_range), b(inside));
+    if let Some(below) = below.filter(|_| when_below) {
+        result = Predicate::Or(b(result), b(below));
+    }
+    if when_above {
+        result = Predicate::Or(b(result), b(above));
+    }
+    Some(result)
+}
+
 /// The blocks of `function` (a kernel whose entry nothing branches to) that the runtime can
 /// count from the launch, with their paths, in block order. `skip(b)`: blocks counted some
 /// other way already (copies), which the tree still passes through.
@@ -428,6 +550,8 @@ pub(crate) fn launch_counted(
     let depths = scope_depths(function);
     let is_register = |name: &str| function.declares_register(name);
     let mut found = Vec::new();
+    let ipdoms = cfg.ipdoms();
+    let mut joined = vec![false; cfg.blocks.len()];
     // (block, the path to it, the registers' values at its top)
     let mut stack: Vec<(usize, Vec<Condition>, HashMap<String, Value>)> =
         vec![(0, Vec::new(), HashMap::new())];
@@ -475,6 +599,16 @@ pub(crate) fn launch_counted(
         if depths[last] > 0 {
             continue;
         }
+        // Every thread that runs this block runs its join too, whatever its branch does.
+        if let Some((join, written)) = join_of(function, cfg, &ipdoms, b, &is_register) {
+            if !std::mem::replace(&mut joined[join], true) {
+                let mut values = state.values.clone();
+                for register in &written {
+                    values.remove(register);
+                }
+                stack.push((join, path.clone(), values));
+            }
+        }
         // The condition under which a thread leaves by the taken side (a branch's target) or
         // continues (past a guarded `ret`/`exit`).
         let guard = match &last_instruction.guard {
@@ -502,6 +636,65 @@ pub(crate) fn launch_counted(
     }
     found.sort_by_key(|l| l.block);
     found
+}
+
+/// The join of tree block `b`'s branch, where each thread that runs `b` arrives exactly once,
+/// with the registers written on the way: `b`'s immediate post-dominator `j`, when the blocks
+/// between them (reached from `b` before `j`) are entered only from `b` and from each other, as
+/// is `j`, and none can end the thread (`ret`, `exit`, `trap`) or leave the function's known
+/// control flow (`call`, whose callee could end it; `brx`). Loops and data-dependent branches
+/// inside are fine: a thread leaves them for `j` once. So `j`'s threads are `b`'s, and its warps
+/// are `b`'s too, since the lanes that split at `b` meet again at `j` (assumption R).
+fn join_of(
+    function: &Function,
+    cfg: &Cfg,
+    ipdoms: &[Option<usize>],
+    b: usize,
+    is_register: &dyn Fn(&str) -> bool,
+) -> Option<(usize, Vec<String>)> {
+    if cfg.succs[b].len() < 2 {
+        return None;
+    }
+    let join = ipdoms[b]?;
+    let mut between = vec![false; cfg.blocks.len()];
+    let mut stack: Vec<usize> = cfg.succs[b]
+        .iter()
+        .copied()
+        .filter(|&s| s != join)
+        .collect();
+    while let Some(x) = stack.pop() {
+        if x == b || x == 0 {
+            return None;
+        }
+        if std::mem::replace(&mut between[x], true) {
+            continue;
+        }
+        stack.extend(cfg.succs[x].iter().copied().filter(|&s| s != join));
+    }
+    let inside = |p: &usize| *p == b || between[*p];
+    let statements = function.statements();
+    let mut written = Vec::new();
+    for x in (0..cfg.blocks.len()).filter(|&x| between[x]) {
+        if !cfg.preds[x].iter().all(inside) {
+            return None;
+        }
+        for &s in &cfg.blocks[x].instructions {
+            let Some(instruction) = statements[s].as_instruction() else {
+                continue;
+            };
+            if matches!(
+                instruction.opcode.base(),
+                "ret" | "exit" | "trap" | "call" | "brx"
+            ) {
+                return None;
+            }
+            written.extend(super::defs_and_uses(instruction, is_register).0);
+        }
+    }
+    cfg.preds[join]
+        .iter()
+        .all(inside)
+        .then_some((join, written))
 }
 
 /// Pushes the successors of tree block `b` that are entered only from it, each with its path.
@@ -589,8 +782,17 @@ mod tests {
     use super::*;
     use crate::from_launch::{LaunchValues, ThreadPoint};
 
-    /// Kernel `k(.param .u32 k_n, .param .u64 k_p)` with `body`.
+    /// The blocks of kernel `k(.param .u32 k_n, .param .u64 k_p)` with `body` that the
+    /// runtime counts from conditions (those every thread runs, with no condition, are left out:
+    /// the placement copies their counts from the entry's).
     fn counted(body: &str) -> Vec<LaunchCounted> {
+        let mut blocks = counted_all(body);
+        blocks.retain(|b| !b.path.is_empty());
+        blocks
+    }
+
+    /// All the blocks of the launch tree of `k` with `body`.
+    fn counted_all(body: &str) -> Vec<LaunchCounted> {
         let ptx = format!(
             ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{{\n\tret;\n}}\n\
              .visible .entry k(.param .u32 k_n, .param .u64 k_p, .param .align 4 .b8 k_s[8])\n\
@@ -611,7 +813,11 @@ mod tests {
 
     /// The threads of `launch(n)` that run `block`.
     fn threads(block: &LaunchCounted, n: u32) -> usize {
-        let launch = launch(n);
+        threads_in(block, &launch(n))
+    }
+
+    /// The threads of `launch` (a 3 x 2 grid of 32 x 4 CTAs) that run `block`.
+    fn threads_in(block: &LaunchCounted, launch: &LaunchValues) -> usize {
         let mut count = 0;
         for cx in 0..3 {
             for cy in 0..2 {
@@ -621,7 +827,7 @@ mod tests {
                             ctaid: [cx, cy, 0],
                             tid: [tx, ty, 0],
                         };
-                        count += usize::from(block.runs(&thread, &launch).unwrap());
+                        count += usize::from(block.runs(&thread, launch).unwrap());
                     }
                 }
             }
@@ -700,6 +906,188 @@ mod tests {
         assert_eq!(threads(&blocks[0], 50), 46 * 2 * 4);
     }
 
+    /// Every comparison of a widened 32-bit value with a 64-bit one, against the PTX's own
+    /// reading: widen, then compare in 64 bits. Values at and around every bound of both
+    /// readings, on either side.
+    #[test]
+    fn comparisons_of_widened_values_mean_what_the_ptx_computes() {
+        let narrow = IntExpr::Param { index: 0, bytes: 4 };
+        let other = IntExpr::Param { index: 1, bytes: 8 };
+        let mut narrows: Vec<u64> = vec![0, 1, 2, 0x7fff_fffe, 0x7fff_ffff, 0x8000_0000];
+        narrows.extend([0x8000_0001, 0xffff_fffe, 0xffff_ffff, 12345, 0xdead_beef]);
+        let mut others: Vec<u64> = Vec::new();
+        for base in [
+            0i128,
+            1 << 31,
+            -(1 << 31),
+            1 << 32,
+            1 << 63,
+            12345,
+            0xdead_beef,
+        ] {
+            for delta in -2i128..=2 {
+                others.push((base + delta) as u64);
+            }
+        }
+        others.extend(narrows.iter().map(|n| n | 0xffff_ffff_0000_0000));
+        let ops = [
+            CompareOp::Eq,
+            CompareOp::Ne,
+            CompareOp::Lt,
+            CompareOp::Le,
+            CompareOp::Gt,
+            CompareOp::Ge,
+        ];
+        let mut checked = 0;
+        for extension_signed in [false, true] {
+            for signed in [false, true] {
+                for op in ops {
+                    for narrow_on_left in [true, false] {
+                        let widened = Wide::Widened {
+                            signed: extension_signed,
+                            narrow: narrow.clone(),
+                        };
+                        let (lhs, rhs) = if narrow_on_left {
+                            (widened, Wide::Int(other.clone()))
+                        } else {
+                            (Wide::Int(other.clone()), widened)
+                        };
+                        let Some(predicate) = widened_compare(op, signed, lhs, rhs) else {
+                            // Only sign-extended values read unsigned are left to the device.
+                            assert!(extension_signed && !signed);
+                            continue;
+                        };
+                        for &a in &narrows {
+                            for &b in &others {
+                                let wide = if extension_signed {
+                                    sign_extend(a, 32) as u64
+                                } else {
+                                    a
+                                };
+                                let (x, y) = if narrow_on_left { (wide, b) } else { (b, wide) };
+                                let expected = if signed {
+                                    op.apply(x as i64, y as i64)
+                                } else {
+                                    op.apply(x, y)
+                                };
+                                let launch = LaunchValues {
+                                    grid: [1, 1, 1],
+                                    block: [1, 1, 1],
+                                    params: vec![Some(a), Some(b)],
+                                };
+                                let thread = ThreadPoint {
+                                    ctaid: [0; 3],
+                                    tid: [0; 3],
+                                };
+                                assert_eq!(
+                                    predicate.holds(&thread, &launch).unwrap(),
+                                    expected,
+                                    "{op:?} signed {signed}, extension signed \
+                                     {extension_signed}, narrow on the left {narrow_on_left}: \
+                                     {a:#x} vs {b:#x}"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn a_guard_on_a_widened_index_is_counted_from_the_launch() {
+        // Rodinia srad's `if (ei < Ne)`, `long Ne`: the index is sign-extended and compared
+        // in 64 bits; then a zero-extended one, compared unsigned.
+        let body = "	ld.param.u64 %rd5, [k_p];
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %tid.x;
+            	shl.b32 %r3, %r1, 5;
+	add.s32 %r4, %r3, %r2;
+	cvt.s64.s32 %rd4, %r4;
+            	setp.ge.s64 %p1, %rd4, %rd5;
+	@%p1 bra $DONE;
+	cvt.u64.u32 %rd6, %r2;
+            	setp.hs.u64 %p2, %rd6, %rd5;
+	@%p2 bra $DONE;
+            	st.global.u32 [%rd1], %r4;
+$DONE:
+	ret;";
+        let blocks = counted(body);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1, 2]);
+        let with = |p: u64| LaunchValues {
+            grid: [3, 2, 1],
+            block: [32, 4, 1],
+            params: vec![Some(0), Some(p)],
+        };
+        let count = |block: &LaunchCounted, p: u64| threads_in(block, &with(p));
+        // Global x in 0..96 (32 per CTA), 2 x 4 threads share each x.
+        assert_eq!(count(&blocks[0], 50), 50 * 8);
+        assert_eq!(count(&blocks[0], 1 << 40), 96 * 8, "a bound beyond 32 bits");
+        assert_eq!(count(&blocks[0], (-5i64) as u64), 0, "a negative bound");
+        // ... and the thread's own x below the bound too.
+        assert_eq!(count(&blocks[1], 50), 50 * 8);
+        assert_eq!(count(&blocks[1], 20), 20 * 8);
+        assert_eq!(count(&blocks[1], 1 << 40), 96 * 8);
+        // Widened values in arithmetic are not followed.
+        let arithmetic = body.replace(
+            "	setp.ge.s64 %p1, %rd4, %rd5;",
+            "	add.s64 %rd7, %rd4, 1;
+	setp.ge.s64 %p1, %rd7, %rd5;",
+        );
+        assert!(counted(&arithmetic).is_empty());
+    }
+
+    #[test]
+    fn the_tree_goes_on_after_a_branch_whose_sides_meet_again() {
+        // Parboil's `uniformAdd`: `if (tid == 0) uni = data[cta]; __syncthreads();` then a guard
+        // on the global index; the second guard behind a data-dependent `if`, whose register
+        // writes are forgotten at its join.
+        let body = "\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ctaid.x;\n\
+            \tsetp.ne.s32 %p1, %r1, 0;\n\t@%p1 bra $JOIN;\n\tld.global.u32 %r5, [%rd1];\n\
+            \tst.shared.u32 [%rd2], %r5;\n$JOIN:\n\tbar.sync 0;\n\tmov.u32 %r7, %ntid.x;\n\
+            \tmad.lo.s32 %r8, %r2, %r7, %r1;\n\tsetp.ge.u32 %p2, %r8, %r4;\n\t@%p2 bra $DONE;\n\
+            \tld.global.u32 %r9, [%rd1];\n\tsetp.eq.s32 %p3, %r9, 0;\n\t@%p3 bra $ELSE;\n\
+            \tadd.s32 %r8, %r8, 1;\n\tbra.uni $MEET;\n$ELSE:\n\tst.global.u32 [%rd1], %r9;\n\
+            $MEET:\n\tsetp.lt.u32 %p4, %r1, 16;\n\t@%p4 bra $DONE;\n\
+            \tst.global.u32 [%rd1], %r1;\n$DONE:\n\tret;";
+        let blocks = counted_all(body);
+        // 1: tid == 0; 2: the join (every thread); 3: i < n; 6: the data-dependent if's join;
+        // 7: tid.x >= 16 as well; 8: the last join (every thread). Not 4 and 5, the
+        // data-dependent sides.
+        assert_eq!(
+            blocks.iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1, 2, 3, 6, 7, 8]
+        );
+        let n = 50;
+        assert_eq!(threads(&blocks[0], n), 3 * 2 * 4);
+        assert_eq!(threads(&blocks[1], n), 3 * 2 * 32 * 4);
+        assert_eq!(threads(&blocks[2], n), 50 * 2 * 4);
+        assert_eq!(threads(&blocks[3], n), 50 * 2 * 4);
+        // x < 50 with x % 32 >= 16: 16..32 and 48..50 of each row.
+        assert_eq!(threads(&blocks[4], n), 18 * 2 * 4);
+        assert_eq!(threads(&blocks[5], n), 3 * 2 * 32 * 4);
+        // `%r8` is written on one side: a guard reading it after the join is not followed.
+        let rewritten = body.replace("setp.lt.u32 %p4, %r1, 16", "setp.lt.u32 %p4, %r8, 16");
+        assert_eq!(
+            counted(&rewritten)
+                .iter()
+                .map(|b| b.block)
+                .collect::<Vec<_>>(),
+            [1, 3, 6]
+        );
+        // A side that can return: its threads never reach the join.
+        let returning = body.replace("\tst.shared.u32 [%rd2], %r5;", "\t@%p1 ret;");
+        assert_eq!(
+            counted_all(&returning)
+                .iter()
+                .map(|b| b.block)
+                .collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
     #[test]
     fn conditions_mixing_dimensions_across_ctas_are_left_to_the_device() {
         // x + y < n over the grid: not one sign change per dimension.
@@ -738,10 +1126,15 @@ mod tests {
             \tshl.b32 %r2, %r1, 2;\n\tsetp.ne.and.s32 %p3, %r2, 8, %p1;\n\t@!%p3 bra $DONE;\n\
             \tst.global.u32 [%rd1], %r1;\n$DONE:\n\tret;";
         let blocks = counted(body);
-        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1, 2]);
-        // tid.x < 16 in each of the 6 CTAs' 4 rows; then tid.x * 4 != 8 as well.
+        assert_eq!(
+            blocks.iter().map(|b| b.block).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        // tid.x < 16 in each of the 6 CTAs' 4 rows; then tid.x * 4 != 8 as well; the join of
+        // that branch, the threads that did not return.
         assert_eq!(threads(&blocks[0], 0), 6 * 4 * 16);
         assert_eq!(threads(&blocks[1], 0), 6 * 4 * 15);
+        assert_eq!(threads(&blocks[2], 0), 6 * 4 * 16);
         assert!(!blocks[0].path[0].holds);
     }
 }
