@@ -325,6 +325,15 @@ impl IntExpr {
 }
 
 impl CompareOp {
+    pub const ALL: [CompareOp; 6] = [
+        CompareOp::Eq,
+        CompareOp::Ne,
+        CompareOp::Lt,
+        CompareOp::Le,
+        CompareOp::Gt,
+        CompareOp::Ge,
+    ];
+
     /// The operator with its sides swapped: `a op b` is `b op.flip() a`.
     pub fn flip(self) -> CompareOp {
         match self {

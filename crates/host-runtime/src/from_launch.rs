@@ -1322,14 +1322,7 @@ mod tests {
                     return Predicate::Constant(self.random.chance(50));
                 }
                 let dim = self.random.pick(&Dim::ALL);
-                let op = self.random.pick(&[
-                    CompareOp::Eq,
-                    CompareOp::Ne,
-                    CompareOp::Lt,
-                    CompareOp::Le,
-                    CompareOp::Gt,
-                    CompareOp::Ge,
-                ]);
+                let op = self.random.pick(&CompareOp::ALL);
                 // Unsigned differences of small values often go below 0, and so wrap.
                 let signed = self.random.chance(if self.wild { 50 } else { 75 });
                 let width = self.random.pick(&[32, 64]);

@@ -930,18 +930,10 @@ mod tests {
             }
         }
         others.extend(narrows.iter().map(|n| n | 0xffff_ffff_0000_0000));
-        let ops = [
-            CompareOp::Eq,
-            CompareOp::Ne,
-            CompareOp::Lt,
-            CompareOp::Le,
-            CompareOp::Gt,
-            CompareOp::Ge,
-        ];
         let mut checked = 0;
         for extension_signed in [false, true] {
             for signed in [false, true] {
-                for op in ops {
+                for op in CompareOp::ALL {
                     for narrow_on_left in [true, false] {
                         let widened = Wide::Widened {
                             signed: extension_signed,
