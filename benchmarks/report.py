@@ -14,9 +14,13 @@ Per program: the median wall time and median kernel_ms of each variant over its 
 overhead ratios instrumented/clang (whole program: wall time; kernels: kernel_ms), and whether
 every run passed its result check. Over the programs: geometric mean, median and worst (largest)
 ratio, compared with the targets: whole program geomean <= 1.5x and worst <= 4x; kernels median
-<= 2x. Python 3 standard library only.
+<= 2x. Where run.sh ran with --ncu, per kernel its clone's occupancy against its own (registers
+per thread, theoretical and achieved occupancy, medians over the profiled launches; the CSVs are
+read next to the runs.json that names them), and the kernels whose theoretical occupancy drops.
+Python 3 standard library only.
 """
 import argparse
+import csv
 import json
 import math
 import os
@@ -51,6 +55,58 @@ def ratio(num, den):
     if num is None or den is None or den <= 0:
         return None
     return num / den
+
+
+CLONE_SUFFIX = "__cf"
+# ncu metric per occupancy figure (run.sh collects them with --ncu).
+OCCUPANCY_METRICS = {
+    "registers": "launch__registers_per_thread",
+    "theoretical_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "achieved_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+}
+
+
+def read_ncu(path):
+    """`ncu --csv` output (after any ==PROF== lines) -> {kernel name: {metric: [value per
+    profiled launch]}}; values that are not numbers are left out."""
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    kernels = {}
+    if start is None:
+        return kernels
+    for row in csv.DictReader(lines[start:]):
+        try:
+            value = float((row.get("Metric Value") or "").replace(",", ""))
+        except ValueError:
+            continue
+        metrics = kernels.setdefault(row.get("Kernel Name"), {})
+        metrics.setdefault(row.get("Metric Name"), []).append(value)
+    return kernels
+
+
+def occupancy_rows(entry, base_dir):
+    """Per kernel of the clang variant's ncu CSV whose clone the instrumented variant's CSV
+    holds: each occupancy figure, kernel and clone (medians over launches)."""
+    paths = [(entry.get(key) or {}).get("csv") for key in ("ncu", "ncu_instrumented")]
+    if base_dir is None or not all(paths):
+        return []
+    try:
+        plain, counted = (read_ncu(os.path.join(base_dir, p)) for p in paths)
+    except OSError:
+        return []
+    rows = []
+    for name in sorted(plain):
+        clone = counted.get(name + CLONE_SUFFIX)
+        if clone is None:
+            continue
+        row = {"program": entry["name"], "kernel": name}
+        for figure, metric in OCCUPANCY_METRICS.items():
+            row[figure] = [median(plain[name].get(metric, [])), median(clone.get(metric, []))]
+        theoretical = row["theoretical_pct"]
+        row["drops"] = None if None in theoretical else theoretical[1] < theoretical[0] - 0.5
+        rows.append(row)
+    return rows
 
 
 def summarize_program(entry):
@@ -94,8 +150,11 @@ def stats(values):
             "worst": max(xs) if xs else None}
 
 
-def summarize(doc):
+def summarize(doc, base_dirs=None):
+    """`base_dirs`: per program, the folder of the runs.json that holds it (its ncu CSVs' base)."""
     rows = [summarize_program(p) for p in doc.get("programs", [])]
+    occupancy = [r for p in doc.get("programs", [])
+                 for r in occupancy_rows(p, (base_dirs or {}).get(p["name"]))]
     aggregate = {"wall": stats(r["wall_ratio"] for r in rows),
                  "kernel": stats(r["kernel_ratio"] for r in rows)}
     targets = []
@@ -104,7 +163,11 @@ def summarize(doc):
         targets.append({"ratio": kind, "statistic": statistic, "limit": limit, "value": value,
                         "met": None if value is None else value <= limit})
     return {"programs": rows, "aggregate": aggregate, "targets": targets,
-            "all_passed": bool(rows) and all(r["all_passed"] for r in rows)}
+            "all_passed": bool(rows) and all(r["all_passed"] for r in rows),
+            "occupancy": {"kernels": occupancy,
+                          "checked": sum(1 for r in occupancy if r["drops"] is not None),
+                          "drops": [f"{r['program']}: {r['kernel']}" for r in occupancy
+                                    if r["drops"]]}}
 
 
 def slug(text):
@@ -186,6 +249,18 @@ def render_markdown(doc, summary):
             lines.append(f"| {r['name']} | {p.get('launches')} | {p.get('launches_counted')} "
                          f"| {p.get('kernels')} | {', '.join(p.get('kernels_not_instrumented') or []) or '-'} "
                          f"| {p.get('thread_instructions')} | {p.get('bytes')} |")
+    occupancy = summary.get("occupancy") or {}
+    if occupancy.get("kernels"):
+        lines += ["", "Occupancy (ncu, medians over the profiled launches; kernel -> its clone):", "",
+                  "| program | kernel | registers | theoretical occupancy % | achieved occupancy % | drops |",
+                  "| --- | --- | ---: | ---: | ---: | --- |"]
+        for r in occupancy["kernels"]:
+            pair = lambda v, d: f"{fmt(v[0], d)} -> {fmt(v[1], d)}"  # noqa: E731
+            drops = "n/a" if r["drops"] is None else ("**yes**" if r["drops"] else "no")
+            lines.append(f"| {r['program']} | `{r['kernel']}` | {pair(r['registers'], 0)} "
+                         f"| {pair(r['theoretical_pct'], 1)} | {pair(r['achieved_pct'], 1)} | {drops} |")
+        lines += ["", f"Theoretical occupancy drops for {len(occupancy['drops'])} of "
+                  f"{occupancy['checked']} kernels checked."]
     lines += ["", "nvcc / clang (context, not a target): "
               + ", ".join(f"{r['name']} wall {fmt(r['nvcc_vs_clang_wall'], 2, 'x')}, "
                           f"kernels {fmt(r['nvcc_vs_clang_kernel'], 2, 'x')}"
@@ -216,12 +291,14 @@ def main(argv=None):
     ap.add_argument("--out-dir", default=os.path.join(here, "results"))
     ap.add_argument("--name", help="file name without extension (default: <date>-<gpu>)")
     args = ap.parse_args(argv)
-    docs = []
+    docs, base_dirs = [], {}
     for path in args.runs_json:
         with open(path) as f:
             docs.append(json.load(f))
+        for entry in docs[-1].get("programs", []):
+            base_dirs[entry["name"]] = os.path.dirname(os.path.abspath(path))
     doc = merge(docs)
-    summary = summarize(doc)
+    summary = summarize(doc, base_dirs)
     name = args.name or output_name(doc)
     os.makedirs(args.out_dir, exist_ok=True)
     md_path = os.path.join(args.out_dir, name + ".md")

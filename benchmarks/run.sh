@@ -5,7 +5,9 @@
 # to exit), the program's `kernel_ms`, its result line and exit status; for instrumented runs a
 # summary of the profile (CUDA_FLUX_OUTPUT) and, gzipped, the profile of the first run (all runs
 # with --keep-profiles). With --ncu (slow), and ncu on PATH, also collects Nsight Compute
-# instruction metrics of the clang variant per program into ncu/<program>.csv.
+# instruction metrics and occupancy (registers, theoretical and achieved) of the clang variant per
+# program into ncu/<program>.csv, and of the instrumented variant (its clones) into
+# ncu/<program>.instrumented.csv; report.py compares each clone's occupancy with its kernel's.
 # Writes everything to $RESULTS_DIR/runs.json (default results/), rewritten after every program.
 #
 #   ./run.sh [-n N] [--ncu] [--ncu-launch-count K] [--keep-profiles] [--timeout S] [PROGRAM...]
@@ -24,11 +26,16 @@ NCU_METRICS = ",".join([
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
     "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    # Occupancy: what report.py compares between a kernel (clang) and its clone (instrumented).
+    "launch__registers_per_thread",
+    "sm__maximum_warps_per_active_cycle_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
 ])
 
 ap = argparse.ArgumentParser(prog="run.sh")
 ap.add_argument("-n", "--runs", type=int, default=5, help="runs per variant and program (5)")
-ap.add_argument("--ncu", action="store_true", help="also collect ncu metrics for the clang variant")
+ap.add_argument("--ncu", action="store_true",
+                help="also collect ncu metrics for the clang and instrumented variants")
 ap.add_argument("--ncu-launch-count", type=int, default=200,
                 help="kernel launches ncu profiles per program (-c; 0: all) (200)")
 ap.add_argument("--keep-profiles", action="store_true", help="keep every instrumented run's profile")
@@ -140,19 +147,24 @@ def run_once(program, variant, rep):
     return row
 
 
-def run_ncu(program):
+def run_ncu(program, variant="clang"):
     if shutil.which("ncu") is None:
         return {"skipped": "ncu not on PATH"}
     os.makedirs(os.path.join(results, "ncu"), exist_ok=True)
-    csv = os.path.join(results, "ncu", f"{program}.csv")
-    cmd = ["ncu", "--csv", "--metrics", NCU_METRICS, "--log-file", csv]
+    suffix = "" if variant == "clang" else f".{variant}"
+    csv = os.path.join(results, "ncu", f"{program}{suffix}.csv")
+    # Mangled names: a clone is its kernel's name and `__cf`.
+    cmd = ["ncu", "--csv", "--print-kernel-base", "mangled", "--metrics", NCU_METRICS,
+           "--log-file", csv]
     if args.ncu_launch_count > 0:
         cmd += ["--launch-count", str(args.ncu_launch_count)]
-    cmd.append(os.path.join(".", "clang", program))
+    cmd.append(os.path.join(".", variant, program))
+    # The profile of a run under ncu is not kept (replayed kernels count more than once).
+    env = dict(os.environ, CUDA_FLUX_OUTPUT=os.devnull)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=max(args.timeout, 1800))
+                              env=env, timeout=max(args.timeout, 1800))
         status, err = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired:
         status, err = None, "timed out"
@@ -195,7 +207,9 @@ for program in programs:
                   f"kernel_ms {row['kernel_ms']}, {row['result'] or 'no result line'}{note}", flush=True)
     if args.ncu:
         entry["ncu"] = run_ncu(program)
-        print(f"  {program:12s} ncu: {entry['ncu']}", flush=True)
+        entry["ncu_instrumented"] = run_ncu(program, "instrumented")
+        print(f"  {program:12s} ncu: {entry['ncu']}; instrumented: {entry['ncu_instrumented']}",
+              flush=True)
     doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     with open(out_path + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)

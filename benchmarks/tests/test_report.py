@@ -115,6 +115,61 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(raw["runs"]["finished"], "2000-01-01T00:02:00+00:00")
         self.assertAlmostEqual(raw["summary"]["aggregate"]["wall"]["geomean"], 8.75 ** 0.25)
 
+    def test_occupancy_of_clones_from_ncu(self):
+        header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+                  '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'
+                  '"Metric Unit","Metric Value"')
+
+        def csv_text(rows):
+            lines = ["==PROF== Connected to process 42 (/bench/alpha)", header]
+            for launch, (kernel, metrics) in enumerate(rows):
+                for metric, value in metrics.items():
+                    lines.append(f'"{launch}","42","alpha","127.0.0.1","{kernel}","1","7",'
+                                 f'"(256, 1, 1)","(4, 1, 1)","0","9.0","Command line profiler '
+                                 f'metrics","{metric}","","{value}"')
+            return "\n".join(lines) + "\n"
+
+        def figures(registers, theoretical, achieved):
+            return {"launch__registers_per_thread": registers,
+                    "sm__maximum_warps_per_active_cycle_pct": theoretical,
+                    "sm__warps_active.avg.pct_of_peak_sustained_active": achieved,
+                    "smsp__inst_executed.sum": "1,024"}
+
+        plain = [("_Z1kPf", figures(32, 100, 90)), ("_Z1gPf", figures(40, 75, 70)),
+                 ("_Z1kPf", figures(32, 100, 80)), ("_Z1hPf", figures(16, 100, 50))]
+        counted = [("_Z1kPf__cf", figures(32, 100, 85)), ("_Z1gPf__cf", figures(48, 62.5, 60)),
+                   ("_Z1kPf__cf", figures(32, 100, 75))]
+        doc = json.loads(json.dumps(self.doc))
+        alpha = next(p for p in doc["programs"] if p["name"] == "alpha")
+        alpha["ncu"] = {"csv": "ncu/alpha.csv"}
+        alpha["ncu_instrumented"] = {"csv": "ncu/alpha.instrumented.csv"}
+        with tempfile.TemporaryDirectory() as out:
+            os.makedirs(os.path.join(out, "ncu"))
+            with open(os.path.join(out, "ncu", "alpha.csv"), "w") as f:
+                f.write(csv_text(plain))
+            with open(os.path.join(out, "ncu", "alpha.instrumented.csv"), "w") as f:
+                f.write(csv_text(counted))
+            runs = os.path.join(out, "runs.json")
+            with open(runs, "w") as f:
+                json.dump(doc, f)
+            self.assertEqual(report.main([runs, "--out-dir", out, "--name", "occ"]), 0)
+            md = open(os.path.join(out, "occ.md")).read()
+            raw = json.load(open(os.path.join(out, "occ.json")))
+        occupancy = raw["summary"]["occupancy"]
+        # _Z1hPf has no clone in the instrumented run: not compared.
+        self.assertEqual([r["kernel"] for r in occupancy["kernels"]], ["_Z1gPf", "_Z1kPf"])
+        k = occupancy["kernels"][1]
+        self.assertEqual(k["registers"], [32, 32])
+        self.assertEqual(k["theoretical_pct"], [100, 100])
+        self.assertEqual(k["achieved_pct"], [85, 80])
+        self.assertFalse(k["drops"])
+        self.assertEqual(occupancy["checked"], 2)
+        self.assertEqual(occupancy["drops"], ["alpha: _Z1gPf"])
+        self.assertIn("| alpha | `_Z1gPf` | 40 -> 48 | 75.0 -> 62.5 | 70.0 -> 60.0 | **yes** |", md)
+        self.assertIn("Theoretical occupancy drops for 1 of 2 kernels checked.", md)
+        # Without ncu data, no occupancy section.
+        self.assertNotIn("Occupancy (ncu", report.render_markdown(self.doc, self.summary))
+
 
 if __name__ == "__main__":
     unittest.main()
