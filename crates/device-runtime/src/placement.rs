@@ -1119,7 +1119,9 @@ fn decide(
     plan.copies = with_flush_copies(plan.copies, &plan.regions);
     if placement == Placement::Derived && entry_from_launch {
         plan.launch_counted =
-            launch_paths::launch_counted(function, &cfg, &|b| plan.copied(b) || plan.derived(b));
+            launch_paths::launch_counted(function, &cfg, &ipdoms, &depths, &|b| {
+                plan.copied(b) || plan.derived(b)
+            });
     }
     if placement == Placement::Derived {
         let leaky = leaky_blocks(function, &cfg);

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use ptx_lexer::declaration::parse_integer;
 use ptx_lexer::{Function, FunctionKind, Instruction, Operand};
 
-use super::{scope_depths, Cfg};
+use super::Cfg;
 use crate::from_launch::{
     mask, sign_extend, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted, Predicate,
     Special,
@@ -534,6 +534,8 @@ fn widened_compare(op: CompareOp, signed: bool, lhs: Wide, rhs: Wide) -> Option<
 pub(crate) fn launch_counted(
     function: &Function,
     cfg: &Cfg,
+    ipdoms: &[Option<usize>],
+    depths: &[usize],
     skip: &dyn Fn(usize) -> bool,
 ) -> Vec<LaunchCounted> {
     if function.kind() != FunctionKind::Entry || cfg.blocks.is_empty() || !cfg.preds[0].is_empty() {
@@ -547,10 +549,8 @@ pub(crate) fn launch_counted(
         .filter_map(|(i, p)| Some((p.name.to_string(), (i, param_bytes(&p.declaration)?))))
         .collect();
     let statements = function.statements();
-    let depths = scope_depths(function);
     let is_register = |name: &str| function.declares_register(name);
     let mut found = Vec::new();
-    let ipdoms = cfg.ipdoms();
     let mut joined = vec![false; cfg.blocks.len()];
     // (block, the path to it, the registers' values at its top)
     let mut stack: Vec<(usize, Vec<Condition>, HashMap<String, Value>)> =
@@ -600,7 +600,7 @@ pub(crate) fn launch_counted(
             continue;
         }
         // Every thread that runs this block runs its join too, whatever its branch does.
-        if let Some((join, written)) = join_of(function, cfg, &ipdoms, b, &is_register) {
+        if let Some((join, written)) = join_of(function, cfg, ipdoms, b, &is_register) {
             if !std::mem::replace(&mut joined[join], true) {
                 let mut values = state.values.clone();
                 for register in &written {
@@ -800,7 +800,14 @@ mod tests {
         );
         let module = ptx_lexer::parse(ptx).unwrap();
         let function = module.function("k").unwrap();
-        launch_counted(function, &Cfg::of(function), &|_| false)
+        let cfg = Cfg::of(function);
+        launch_counted(
+            function,
+            &cfg,
+            &cfg.ipdoms(),
+            &crate::placement::scope_depths(function),
+            &|_| false,
+        )
     }
 
     fn launch(n: u32) -> LaunchValues {
