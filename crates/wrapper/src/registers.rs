@@ -21,6 +21,7 @@
 //! many whatever its original uses (ptxas also refuses a `.maxnreg` below 24).
 
 use std::collections::HashMap;
+use std::process::Command;
 
 use ptx_lexer::{FunctionAttribute, Module};
 
@@ -341,6 +342,23 @@ impl PtxasArgs {
     }
 }
 
+/// Runs `command`, a ptxas given `-v`: what it printed (stdout, then stderr) when it succeeds;
+/// when it fails, its exit status and what it printed but the `-v` report (which comes first on
+/// stderr), so that the first line is its first error.
+pub fn run_ptxas(command: &mut Command) -> std::io::Result<Result<String, (i32, String)>> {
+    let output = command.output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(if output.status.success() {
+        Ok(text)
+    } else {
+        Err((output.status.code().unwrap_or(1), without_info(&text)))
+    })
+}
+
 /// The lines of ptxas's output a run without `-v` would have printed (warnings and errors).
 pub fn without_info(output: &str) -> String {
     output
@@ -561,6 +579,32 @@ ptxas info    : Used 31 registers, 1024 bytes smem, 364 bytes cmem[0]
         let output =
             "ptxas info    : Used 3 registers\n    0 bytes stack frame\nptxas warning : x\n";
         assert_eq!(without_info(output), "ptxas warning : x\n");
+    }
+
+    #[test]
+    fn a_failed_ptxas_run_gives_its_status_and_its_errors_first() {
+        let mut failing = Command::new("sh");
+        failing.args([
+            "-c",
+            "echo 'ptxas info    : 0 bytes gmem' >&2; \
+             echo 'ptxas fatal   : Unresolved extern function' >&2; exit 3",
+        ]);
+        assert_eq!(
+            run_ptxas(&mut failing).unwrap(),
+            Err((
+                3,
+                "ptxas fatal   : Unresolved extern function\n".to_string()
+            ))
+        );
+        let mut passing = Command::new("sh");
+        passing.args([
+            "-c",
+            "echo out; echo 'ptxas info    : Used 3 registers' >&2",
+        ]);
+        assert_eq!(
+            run_ptxas(&mut passing).unwrap(),
+            Ok("out\nptxas info    : Used 3 registers\n".to_string())
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::process::{Command, ExitCode};
 
 use wrapper::driver::Toolchain;
-use wrapper::registers::{fit_clone_registers, without_info, PtxasArgs};
+use wrapper::registers::{fit_clone_registers, run_ptxas, without_info, PtxasArgs};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,21 +70,12 @@ fn run(args: &[String]) -> anyhow::Result<ExitCode> {
     let mut assemble = |module: &ptx_lexer::Module| -> Result<String, String> {
         std::fs::write(&input, module.to_ptx())
             .map_err(|e| format!("cannot write {}: {e}", input.display()))?;
-        let output = Command::new(&ptxas)
-            .args(&arguments)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        if output.status.success() {
-            Ok(text)
-        } else {
-            failed_with = output.status.code().unwrap_or(1);
-            Err(text)
-        }
+        run_ptxas(Command::new(&ptxas).args(&arguments))
+            .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?
+            .map_err(|(status, errors)| {
+                failed_with = status;
+                errors
+            })
     };
     match fit_clone_registers(&mut module, &pairs, &arch, &mut assemble) {
         Ok(fit) => {

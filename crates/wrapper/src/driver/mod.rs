@@ -1421,13 +1421,8 @@ impl Driver {
             let extra: &[&str] = if asked_verbose { &[] } else { &["-v"] };
             let mut command = self.ptxas_with(arch, ptx, cubin, extra);
             self.show(&command);
-            match command.output() {
-                Ok(output) if output.status.success() => Ok(format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
-                )),
-                Ok(output) => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
+            match crate::registers::run_ptxas(&mut command) {
+                Ok(result) => result.map_err(|(_, errors)| errors),
                 Err(error) => {
                     let message = format!("cannot run {}: {error}", self.tools.ptxas.display());
                     spawn_error = Some(message.clone());
