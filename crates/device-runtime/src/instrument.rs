@@ -15,6 +15,7 @@ use ptx_lexer::{
     RewriteError, Statement, StatementKind,
 };
 
+use crate::cta;
 use crate::placement::{self, BlockCounting, EdgeSite, Induction, Placement, Plan, RegionEdge};
 use crate::ThreadFlow;
 use crate::{
@@ -70,6 +71,9 @@ pub struct KernelInstrumentation {
     /// thread count in its low 32 bits and the warp count in its high 32 bits (the warp
     /// counter stays zero); the runtime splits them per bank, before anything reads them.
     pub packed_counts: Vec<usize>,
+    /// Whether the clone adds to CTA counters in shared memory, flushed to the bank by each
+    /// CTA's last thread out (`cta.rs`), instead of to the bank directly.
+    pub cta_counters: bool,
 }
 
 /// Instruments every kernel of `module` in place, with the default counter placement. A kernel
@@ -83,6 +87,23 @@ pub fn instrument_module_with(
     module: &mut Module,
     placement: Placement,
 ) -> Vec<KernelInstrumentation> {
+    instrument(module, placement, true)
+}
+
+/// [`instrument_module_with`], every add going to the bank in global memory: no CTA counters
+/// (`cta.rs`) in any kernel, as the every-block placement has always.
+pub fn instrument_module_with_global_counters(
+    module: &mut Module,
+    placement: Placement,
+) -> Vec<KernelInstrumentation> {
+    instrument(module, placement, false)
+}
+
+fn instrument(
+    module: &mut Module,
+    placement: Placement,
+    cta_counters: bool,
+) -> Vec<KernelInstrumentation> {
     let reductions = WarpReductions::for_targets(module.target());
     let kernels: Vec<String> = module
         .functions()
@@ -93,7 +114,12 @@ pub fn instrument_module_with(
     for (index, kernel) in kernels.iter().enumerate() {
         // Work on a copy so that a failure leaves the module untouched.
         let mut attempt = module.clone();
-        match instrument_kernel_in(&mut attempt, kernel, index, placement, reductions) {
+        let counting = Counting {
+            placement,
+            reductions,
+            cta_counters: cta_counters && placement != Placement::EveryBlock,
+        };
+        match instrument_kernel_in(&mut attempt, kernel, index, counting) {
             Ok(result) => {
                 *module = attempt;
                 results.push(result);
@@ -112,6 +138,7 @@ pub fn instrument_module_with(
                     thread_flows: Vec::new(),
                     warp_differences: Vec::new(),
                     packed_counts: Vec::new(),
+                    cta_counters: false,
                 });
             }
         }
@@ -133,7 +160,7 @@ fn snapshot_blocks(function: &ptx_lexer::Function) -> Vec<SnapshotBlock> {
 
 /// The function a `call` statement calls directly (`None` for an indirect call through a
 /// register).
-fn direct_callee(instruction: &Instruction) -> Option<&str> {
+pub(crate) fn direct_callee(instruction: &Instruction) -> Option<&str> {
     if instruction.opcode.base() != "call" {
         return None;
     }
@@ -153,7 +180,7 @@ fn callee_operand(instruction: &Instruction) -> Option<&Operand> {
         .find(|op| !matches!(op, Operand::List(_)))
 }
 
-fn is_indirect_call(instruction: &Instruction) -> bool {
+pub(crate) fn is_indirect_call(instruction: &Instruction) -> bool {
     instruction.opcode.base() == "call"
         && matches!(callee_operand(instruction), Some(Operand::Register(_)))
 }
@@ -246,13 +273,26 @@ fn reachable_functions(module: &Module, kernel: &str, targets: &[String]) -> Vec
     seen
 }
 
+/// How a module's kernels are counted.
+#[derive(Debug, Clone, Copy)]
+struct Counting {
+    placement: Placement,
+    reductions: Option<WarpReductions>,
+    /// Whether kernels may take CTA counters (never with the every-block placement).
+    cta_counters: bool,
+}
+
 fn instrument_kernel_in(
     module: &mut Module,
     kernel: &str,
     kernel_index: usize,
-    placement: Placement,
-    reductions: Option<WarpReductions>,
+    counting: Counting,
 ) -> Result<KernelInstrumentation, RewriteError> {
+    let Counting {
+        placement,
+        reductions,
+        ..
+    } = counting;
     let targets = address_taken_functions(module);
     let functions = reachable_functions(module, kernel, &targets);
     let mut blocks = Vec::new();
@@ -338,8 +378,10 @@ fn instrument_kernel_in(
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
     // Nothing to count on the device (every block counted from the launch or copied) and no
     // counted function to pass a base to: the clone needs no prologue at all.
+    let mut prologue_end = None;
     if counted_here || !functions.is_empty() {
         let label = unused_label(kernel_fn, "$__cf_counted");
+        prologue_end = Some(label.clone());
         let ranged_label = unused_label(kernel_fn, "$__cf_ranged");
         let prologue = entry_prologue(
             &regs,
@@ -359,6 +401,7 @@ fn instrument_kernel_in(
 
     // Function clones, each with its counter base as an extra parameter.
     let mut declarations = Vec::new();
+    let mut copies = Vec::new();
     for (name, &offset) in functions.iter().zip(&offsets[1..]) {
         let clone_name = &clones[name.as_str()];
         let function = module.clone_function(name, clone_name)?;
@@ -386,7 +429,21 @@ fn instrument_kernel_in(
         let load_base = function_prologue(&regs, &base_param);
         insert_prologue(function, load_base)?;
         declarations.push(function.declaration());
+        copies.push((clone_name.clone(), regs));
     }
+    let cta_counters = counting.cta_counters && reductions.is_some() && {
+        let functions: Vec<cta::Counted> = std::iter::once(cta::Counted {
+            name: &kernel_clone,
+            regs: &regs,
+        })
+        .chain(
+            copies
+                .iter()
+                .map(|(name, regs)| cta::Counted { name, regs }),
+        )
+        .collect();
+        cta::aggregate(module, &functions, prologue_end.as_deref())?
+    };
     // Callers may precede the function clones: declare them first.
     for declaration in declarations {
         module.insert_directive_before_functions(declaration);
@@ -409,6 +466,7 @@ fn instrument_kernel_in(
         thread_flows,
         warp_differences,
         packed_counts,
+        cta_counters,
     })
 }
 

@@ -19,6 +19,7 @@
 //! Threads that are not counted get a null base address, and every function derives its
 //! "counted" predicate from the base, so device functions need no extra parameter for the mode.
 
+mod cta;
 pub mod flow;
 pub mod from_launch;
 mod instrument;
@@ -27,7 +28,8 @@ pub mod placement;
 pub use flow::ThreadFlow;
 
 pub use instrument::{
-    instrument_module, instrument_module_with, KernelInstrumentation, SnapshotBlock, CLONE_SUFFIX,
+    instrument_module, instrument_module_with, instrument_module_with_global_counters,
+    KernelInstrumentation, SnapshotBlock, CLONE_SUFFIX,
 };
 pub use placement::Placement;
 

@@ -118,8 +118,11 @@ fn every_corpus_kernel_instruments_and_assembles() {
         let describe = file.describe();
         let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;
         let original = parse(text).map_err(|e| format!("{describe}: {e}"))?;
+        // Global counters: every add names its block's counter pair (CTA counters are the same
+        // adds, moved: `cta_counters_add_what_global_counters_add`).
         let mut module = original.clone();
-        let results = device_runtime::instrument_module(&mut module);
+        let results =
+            device_runtime::instrument_module_with_global_counters(&mut module, Default::default());
         let kernels = original
             .functions()
             .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
@@ -459,7 +462,8 @@ fn every_counted_block_updates_the_counter_its_snapshot_entry_names() {
             .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
             .map(|f| f.name().to_string())
             .collect();
-        let results = device_runtime::instrument_module(&mut module);
+        let results =
+            device_runtime::instrument_module_with_global_counters(&mut module, Default::default());
         for result in &results {
             let kernel_index = kernels.iter().position(|k| *k == result.kernel).unwrap();
             let mut start = 0;
@@ -675,4 +679,138 @@ fn before_sm_70_loops_that_lanes_leave_apart_are_flushed_without_match_and_assem
         },
     );
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+/// The CTA counters' slot table of `module` named `table`: each slot's offset in the bank.
+fn slot_table(module: &ptx_lexer::Module, table: &str) -> Option<Vec<u64>> {
+    let text = module.to_ptx();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(".global") && l.contains(&format!(" {table}[")))?;
+    let list = line.split_once('{')?.1.split_once('}')?.0;
+    list.split(',').map(|n| n.trim().parse().ok()).collect()
+}
+
+/// The counter adds of `function` in order, as (guard, bank offset, value): a global add names
+/// its offset; a CTA add (`red.shared.add.u64 [K__cf_cta+8k]`) names slot k of `slots`.
+fn adds_in_order(
+    function: &ptx_lexer::Function,
+    shared: &str,
+    slots: &[u64],
+) -> Result<Vec<(String, u64, String)>, String> {
+    let mut adds = Vec::new();
+    for i in function.instructions() {
+        if !matches!(
+            i.opcode.as_str(),
+            "red.global.add.u64" | "red.shared.add.u64"
+        ) {
+            continue;
+        }
+        let guard = i.guard.as_ref().map(|g| g.to_string()).unwrap_or_default();
+        let value = i.operands.get(1).map(|o| o.to_string()).unwrap_or_default();
+        let Some(Operand::Address(parts)) = i.operands.first() else {
+            continue;
+        };
+        let Some(Operand::Offset { base, offset }) = parts.first() else {
+            continue;
+        };
+        let offset: u64 = offset.parse().map_err(|_| format!("offset {offset}"))?;
+        match i.opcode.as_str() {
+            "red.global.add.u64" => adds.push((guard, offset, value)),
+            "red.shared.add.u64" if matches!(&**base, Operand::Symbol(s) if s == shared) => {
+                let slot = slots
+                    .get((offset / 8) as usize)
+                    .filter(|_| offset % 8 == 0)
+                    .ok_or_else(|| format!("{}: no slot at {offset}", function.name()))?;
+                adds.push((guard, *slot, value));
+            }
+            _ => {}
+        }
+    }
+    Ok(adds)
+}
+
+#[test]
+fn cta_counters_add_what_global_counters_add() {
+    // CTA counters move a kernel's adds to shared memory and flush them at the CTA's end (the
+    // CPU-target witness tests check the counts). Here, on every corpus kernel: the clone with
+    // CTA counters makes the same adds in the same order as the one without, each at its bank
+    // offset's slot; its original code is intact; every `ret` and `exit` is reached only
+    // through the exit code; and ptxas assembles it.
+    let files = corpus();
+    let taken = std::sync::atomic::AtomicUsize::new(0);
+    let errors = support::parallel(&files, |file| {
+        let describe = file.describe();
+        let text = std::fs::read_to_string(&file.path).map_err(|e| e.to_string())?;
+        let original = parse(text).map_err(|e| format!("{describe}: {e}"))?;
+        let mut global = original.clone();
+        device_runtime::instrument_module_with_global_counters(&mut global, Default::default());
+        let mut module = original.clone();
+        let results = device_runtime::instrument_module(&mut module);
+        for result in results.iter().filter(|r| r.cta_counters) {
+            taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let clone_name = result.clone.as_ref().ok_or("no clone")?;
+            let shared = format!("{clone_name}_cta");
+            let slots = slot_table(&module, &format!("{clone_name}_slots"))
+                .ok_or_else(|| format!("{describe}: {clone_name}: no slot table"))?;
+            let kernel = original.function(&result.kernel).unwrap();
+            let clone = module.function(clone_name).unwrap();
+            if original_code_of(clone) != kernel.instructions().cloned().collect::<Vec<_>>() {
+                return Err(format!(
+                    "{describe}: {clone_name}: the original code changed"
+                ));
+            }
+            let kernel_index = original
+                .functions()
+                .filter(|f| f.kind() == FunctionKind::Entry && f.is_definition())
+                .position(|f| f.name() == result.kernel)
+                .unwrap();
+            let mut names = vec![clone_name.clone()];
+            for block in &result.blocks {
+                let copy = format!("{}__cf{kernel_index}", block.function);
+                if block.function != result.kernel && !names.contains(&copy) {
+                    names.push(copy);
+                }
+            }
+            for name in &names {
+                let (Some(with), Some(without)) = (module.function(name), global.function(name))
+                else {
+                    return Err(format!("{describe}: no {name}"));
+                };
+                let moved = adds_in_order(with, &shared, &slots)?;
+                let expected = adds_in_order(without, &shared, &slots)?;
+                // The flush's own global adds (`[%…rd5]`, no offset) are not counter adds.
+                if moved != expected || moved.is_empty() && name == clone_name {
+                    return Err(format!(
+                        "{describe}: {name}: adds {moved:?}, without CTA counters {expected:?}"
+                    ));
+                }
+            }
+            // Each exit follows the exit code's last label.
+            let statements = clone.statements();
+            for (at, s) in statements.iter().enumerate() {
+                let Some(i) = s.as_instruction() else {
+                    continue;
+                };
+                if matches!(i.opcode.base(), "ret" | "exit")
+                    && (i.guard.is_some()
+                        || !statements[..at]
+                            .last()
+                            .and_then(|p| p.as_label())
+                            .is_some_and(|l| l.starts_with("$__cf_out")))
+                {
+                    return Err(format!("{describe}: {clone_name}: an exit skips the flush"));
+                }
+            }
+        }
+        let path = file.path.with_extension("cta.instrumented.ptx");
+        std::fs::write(&path, module.to_ptx()).map_err(|e| e.to_string())?;
+        for arch in file.assemble_archs() {
+            support::ptxas(&path, arch).map_err(|e| format!("{describe}: {e}"))?;
+        }
+        Ok(())
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+    // The loop programs take them.
+    assert!(taken.into_inner() > 20, "too few kernels with CTA counters");
 }

@@ -43,8 +43,30 @@ fn build_cpu_placed(
     placement: &str,
     arches: &[&str],
 ) -> Result<(), String> {
+    build_cpu_counting(sources, program, extra, placement, true, arches)
+}
+
+/// Programs whose retry or spin loops run as often as warps happen to interleave: their counts
+/// equal another build's only where both run the same code around those loops. CTA counters
+/// add a barrier at the kernel's entry and an atomic at its exits, so these are compared with
+/// every-block built without them (and checked against their witnesses with them).
+const CONTENDED: [&str; 2] = ["atomic_cas", "persistent_ctas"];
+
+/// [`build_cpu_placed`] with CTA counters on or off (`CUDA_FLUX_CTA_COUNTERS`).
+fn build_cpu_counting(
+    sources: &[PathBuf],
+    program: &Path,
+    extra: &[&str],
+    placement: &str,
+    cta_counters: bool,
+    arches: &[&str],
+) -> Result<(), String> {
     let output = driver()
         .env("CUDA_FLUX_COUNTERS", placement)
+        .env(
+            "CUDA_FLUX_CTA_COUNTERS",
+            if cta_counters { "on" } else { "off" },
+        )
         .args(["-O2", "--cuda-flux-target=cpu"])
         .args(arches.iter().map(|arch| format!("--cuda-gpu-arch={arch}")))
         .args(extra)
@@ -164,6 +186,19 @@ fn every_corpus_program_passes_and_matches_its_witness_on_the_cpu_target() {
                 "{name}: the engines differ\n--- interpreter\n{interpreted}\n--- native\n{native}"
             ));
         }
+        let profile = if CONTENDED.contains(&name.as_str()) {
+            let global = dir.join(format!("{name}-global"));
+            build_cpu_counting(sources, &global, &[], "derived", false, &ARCHES)?;
+            let (output, profile) = run(&global, &one_thread)?;
+            check_witness(
+                &format!("{name} (global counters)"),
+                &output,
+                profile.as_ref(),
+            )?;
+            profile
+        } else {
+            profile
+        };
         match (profile, reference_profile) {
             (Some(derived), Some(every)) if block_counts(&derived) == block_counts(&every) => {
                 Ok(())
@@ -256,18 +291,28 @@ fn same_block_counts_in_placements(
         let sources = [support::repo_root().join(format!("corpus/{name}.cu"))];
         let one_thread = [("CUDA_FLUX_CPU_THREADS", "1")];
         let mut profiles = Vec::new();
-        for placement in [placement, "every-block"] {
-            let program = dir.join(format!("{name}-{placement}"));
-            build_cpu_placed(&sources, &program, flags, placement, arches)?;
+        let contended = CONTENDED.contains(name);
+        let builds = [(placement, true), (placement, false), ("every-block", true)];
+        for (placement, cta_counters) in builds {
+            if !cta_counters && !contended {
+                continue;
+            }
+            let program = dir.join(format!("{name}-{placement}-{cta_counters}"));
+            build_cpu_counting(&sources, &program, flags, placement, cta_counters, arches)?;
             let (output, profile) = run(&program, &one_thread)?;
             check_witness(
-                &format!("{name} {flags:?} ({placement})"),
+                &format!("{name} {flags:?} ({placement}, CTA counters {cta_counters})"),
                 &output,
                 profile.as_ref(),
             )?;
             profiles.push(profile.ok_or_else(|| format!("{name}: no profile"))?);
         }
-        if block_counts(&profiles[0]) != block_counts(&profiles[1]) {
+        // The last two: the placement's build (without CTA counters where contended) and
+        // every-block's.
+        let [.., counted, every] = &profiles[..] else {
+            return Err(format!("{name}: too few profiles"));
+        };
+        if block_counts(counted) != block_counts(every) {
             return Err(format!(
                 "{name} {flags:?}: block counts differ between {placement} and every-block"
             ));

@@ -146,6 +146,8 @@ pub struct Driver {
     target: Target,
     /// Where the counter code goes (`CUDA_FLUX_COUNTERS`).
     placement: device_runtime::Placement,
+    /// Whether kernels may count into CTA counters in shared memory (`CUDA_FLUX_CTA_COUNTERS`).
+    cta_counters: bool,
     /// A clang VFS overlay serving rewritten sources under their own paths (cuda-flux-nvcc's
     /// spaced-chevron shim, `chevrons.rs`).
     overlay: Option<PathBuf>,
@@ -175,6 +177,15 @@ fn demangle(name: &str) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
+/// `on` or `off` (also `1` / `0`) as a switch.
+fn parse_switch(value: &str) -> Option<bool> {
+    match value {
+        "on" | "1" => Some(true),
+        "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 fn warn(message: impl std::fmt::Display) {
     eprintln!("cuda-flux: warning: {message}");
 }
@@ -202,6 +213,12 @@ impl Driver {
             Ok(value) if !value.is_empty() => device_runtime::Placement::parse(&value)
                 .map_err(|error| anyhow!("CUDA_FLUX_COUNTERS: {error}"))?,
             _ => device_runtime::Placement::default(),
+        };
+        let cta_counters = match std::env::var("CUDA_FLUX_CTA_COUNTERS") {
+            Ok(value) if !value.is_empty() => parse_switch(&value).ok_or_else(|| {
+                anyhow!("CUDA_FLUX_CTA_COUNTERS must be on or off, not `{value}`")
+            })?,
+            _ => true,
         };
         let tools = Toolchain::discover(args.cuda_path.clone())?;
         let work = match args.keep.clone().or_else(|| env_path("CUDA_FLUX_KEEP")) {
@@ -233,6 +250,7 @@ impl Driver {
             prelude,
             target,
             placement,
+            cta_counters,
             overlay: None,
             dry_run: false,
             carried: std::cell::OnceCell::new(),
@@ -1356,7 +1374,11 @@ impl Driver {
                 return self.assembled(arch, original, cubin, Vec::new());
             }
         };
-        let mut kernels = device_runtime::instrument_module_with(&mut module, self.placement);
+        let mut kernels = if self.cta_counters {
+            device_runtime::instrument_module_with(&mut module, self.placement)
+        } else {
+            device_runtime::instrument_module_with_global_counters(&mut module, self.placement)
+        };
         let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
         self.verbose(format!(
             "[in process] instrument -arch {} {} -> {} ({} kernel(s))",

@@ -1,0 +1,449 @@
+//! CTA counters: where a kernel's counter code may add to the same counter many times per
+//! warp, its adds go to a copy of the counters in the CTA's shared memory, and the CTA's last
+//! thread out adds that copy to the bank in global memory, one global reduction per counter
+//! the CTA touched instead of one per warp and block entry.
+//!
+//! The rewrite works on the finished clone: every counter add the clone and its function
+//! copies make (`red.global.add.u64 [{b64}0+offset]`, [`crate::counter_add`]) becomes
+//! `red.shared.add.u64 [cta+slot]`, with a shared slot for each distinct offset. Then:
+//! - at the top of the kernel, before any other code, the CTA's first warp zeroes the slots
+//!   and sets the exit count to minus the CTA's threads; `bar.sync 0` (every thread of the CTA
+//!   is there: nothing has run yet);
+//! - the prologue of the counted threads stores the bank's base address (the same for every
+//!   thread of a CTA) in the shared header, so that the flush needs nothing from any thread;
+//! - before every `ret` and `exit` of the kernel, each group of lanes that leaves adds its size
+//!   to the exit count (after `membar.cta`, so that its adds are seen first); the group whose
+//!   add brings the count to zero holds the CTA's last threads, and its lanes add the nonzero
+//!   slots to the bank (each slot's bank offset is in a `.global` table), once.
+//!
+//! Exact by construction: a slot holds the sum of what the CTA's adds would have added to its
+//! counter; every thread's adds precede its exit in program order and the fence orders them
+//! before the exit count, which the flushing group reads after every other thread has left.
+//! A kernel with `exit` in a device function, or a call of code outside the module or through
+//! a pointer (a thread could leave without passing the kernel's exits), a target without
+//! `vote.sync` (before sm_30) or 32-bit addresses keeps its global adds; so does the
+//! every-block placement, the reference the others are tested against.
+
+use std::collections::BTreeMap;
+
+use ptx_lexer::{
+    Guard, Instruction, Module, Opcode, Operand, RewriteError, Statement, StatementKind,
+};
+
+use crate::instrument::{direct_callee, is_indirect_call};
+use crate::placement::{self, Cfg};
+use crate::{guarded, ins, CounterRegisters};
+
+/// The opcode of a counter add before the rewrite ([`crate::counter_add`]).
+const GLOBAL_ADD: &str = "red.global.add.u64";
+/// ... and after it.
+const SHARED_ADD: &str = "red.shared.add.u64";
+/// At least this many counter adds outside cycles (each run at most once per warp and call)
+/// make the CTA counters worth their fixed cost; any add in a cycle or in a device function
+/// does.
+const STRAIGHT_ADDS_WORTH_IT: usize = 8;
+
+/// A function of the clone with its counter registers: the kernel first, then its copies of
+/// device functions.
+pub(crate) struct Counted<'a> {
+    pub name: &'a str,
+    pub regs: &'a CounterRegisters,
+}
+
+/// The counter adds of `function`: (statement, bank offset).
+fn counter_adds(function: &ptx_lexer::Function, regs: &CounterRegisters) -> Vec<(usize, u64)> {
+    let base = regs.r64(0);
+    function
+        .statements()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let instruction = s.as_instruction()?;
+            if instruction.opcode.as_str() != GLOBAL_ADD {
+                return None;
+            }
+            match instruction.operands.first()? {
+                Operand::Address(parts) => match parts.as_slice() {
+                    [Operand::Offset { base: b, offset }] if **b == base => {
+                        Some((i, offset.parse().ok()?))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Whether the CTA counters pay: some add may run many times per warp.
+fn worth_it(module: &Module, functions: &[Counted]) -> bool {
+    let mut straight = 0;
+    for (k, counted) in functions.iter().enumerate() {
+        let Some(function) = module.function(counted.name) else {
+            return false;
+        };
+        let adds = counter_adds(function, counted.regs);
+        if adds.is_empty() {
+            continue;
+        }
+        if k > 0 {
+            return true;
+        }
+        let cfg = Cfg::of(function);
+        for (b, block) in cfg.blocks.iter().enumerate() {
+            let here = adds
+                .iter()
+                .filter(|(s, _)| block.instructions.contains(s))
+                .count();
+            if here > 0 && placement::in_cycle(&cfg, b) {
+                return true;
+            }
+            straight += here;
+        }
+    }
+    straight >= STRAIGHT_ADDS_WORTH_IT
+}
+
+/// Functions outside the module that a kernel may call and that return (or trap, ending the
+/// kernel): the CUDA device runtime's `printf`, heap and `assert`.
+const RETURNING_EXTERNALS: [&str; 4] = ["vprintf", "malloc", "free", "__assertfail"];
+
+/// Whether the clone may take CTA counters at all: 64-bit addresses, and no thread can leave
+/// the kernel but through its own exits: no `exit` in a function copy, no call of code outside
+/// the module (it might `exit`) but [`RETURNING_EXTERNALS`], no indirect call.
+fn eligible(module: &Module, functions: &[Counted]) -> bool {
+    let defined = |name: &str| module.function(name).is_some_and(|f| f.is_definition());
+    module.address_size() == 64
+        && functions.iter().enumerate().all(|(k, counted)| {
+            module.function(counted.name).is_some_and(|f| {
+                f.instructions().all(|i| {
+                    (k == 0 || i.opcode.base() != "exit")
+                        && !is_indirect_call(i)
+                        && direct_callee(i)
+                            .is_none_or(|c| defined(c) || RETURNING_EXTERNALS.contains(&c))
+                })
+            })
+        })
+}
+
+/// A module-level name from `base` that no variable or function of `module` has.
+fn fresh_symbol(module: &Module, base: &str) -> String {
+    std::iter::once(base.to_string())
+        .chain((1u32..).map(|n| format!("{base}{n}")))
+        .find(|name| {
+            module.variables().all(|v| v.name != name.as_str())
+                && module.functions().all(|f| f.name() != name)
+        })
+        .unwrap_or_else(|| base.to_string())
+}
+
+/// Gives the clone `functions[0]` (a kernel clone whose prologue ends at label
+/// `prologue_end`) and its function copies CTA counters where that is allowed and pays.
+/// Returns whether it did.
+pub(crate) fn aggregate(
+    module: &mut Module,
+    functions: &[Counted],
+    prologue_end: Option<&str>,
+) -> Result<bool, RewriteError> {
+    if functions.is_empty() || !eligible(module, functions) || !worth_it(module, functions) {
+        return Ok(false);
+    }
+    let kernel = functions[0].name;
+    let mut slots: BTreeMap<u64, u64> = BTreeMap::new();
+    for counted in functions {
+        if let Some(function) = module.function(counted.name) {
+            for (_, offset) in counter_adds(function, counted.regs) {
+                slots.insert(offset, 0);
+            }
+        }
+    }
+    let Some(prologue_end) = prologue_end else {
+        return Ok(false);
+    };
+    if slots.is_empty() {
+        return Ok(false);
+    }
+    for (n, slot) in slots.values_mut().enumerate() {
+        *slot = n as u64;
+    }
+    let count = slots.len() as u64;
+    let layout = Layout {
+        shared: fresh_symbol(module, &format!("{kernel}_cta")),
+        table: fresh_symbol(module, &format!("{kernel}_slots")),
+        slots: count,
+    };
+    for counted in functions {
+        let Some(function) = module.function_mut(counted.name) else {
+            continue;
+        };
+        for (at, offset) in counter_adds(function, counted.regs) {
+            let slot = slots[&offset];
+            if let StatementKind::Instruction(instruction) =
+                function.statements_mut()[at].kind_mut()
+            {
+                instruction.opcode = Opcode::new(SHARED_ADD);
+                instruction.operands[0] = layout.at(slot * 8);
+            }
+        }
+    }
+    let regs = functions[0].regs;
+    let function = module
+        .function_mut(kernel)
+        .ok_or_else(|| RewriteError::NoSuchFunction(kernel.to_string()))?;
+    let mut labels = 0usize;
+    // The exits, from the last backwards (earlier indices stay valid).
+    let exits: Vec<usize> = function
+        .statements()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.as_instruction()
+                .is_some_and(|i| matches!(i.opcode.base(), "ret" | "exit"))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if function_falls_off_its_end(function) {
+        let end = function.statements().len();
+        let out = fresh(function, "$__cf_out", &mut labels);
+        let flush = fresh(function, "$__cf_flush", &mut labels);
+        let mut code = layout.exit(regs, &out, &flush);
+        code.push(ins("ret", vec![]));
+        function.insert_statements(end, code)?;
+    }
+    for at in exits.into_iter().rev() {
+        let out = fresh(function, "$__cf_out", &mut labels);
+        let flush = fresh(function, "$__cf_flush", &mut labels);
+        let mut code = Vec::new();
+        // `@p ret`: only the lanes that leave count; the others branch past it.
+        let guard = function.statements()[at]
+            .as_instruction()
+            .and_then(|i| i.guard.clone());
+        let stay = guard.map(|g| (g, fresh(function, "$__cf_stay", &mut labels)));
+        if let Some((guard, label)) = &stay {
+            code.push(Statement::instruction(Instruction::new(
+                Some(Guard {
+                    negated: !guard.negated,
+                    predicate: guard.predicate.clone(),
+                }),
+                Opcode::new("bra"),
+                vec![Operand::sym(label.clone())],
+            )));
+        }
+        code.extend(layout.exit(regs, &out, &flush));
+        if let Some((_, label)) = stay {
+            if let StatementKind::Instruction(instruction) =
+                function.statements_mut()[at].kind_mut()
+            {
+                instruction.guard = None;
+            }
+            function.insert_statements(at + 1, vec![Statement::label(label)])?;
+        }
+        function.insert_statements(at, code)?;
+    }
+    // The bank's base, stored by every counted thread once its prologue has it.
+    let after_prologue = function
+        .statements()
+        .iter()
+        .position(|s| s.as_label() == Some(prologue_end))
+        .ok_or_else(|| RewriteError::NoPlaceForBlock(kernel.to_string()))?;
+    function.insert_statements(after_prologue + 1, layout.store_base(regs))?;
+    let zero = fresh(function, "$__cf_zero", &mut labels);
+    let zeroed = fresh(function, "$__cf_zeroed", &mut labels);
+    let init = layout.init(regs, &zero, &zeroed);
+    let top = function
+        .statements()
+        .iter()
+        .position(|s| s.as_instruction().is_some() || s.as_label().is_some())
+        .unwrap_or(function.statements().len());
+    function.insert_statements(top, init)?;
+
+    let offsets: Vec<String> = slots.keys().map(u64::to_string).collect();
+    module.insert_directive_before_functions(format!(
+        ".shared .align 8 .b8 {}[{}];",
+        layout.shared,
+        layout.bytes()
+    ));
+    module.insert_directive_before_functions(format!(
+        ".global .align 4 .u32 {}[{count}] = {{{}}};",
+        layout.table,
+        offsets.join(", ")
+    ));
+    Ok(true)
+}
+
+/// Whether control can reach the end of the body without a `ret`, `exit` or branch.
+fn function_falls_off_its_end(function: &ptx_lexer::Function) -> bool {
+    function
+        .statements()
+        .iter()
+        .rev()
+        .find_map(|s| s.as_instruction())
+        .is_none_or(|i| i.guard.is_some() || i.can_fall_through())
+}
+
+fn fresh(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
+    loop {
+        let candidate = format!("{base}{next}");
+        *next += 1;
+        if !function.has_label(&candidate) {
+            return candidate;
+        }
+    }
+}
+
+/// The CTA's shared counters: `slots` u64 slots, then the bank's base (u64), then the exit
+/// count (u32); and the `.global` table of each slot's bank offset.
+struct Layout {
+    shared: String,
+    table: String,
+    slots: u64,
+}
+
+impl Layout {
+    fn base_offset(&self) -> u64 {
+        self.slots * 8
+    }
+    fn exits_offset(&self) -> u64 {
+        self.slots * 8 + 8
+    }
+    fn bytes(&self) -> u64 {
+        self.slots * 8 + 16
+    }
+    /// `[shared+offset]`
+    fn at(&self, offset: u64) -> Operand {
+        Operand::Address(vec![Operand::Offset {
+            base: Box::new(Operand::sym(self.shared.clone())),
+            offset: offset.to_string().into(),
+        }])
+    }
+
+    /// The kernel's first code: the first row's first 32 lanes (`tid.y = 0`, `tid.x < 32`: the
+    /// CTA's first warp, in each `tid.z` slice; zeroing twice is harmless) zero the slots and
+    /// the base, and its thread `tid.x = 0` sets the exit count to minus the CTA's threads (the
+    /// same value from each slice); then every thread waits for them. Other warps pay 6
+    /// instructions.
+    fn init(&self, regs: &CounterRegisters, zero: &str, zeroed: &str) -> Vec<Statement> {
+        let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+        let special = Operand::reg;
+        let int = Operand::int;
+        let not = |i: u32| Guard {
+            negated: true,
+            predicate: format!("{}{i}", regs.pred).into(),
+        };
+        vec![
+            // r4 = tid.y × 32 + tid.x: below 32 only in the first row's first 32 lanes.
+            ins("mov.u32", vec![r(1), special("%tid.x")]),
+            ins("mov.u32", vec![r(4), special("%tid.y")]),
+            ins("mad.lo.u32", vec![r(4), r(4), int(32), r(1)]),
+            ins("setp.ge.u32", vec![p(1), r(4), int(32)]),
+            guarded(regs, 1, "bra", vec![Operand::sym(zeroed)]),
+            ins("mov.u32", vec![r(0), special("%ntid.x")]),
+            ins("mov.u32", vec![r(2), special("%ntid.y")]),
+            ins("mul.lo.u32", vec![r(2), r(2), r(0)]),
+            ins("mov.u32", vec![r(3), special("%ntid.z")]),
+            ins("mul.lo.u32", vec![r(2), r(2), r(3)]),
+            ins("neg.s32", vec![r(2), r(2)]),
+            ins("setp.eq.u32", vec![p(1), r(4), int(0)]),
+            guarded(
+                regs,
+                1,
+                "st.shared.u32",
+                vec![self.at(self.exits_offset()), r(2)],
+            ),
+            // r0 = stride (the zeroing lanes of a row, 8 bytes each), r1 = this lane's first
+            // slot, r2 = the end of the slots and the base.
+            ins("min.u32", vec![r(0), r(0), int(32)]),
+            ins("shl.b32", vec![r(0), r(0), int(3)]),
+            ins("mov.u32", vec![r(2), Operand::sym(self.shared.clone())]),
+            ins("mad.lo.u32", vec![r(1), r(1), int(8), r(2)]),
+            ins("add.u32", vec![r(2), r(2), int(self.base_offset() + 8)]),
+            ins("mov.u64", vec![rd(1), int(0)]),
+            Statement::label(zero),
+            ins("setp.lt.u32", vec![p(1), r(1), r(2)]),
+            Statement::instruction(Instruction::new(
+                Some(not(1)),
+                Opcode::new("bra"),
+                vec![Operand::sym(zeroed)],
+            )),
+            ins("st.shared.u64", vec![addr(r(1)), rd(1)]),
+            ins("add.u32", vec![r(1), r(1), r(0)]),
+            ins("bra", vec![Operand::sym(zero)]),
+            Statement::label(zeroed),
+            ins("bar.sync", vec![int(0)]),
+        ]
+    }
+
+    /// After the prologue: a counted thread (nonzero base) stores the bank's base.
+    fn store_base(&self, regs: &CounterRegisters) -> Vec<Statement> {
+        vec![
+            ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
+            guarded(
+                regs,
+                1,
+                "st.shared.u64",
+                vec![self.at(self.base_offset()), regs.r64(0)],
+            ),
+        ]
+    }
+
+    /// Before an exit: the leaving lanes count themselves out; the CTA's last ones flush.
+    fn exit(&self, regs: &CounterRegisters, out: &str, flush: &str) -> Vec<Statement> {
+        let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+        let int = Operand::int;
+        let not = |i: u32| Guard {
+            negated: true,
+            predicate: format!("{}{i}", regs.pred).into(),
+        };
+        vec![
+            // r3 = the leaving lanes, r2 = how many; p0: the highest of them.
+            ins("activemask.b32", vec![r(3)]),
+            ins("mov.u32", vec![r(4), Operand::reg("%lanemask_le")]),
+            ins("setp.le.u32", vec![p(0), r(3), r(4)]),
+            ins("popc.b32", vec![r(2), r(3)]),
+            ins("membar.cta", vec![]),
+            guarded(
+                regs,
+                0,
+                "atom.shared.add.u32",
+                vec![r(0), self.at(self.exits_offset()), r(2)],
+            ),
+            guarded(regs, 0, "add.u32", vec![r(0), r(0), r(2)]),
+            ins("setp.eq.and.u32", vec![p(1), r(0), int(0), p(0)]),
+            ins("vote.sync.any.pred", vec![p(1), p(1), r(3)]),
+            Statement::instruction(Instruction::new(
+                Some(not(1)),
+                Opcode::new("bra"),
+                vec![Operand::sym(out)],
+            )),
+            // The CTA's last lanes: every other thread's adds are done.
+            ins("membar.cta", vec![]),
+            ins("ld.shared.u64", vec![rd(1), self.at(self.base_offset())]),
+            ins("setp.eq.u64", vec![p(1), rd(1), int(0)]),
+            guarded(regs, 1, "bra", vec![Operand::sym(out)]),
+            // r4 = this lane's rank among the leaving lanes: its first slot; stride r2.
+            ins("mov.u32", vec![r(4), Operand::reg("%lanemask_lt")]),
+            ins("and.b32", vec![r(4), r(4), r(3)]),
+            ins("popc.b32", vec![r(4), r(4)]),
+            ins("mov.u64", vec![rd(2), Operand::sym(self.table.clone())]),
+            ins("mov.u32", vec![r(6), Operand::sym(self.shared.clone())]),
+            Statement::label(flush),
+            ins("setp.ge.u32", vec![p(1), r(4), int(self.slots)]),
+            guarded(regs, 1, "bra", vec![Operand::sym(out)]),
+            ins("mad.wide.u32", vec![rd(3), r(4), int(4), rd(2)]),
+            ins("ld.global.u32", vec![r(0), addr(rd(3))]),
+            ins("mad.lo.u32", vec![r(1), r(4), int(8), r(6)]),
+            ins("ld.shared.u64", vec![rd(4), addr(r(1))]),
+            ins("setp.ne.u64", vec![p(1), rd(4), int(0)]),
+            ins("mad.wide.u32", vec![rd(5), r(0), int(1), rd(1)]),
+            guarded(regs, 1, "red.global.add.u64", vec![addr(rd(5)), rd(4)]),
+            ins("add.u32", vec![r(4), r(4), r(2)]),
+            ins("bra", vec![Operand::sym(flush)]),
+            Statement::label(out),
+        ]
+    }
+}
+
+/// `[register]`
+fn addr(register: Operand) -> Operand {
+    Operand::Address(vec![register])
+}
