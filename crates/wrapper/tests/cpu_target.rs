@@ -50,7 +50,7 @@ fn build_cpu_placed(
 /// equal another build's only where both run the same code around those loops. CTA counters
 /// add a barrier at the kernel's entry and an atomic at its exits, so these are compared with
 /// every-block built without them (and checked against their witnesses with them).
-const CONTENDED: [&str; 2] = ["atomic_cas", "persistent_ctas"];
+const CONTENDED: [&str; 3] = ["atomic_cas", "persistent_ctas", "gpu_scheduling"];
 
 /// [`build_cpu_placed`] with CTA counters on or off (`CUDA_FLUX_CTA_COUNTERS`).
 fn build_cpu_counting(

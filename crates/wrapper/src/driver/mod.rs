@@ -1381,11 +1381,12 @@ impl Driver {
         };
         let instrumented = dir.join(format!("{stem}.{arch}.instrumented.ptx"));
         self.verbose(format!(
-            "[in process] instrument -arch {} {} -> {} ({} kernel(s))",
+            "[in process] instrument -arch {} {} -> {} ({} kernel(s), {} with CTA counters)",
             virtual_arch(arch),
             original.display(),
             instrumented.display(),
-            kernels.len()
+            kernels.len(),
+            kernels.iter().filter(|k| k.cta_counters).count()
         ));
         std::fs::write(&instrumented, module.to_ptx())
             .with_context(|| format!("cannot write {}", instrumented.display()))?;
@@ -1832,6 +1833,16 @@ fn without_dependency(text: &str, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switches_are_on_or_off() {
+        for (value, expected) in [("on", true), ("1", true), ("off", false), ("0", false)] {
+            assert_eq!(parse_switch(value), Some(expected), "{value}");
+        }
+        for value in ["yes", "ON", "true", "2", " on"] {
+            assert_eq!(parse_switch(value), None, "{value}");
+        }
+    }
 
     #[test]
     fn the_prelude_leaves_the_dependency_file_and_nothing_else_does() {
