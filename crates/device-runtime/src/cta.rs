@@ -38,13 +38,14 @@ use crate::{guarded, ins, CounterRegisters};
 const GLOBAL_ADD: &str = "red.global.add.u64";
 /// ... and after it.
 const SHARED_ADD: &str = "red.shared.add.u64";
-/// At least this many counter adds outside cycles (each run at most once per warp and call)
-/// make the CTA counters worth their fixed cost (about 18 instructions per warp); any add on a
-/// cycle of the original code does. A kernel with one add (one global reduction per warp)
-/// keeps it: the CTA counters would save less than one reduction per warp. (On the suites,
-/// 12 instead of 2 keeps SHOC's reductions and Rodinia streamcluster on global adds: 1.170x
-/// expansion and 6.9 global atomics per 1000 instructions instead of about 1.178x and 3.7.)
-const STRAIGHT_ADDS_WORTH_IT: usize = 2;
+/// At least this many counter adds outside cycles in the code (a flush's out-of-line part
+/// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
+/// cost (about 18 instructions per warp); any add on a cycle of the original code does. Fewer
+/// adds save too few global reductions per warp for it: on the suites, 2 gives 1.199x
+/// instruction expansion and 3.5 global atomics per 1000 instructions, 4 gives 1.187x and 3.6,
+/// 8 gives 1.182x and 3.6, 12 gives 1.173x and 6.9 (SHOC's reductions and Rodinia
+/// streamcluster then keep global adds).
+const STRAIGHT_ADDS_WORTH_IT: usize = 8;
 
 /// A function of the clone with its counter registers: the kernel first, then its copies of
 /// device functions.
