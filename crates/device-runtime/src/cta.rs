@@ -41,10 +41,10 @@ const SHARED_ADD: &str = "red.shared.add.u64";
 /// At least this many counter adds outside cycles in the code (a flush's out-of-line part
 /// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
 /// cost (about 18 instructions per warp); any add on a cycle of the original code does. Fewer
-/// adds save too few global reductions per warp for it: on the suites, 2 gives 1.199x
-/// instruction expansion and 3.5 global atomics per 1000 instructions, 4 gives 1.187x and 3.6,
-/// 8 gives 1.182x and 3.6, 12 gives 1.173x and 6.9 (SHOC's reductions and Rodinia
-/// streamcluster then keep global adds).
+/// adds save too few global reductions per warp for it: measured on the suites, 2 gives 1.199x
+/// instruction expansion and 3.5 global atomics per 1000 instructions, 8 gives 1.181x and 3.7,
+/// 12 gives 1.170x and 6.9 (SHOC's reductions and Rodinia streamcluster then keep global
+/// adds).
 const STRAIGHT_ADDS_WORTH_IT: usize = 8;
 
 /// A function of the clone with its counter registers: the kernel first, then its copies of
