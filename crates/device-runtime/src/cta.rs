@@ -30,7 +30,7 @@ use ptx_lexer::{
     Guard, Instruction, Module, Opcode, Operand, RewriteError, Statement, StatementKind,
 };
 
-use crate::instrument::{direct_callee, is_indirect_call};
+use crate::instrument::{direct_callee, fresh_label, insert_prologue, is_indirect_call};
 use crate::placement::Cfg;
 use crate::{guarded, ins, CounterRegisters};
 
@@ -81,13 +81,13 @@ fn counter_adds(function: &ptx_lexer::Function, regs: &CounterRegisters) -> Vec<
 
 /// Whether the CTA counters pay: some add lies on a cycle of the original code (it may run
 /// many times per warp), or there are many adds.
-fn worth_it(module: &Module, functions: &[Counted]) -> bool {
+/// `adds`: each function's [`counter_adds`].
+fn worth_it(module: &Module, functions: &[Counted], adds: &[Vec<(usize, u64)>]) -> bool {
     let mut straight = 0;
-    for counted in functions {
+    for (counted, adds) in functions.iter().zip(adds) {
         let Some(function) = module.function(counted.name) else {
             return false;
         };
-        let adds = counter_adds(function, counted.regs);
         if adds.is_empty() {
             continue;
         }
@@ -177,21 +177,26 @@ pub(crate) fn aggregate(
     functions: &[Counted],
     prologue_end: Option<&str>,
 ) -> Result<bool, RewriteError> {
-    if functions.is_empty() || !eligible(module, functions) || !worth_it(module, functions) {
-        return Ok(false);
-    }
-    let kernel = functions[0].name;
-    let mut slots: BTreeMap<u64, u64> = BTreeMap::new();
-    for counted in functions {
-        if let Some(function) = module.function(counted.name) {
-            for (_, offset) in counter_adds(function, counted.regs) {
-                slots.insert(offset, 0);
-            }
-        }
-    }
     let Some(prologue_end) = prologue_end else {
         return Ok(false);
     };
+    if functions.is_empty() || !eligible(module, functions) {
+        return Ok(false);
+    }
+    // Each function's adds, found once: the rewrite below changes them in place.
+    let adds: Vec<Vec<(usize, u64)>> = functions
+        .iter()
+        .map(|counted| {
+            module
+                .function(counted.name)
+                .map_or_else(Vec::new, |f| counter_adds(f, counted.regs))
+        })
+        .collect();
+    if !worth_it(module, functions, &adds) {
+        return Ok(false);
+    }
+    let kernel = functions[0].name;
+    let mut slots: BTreeMap<u64, u64> = adds.iter().flatten().map(|&(_, o)| (o, 0)).collect();
     if slots.is_empty() {
         return Ok(false);
     }
@@ -204,11 +209,11 @@ pub(crate) fn aggregate(
         table: fresh_symbol(module, &format!("{kernel}_slots")),
         slots: count,
     };
-    for counted in functions {
+    for (counted, adds) in functions.iter().zip(&adds) {
         let Some(function) = module.function_mut(counted.name) else {
             continue;
         };
-        for (at, offset) in counter_adds(function, counted.regs) {
+        for &(at, offset) in adds {
             let slot = slots[&offset];
             if let StatementKind::Instruction(instruction) =
                 function.statements_mut()[at].kind_mut()
@@ -236,21 +241,21 @@ pub(crate) fn aggregate(
         .collect();
     if function_falls_off_its_end(function) {
         let end = function.statements().len();
-        let out = fresh(function, "$__cf_out", &mut labels);
-        let flush = fresh(function, "$__cf_flush", &mut labels);
+        let out = fresh_label(function, "$__cf_out", &mut labels);
+        let flush = fresh_label(function, "$__cf_flush", &mut labels);
         let mut code = layout.exit(regs, &out, &flush);
         code.push(ins("ret", vec![]));
         function.insert_statements(end, code)?;
     }
     for at in exits.into_iter().rev() {
-        let out = fresh(function, "$__cf_out", &mut labels);
-        let flush = fresh(function, "$__cf_flush", &mut labels);
+        let out = fresh_label(function, "$__cf_out", &mut labels);
+        let flush = fresh_label(function, "$__cf_flush", &mut labels);
         let mut code = Vec::new();
         // `@p ret`: only the lanes that leave count; the others branch past it.
         let guard = function.statements()[at]
             .as_instruction()
             .and_then(|i| i.guard.clone());
-        let stay = guard.map(|g| (g, fresh(function, "$__cf_stay", &mut labels)));
+        let stay = guard.map(|g| (g, fresh_label(function, "$__cf_stay", &mut labels)));
         if let Some((guard, label)) = &stay {
             code.push(Statement::instruction(Instruction::new(
                 Some(Guard {
@@ -279,15 +284,10 @@ pub(crate) fn aggregate(
         .position(|s| s.as_label() == Some(prologue_end))
         .ok_or_else(|| RewriteError::NoPlaceForBlock(kernel.to_string()))?;
     function.insert_statements(after_prologue + 1, layout.store_base(regs))?;
-    let zero = fresh(function, "$__cf_zero", &mut labels);
-    let zeroed = fresh(function, "$__cf_zeroed", &mut labels);
-    let init = layout.init(regs, &zero, &zeroed);
-    let top = function
-        .statements()
-        .iter()
-        .position(|s| s.as_instruction().is_some() || s.as_label().is_some())
-        .unwrap_or(function.statements().len());
-    function.insert_statements(top, init)?;
+    let zero = fresh_label(function, "$__cf_zero", &mut labels);
+    let zeroed = fresh_label(function, "$__cf_zeroed", &mut labels);
+    // Before everything, the prologue included.
+    insert_prologue(function, layout.init(regs, &zero, &zeroed))?;
 
     let offsets: Vec<String> = slots.keys().map(u64::to_string).collect();
     module.insert_directive_before_functions(format!(
@@ -311,16 +311,6 @@ fn function_falls_off_its_end(function: &ptx_lexer::Function) -> bool {
         .rev()
         .find_map(|s| s.as_instruction())
         .is_none_or(|i| i.guard.is_some() || i.can_fall_through())
-}
-
-fn fresh(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
-    loop {
-        let candidate = format!("{base}{next}");
-        *next += 1;
-        if !function.has_label(&candidate) {
-            return candidate;
-        }
-    }
 }
 
 /// The CTA's shared counters: `slots` u64 slots, then the bank's base (u64), then the exit
@@ -358,10 +348,6 @@ impl Layout {
         let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
         let special = Operand::reg;
         let int = Operand::int;
-        let not = |i: u32| Guard {
-            negated: true,
-            predicate: format!("{}{i}", regs.pred).into(),
-        };
         vec![
             // r4 = tid.y × 32 + tid.x: below 32 only in the first row's first 32 lanes.
             ins("mov.u32", vec![r(1), special("%tid.x")]),
@@ -392,11 +378,7 @@ impl Layout {
             ins("mov.u64", vec![rd(1), int(0)]),
             Statement::label(zero),
             ins("setp.lt.u32", vec![p(1), r(1), r(2)]),
-            Statement::instruction(Instruction::new(
-                Some(not(1)),
-                Opcode::new("bra"),
-                vec![Operand::sym(zeroed)],
-            )),
+            branch_unless(regs, 1, zeroed),
             ins("st.shared.u64", vec![addr(r(1)), rd(1)]),
             ins("add.u32", vec![r(1), r(1), r(0)]),
             ins("bra", vec![Operand::sym(zero)]),
@@ -422,10 +404,6 @@ impl Layout {
     fn exit(&self, regs: &CounterRegisters, out: &str, flush: &str) -> Vec<Statement> {
         let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
         let int = Operand::int;
-        let not = |i: u32| Guard {
-            negated: true,
-            predicate: format!("{}{i}", regs.pred).into(),
-        };
         vec![
             // r3 = the leaving lanes, r2 = how many; p0: the highest of them.
             ins("activemask.b32", vec![r(3)]),
@@ -442,11 +420,7 @@ impl Layout {
             guarded(regs, 0, "add.u32", vec![r(0), r(0), r(2)]),
             ins("setp.eq.and.u32", vec![p(1), r(0), int(0), p(0)]),
             ins("vote.sync.any.pred", vec![p(1), p(1), r(3)]),
-            Statement::instruction(Instruction::new(
-                Some(not(1)),
-                Opcode::new("bra"),
-                vec![Operand::sym(out)],
-            )),
+            branch_unless(regs, 1, out),
             // The CTA's last lanes: every other thread's adds are done.
             ins("membar.cta", vec![]),
             ins("ld.shared.u64", vec![rd(1), self.at(self.base_offset())]),
@@ -473,6 +447,18 @@ impl Layout {
             Statement::label(out),
         ]
     }
+}
+
+/// `@!{pred}predicate bra label`.
+fn branch_unless(regs: &CounterRegisters, predicate: u32, label: &str) -> Statement {
+    Statement::instruction(Instruction::new(
+        Some(Guard {
+            negated: true,
+            predicate: format!("{}{predicate}", regs.pred).into(),
+        }),
+        Opcode::new("bra"),
+        vec![Operand::sym(label)],
+    ))
 }
 
 /// `[register]`

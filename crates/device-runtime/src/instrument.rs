@@ -787,7 +787,7 @@ fn place_counters(
 }
 
 /// `base` with the next number from `next` that the function does not use as a label yet.
-fn fresh_label(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
+pub(crate) fn fresh_label(function: &ptx_lexer::Function, base: &str, next: &mut usize) -> String {
     loop {
         let candidate = format!("{base}{next}");
         *next += 1;
@@ -807,7 +807,7 @@ fn unused_label(function: &ptx_lexer::Function, base: &str) -> String {
 
 /// Inserts `code` before the first label or instruction, so that it runs once on entry even
 /// when the entry block is a loop header.
-fn insert_prologue(
+pub(crate) fn insert_prologue(
     function: &mut ptx_lexer::Function,
     code: Vec<Statement>,
 ) -> Result<(), RewriteError> {
