@@ -9,12 +9,13 @@
 //! - at the top of the kernel, before any other code, the CTA's first warp zeroes the slots
 //!   and sets the exit count to minus the CTA's threads; `bar.sync 0` (every thread of the CTA
 //!   is there: nothing has run yet);
-//! - the prologue of the counted threads stores the bank's base address (the same for every
-//!   thread of a CTA) in the shared header, so that the flush needs nothing from any thread;
+//! - the clone's prologue is cut to what each thread needs for its adds (the lanes mask,
+//!   [`crate::cta_entry_prologue`]): the bank's base is the flush's business;
 //! - before every `ret` and `exit` of the kernel, each group of lanes that leaves adds its size
 //!   to the exit count (after `membar.cta`, so that its adds are seen first); the group whose
 //!   add brings the count to zero holds the CTA's last threads, and its lanes add the nonzero
-//!   slots to the bank (each slot's bank offset is in a `.global` table), once.
+//!   slots to the bank (each slot's bank offset is in a `.global` table), once, after
+//!   computing the bank's base as the prologue would have ([`CountedBy::Cta`]).
 //!
 //! Exact by construction: a slot holds the sum of what the CTA's adds would have added to its
 //! counter; every thread's adds precede its exit in program order and the fence orders them
@@ -32,7 +33,7 @@ use ptx_lexer::{
 
 use crate::instrument::{direct_callee, fresh_label, insert_prologue, is_indirect_call};
 use crate::placement::Cfg;
-use crate::{guarded, ins, CounterRegisters};
+use crate::{bank_base, guarded, ins, BankParams, CountedBy, CounterRegisters};
 
 /// The opcode of a counter add before the rewrite ([`crate::counter_add`]).
 const GLOBAL_ADD: &str = "red.global.add.u64";
@@ -40,7 +41,7 @@ const GLOBAL_ADD: &str = "red.global.add.u64";
 const SHARED_ADD: &str = "red.shared.add.u64";
 /// At least this many counter adds outside cycles in the code (a flush's out-of-line part
 /// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
-/// cost (about 18 instructions per warp); any add on a cycle of the original code does. Fewer
+/// cost (about 10 instructions per warp more than global adds); any add on a cycle of the original code does. Fewer
 /// adds save too few global reductions per warp for it: measured on the suites, 2 gives 1.199x
 /// instruction expansion and 3.5 global atomics per 1000 instructions, 8 gives 1.181x and 3.7,
 /// 12 gives 1.170x and 6.9 (SHOC's reductions and Rodinia streamcluster then keep global
@@ -169,36 +170,42 @@ fn fresh_symbol(module: &Module, base: &str) -> String {
         .unwrap_or_else(|| base.to_string())
 }
 
-/// Gives the clone `functions[0]` (a kernel clone whose prologue ends at label
-/// `prologue_end`) and its function copies CTA counters where that is allowed and pays.
-/// Returns whether it did.
-pub(crate) fn aggregate(
-    module: &mut Module,
-    functions: &[Counted],
-    prologue_end: Option<&str>,
-) -> Result<bool, RewriteError> {
-    let Some(prologue_end) = prologue_end else {
-        return Ok(false);
-    };
+/// Whether the clone `functions[0]` (a kernel clone, before its prologue goes in) and its
+/// function copies may take CTA counters ([`eligible`]) and they pay ([`worth_it`]).
+pub(crate) fn worth_taking(module: &Module, functions: &[Counted]) -> bool {
     if functions.is_empty() || !eligible(module, functions) {
-        return Ok(false);
+        return false;
     }
-    // Each function's adds, found once: the rewrite below changes them in place.
-    let adds: Vec<Vec<(usize, u64)>> = functions
+    let adds = all_counter_adds(module, functions);
+    adds.iter().any(|a| !a.is_empty()) && worth_it(module, functions, &adds)
+}
+
+/// Each function's [`counter_adds`].
+fn all_counter_adds(module: &Module, functions: &[Counted]) -> Vec<Vec<(usize, u64)>> {
+    functions
         .iter()
         .map(|counted| {
             module
                 .function(counted.name)
                 .map_or_else(Vec::new, |f| counter_adds(f, counted.regs))
         })
-        .collect();
-    if !worth_it(module, functions, &adds) {
-        return Ok(false);
-    }
+        .collect()
+}
+
+/// Gives the clone `functions[0]` (a kernel clone with its prologue for CTA counters,
+/// [`crate::cta_entry_prologue`]) and its function copies CTA counters, flushed to the bank
+/// that `params` locate. Call only where [`worth_taking`].
+pub(crate) fn aggregate(
+    module: &mut Module,
+    functions: &[Counted],
+    params: &BankParams,
+) -> Result<(), RewriteError> {
+    // Each function's adds, found once: the rewrite below changes them in place.
+    let adds = all_counter_adds(module, functions);
     let kernel = functions[0].name;
     let mut slots: BTreeMap<u64, u64> = adds.iter().flatten().map(|&(_, o)| (o, 0)).collect();
     if slots.is_empty() {
-        return Ok(false);
+        return Ok(());
     }
     for (n, slot) in slots.values_mut().enumerate() {
         *slot = n as u64;
@@ -208,6 +215,7 @@ pub(crate) fn aggregate(
         shared: fresh_symbol(module, &format!("{kernel}_cta")),
         table: fresh_symbol(module, &format!("{kernel}_slots")),
         slots: count,
+        params,
     };
     for (counted, adds) in functions.iter().zip(&adds) {
         let Some(function) = module.function_mut(counted.name) else {
@@ -241,15 +249,13 @@ pub(crate) fn aggregate(
         .collect();
     if function_falls_off_its_end(function) {
         let end = function.statements().len();
-        let out = fresh_label(function, "$__cf_out", &mut labels);
-        let flush = fresh_label(function, "$__cf_flush", &mut labels);
-        let mut code = layout.exit(regs, &out, &flush);
+        let labels = layout.exit_labels(function, &mut labels);
+        let mut code = layout.exit(regs, &labels);
         code.push(ins("ret", vec![]));
         function.insert_statements(end, code)?;
     }
     for at in exits.into_iter().rev() {
-        let out = fresh_label(function, "$__cf_out", &mut labels);
-        let flush = fresh_label(function, "$__cf_flush", &mut labels);
+        let exit_labels = layout.exit_labels(function, &mut labels);
         let mut code = Vec::new();
         // `@p ret`: only the lanes that leave count; the others branch past it.
         let guard = function.statements()[at]
@@ -266,7 +272,7 @@ pub(crate) fn aggregate(
                 vec![Operand::sym(label.clone())],
             )));
         }
-        code.extend(layout.exit(regs, &out, &flush));
+        code.extend(layout.exit(regs, &exit_labels));
         if let Some((_, label)) = stay {
             if let StatementKind::Instruction(instruction) =
                 function.statements_mut()[at].kind_mut()
@@ -277,13 +283,6 @@ pub(crate) fn aggregate(
         }
         function.insert_statements(at, code)?;
     }
-    // The bank's base, stored by every counted thread once its prologue has it.
-    let after_prologue = function
-        .statements()
-        .iter()
-        .position(|s| s.as_label() == Some(prologue_end))
-        .ok_or_else(|| RewriteError::NoPlaceForBlock(kernel.to_string()))?;
-    function.insert_statements(after_prologue + 1, layout.store_base(regs))?;
     let zero = fresh_label(function, "$__cf_zero", &mut labels);
     let zeroed = fresh_label(function, "$__cf_zeroed", &mut labels);
     // Before everything, the prologue included.
@@ -300,7 +299,7 @@ pub(crate) fn aggregate(
         layout.table,
         offsets.join(", ")
     ));
-    Ok(true)
+    Ok(())
 }
 
 /// Whether control can reach the end of the body without a `ret`, `exit` or branch.
@@ -313,23 +312,32 @@ fn function_falls_off_its_end(function: &ptx_lexer::Function) -> bool {
         .is_none_or(|i| i.guard.is_some() || i.can_fall_through())
 }
 
-/// The CTA's shared counters: `slots` u64 slots, then the bank's base (u64), then the exit
-/// count (u32); and the `.global` table of each slot's bank offset.
-struct Layout {
+/// The CTA's shared counters: `slots` u64 slots, then the exit count (u32); the `.global`
+/// table of each slot's bank offset; and where the flush finds the bank.
+struct Layout<'a> {
     shared: String,
     table: String,
     slots: u64,
+    params: &'a BankParams<'a>,
 }
 
-impl Layout {
-    fn base_offset(&self) -> u64 {
+/// The labels of one exit's code ([`Layout::exit`]).
+struct ExitLabels {
+    /// After it, before the exit.
+    out: String,
+    /// The flush's loop.
+    flush: String,
+    /// The end of the bank's base, and its ranged part ([`bank_base`]).
+    based: String,
+    ranged: String,
+}
+
+impl Layout<'_> {
+    fn exits_offset(&self) -> u64 {
         self.slots * 8
     }
-    fn exits_offset(&self) -> u64 {
-        self.slots * 8 + 8
-    }
     fn bytes(&self) -> u64 {
-        self.slots * 8 + 16
+        self.slots * 8 + 8
     }
     /// `[shared+offset]`
     fn at(&self, offset: u64) -> Operand {
@@ -340,10 +348,9 @@ impl Layout {
     }
 
     /// The kernel's first code: the first row's first 32 lanes (`tid.y = 0`, `tid.x < 32`: the
-    /// CTA's first warp, in each `tid.z` slice; zeroing twice is harmless) zero the slots and
-    /// the base, and its thread `tid.x = 0` sets the exit count to minus the CTA's threads (the
-    /// same value from each slice); then every thread waits for them. Other warps pay 6
-    /// instructions.
+    /// CTA's first warp, in each `tid.z` slice; zeroing twice is harmless) zero the slots, and
+    /// its thread `tid.x = 0` sets the exit count to minus the CTA's threads (the same value
+    /// from each slice); then every thread waits for them. Other warps pay 6 instructions.
     fn init(&self, regs: &CounterRegisters, zero: &str, zeroed: &str) -> Vec<Statement> {
         let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
         let special = Operand::reg;
@@ -369,12 +376,12 @@ impl Layout {
                 vec![self.at(self.exits_offset()), r(2)],
             ),
             // r0 = stride (the zeroing lanes of a row, 8 bytes each), r1 = this lane's first
-            // slot, r2 = the end of the slots and the base.
+            // slot, r2 = the end of the slots.
             ins("min.u32", vec![r(0), r(0), int(32)]),
             ins("shl.b32", vec![r(0), r(0), int(3)]),
             ins("mov.u32", vec![r(2), Operand::sym(self.shared.clone())]),
             ins("mad.lo.u32", vec![r(1), r(1), int(8), r(2)]),
-            ins("add.u32", vec![r(2), r(2), int(self.base_offset() + 8)]),
+            ins("add.u32", vec![r(2), r(2), int(self.exits_offset())]),
             ins("mov.u64", vec![rd(1), int(0)]),
             Statement::label(zero),
             ins("setp.lt.u32", vec![p(1), r(1), r(2)]),
@@ -387,24 +394,22 @@ impl Layout {
         ]
     }
 
-    /// After the prologue: a counted thread (nonzero base) stores the bank's base.
-    fn store_base(&self, regs: &CounterRegisters) -> Vec<Statement> {
-        vec![
-            ins("setp.ne.u64", vec![regs.p(1), regs.r64(0), Operand::int(0)]),
-            guarded(
-                regs,
-                1,
-                "st.shared.u64",
-                vec![self.at(self.base_offset()), regs.r64(0)],
-            ),
-        ]
+    /// Fresh labels for one exit's code in `function`.
+    fn exit_labels(&self, function: &ptx_lexer::Function, next: &mut usize) -> ExitLabels {
+        ExitLabels {
+            out: fresh_label(function, "$__cf_out", next),
+            flush: fresh_label(function, "$__cf_flush", next),
+            based: fresh_label(function, "$__cf_based", next),
+            ranged: fresh_label(function, "$__cf_ranged", next),
+        }
     }
 
     /// Before an exit: the leaving lanes count themselves out; the CTA's last ones flush.
-    fn exit(&self, regs: &CounterRegisters, out: &str, flush: &str) -> Vec<Statement> {
+    fn exit(&self, regs: &CounterRegisters, labels: &ExitLabels) -> Vec<Statement> {
         let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
         let int = Operand::int;
-        vec![
+        let out = labels.out.as_str();
+        let mut code = vec![
             // r3 = the leaving lanes, r2 = how many; p0: the highest of them.
             ins("activemask.b32", vec![r(3)]),
             ins("mov.u32", vec![r(4), Operand::reg("%lanemask_le")]),
@@ -423,16 +428,28 @@ impl Layout {
             branch_unless(regs, 1, out),
             // The CTA's last lanes: every other thread's adds are done.
             ins("membar.cta", vec![]),
-            ins("ld.shared.u64", vec![rd(1), self.at(self.base_offset())]),
-            ins("setp.eq.u64", vec![p(1), rd(1), int(0)]),
+        ];
+        // rd0 = the bank's base, null where the mode does not count this CTA.
+        code.extend(bank_base(
+            regs,
+            self.params,
+            &labels.based,
+            &labels.ranged,
+            CountedBy::Cta,
+        ));
+        code.extend([
+            ins("setp.eq.u64", vec![p(1), rd(0), int(0)]),
             guarded(regs, 1, "bra", vec![Operand::sym(out)]),
-            // r4 = this lane's rank among the leaving lanes: its first slot; stride r2.
+            // r3, r2 again (the base took them); r4 = this lane's rank among the leaving
+            // lanes: its first slot; stride r2.
+            ins("activemask.b32", vec![r(3)]),
+            ins("popc.b32", vec![r(2), r(3)]),
             ins("mov.u32", vec![r(4), Operand::reg("%lanemask_lt")]),
             ins("and.b32", vec![r(4), r(4), r(3)]),
             ins("popc.b32", vec![r(4), r(4)]),
             ins("mov.u64", vec![rd(2), Operand::sym(self.table.clone())]),
             ins("mov.u32", vec![r(6), Operand::sym(self.shared.clone())]),
-            Statement::label(flush),
+            Statement::label(labels.flush.as_str()),
             ins("setp.ge.u32", vec![p(1), r(4), int(self.slots)]),
             guarded(regs, 1, "bra", vec![Operand::sym(out)]),
             ins("mad.wide.u32", vec![rd(3), r(4), int(4), rd(2)]),
@@ -440,12 +457,13 @@ impl Layout {
             ins("mad.lo.u32", vec![r(1), r(4), int(8), r(6)]),
             ins("ld.shared.u64", vec![rd(4), addr(r(1))]),
             ins("setp.ne.u64", vec![p(1), rd(4), int(0)]),
-            ins("mad.wide.u32", vec![rd(5), r(0), int(1), rd(1)]),
+            ins("mad.wide.u32", vec![rd(5), r(0), int(1), rd(0)]),
             guarded(regs, 1, "red.global.add.u64", vec![addr(rd(5)), rd(4)]),
             ins("add.u32", vec![r(4), r(4), r(2)]),
-            ins("bra", vec![Operand::sym(flush)]),
+            ins("bra", vec![Operand::sym(labels.flush.as_str())]),
             Statement::label(out),
-        ]
+        ]);
+        code
     }
 }
 

@@ -19,10 +19,10 @@ use crate::cta;
 use crate::placement::{self, BlockCounting, EdgeSite, Induction, Placement, Plan, RegionEdge};
 use crate::ThreadFlow;
 use crate::{
-    block_update, counter_increment, counter_params, declare_registers, entry_prologue,
-    function_prologue, guarded, induction_count, induction_snapshot, packed_update, region_flush,
-    shrinking_flush, shrinking_flush_fast, warp_update, CountForm, CounterRegisters,
-    WarpReductions,
+    block_update, counter_increment, counter_params, cta_entry_prologue, declare_registers,
+    entry_prologue, function_prologue, guarded, induction_count, induction_snapshot, packed_update,
+    region_flush, shrinking_flush, shrinking_flush_fast, warp_update, BankParams, CountForm,
+    CounterRegisters, WarpReductions,
 };
 
 /// What a kernel's counting clone is called: the kernel's name and this (`K__cf`).
@@ -376,29 +376,6 @@ fn instrument_kernel_in(
     )?;
     redirect_calls(kernel_fn, &regs, &clones)?;
     unredirected += redirect_indirect_calls(kernel_fn, &regs, &indirect_targets)?;
-    // Nothing to count on the device (every block counted from the launch or copied) and no
-    // counted function to pass a base to: the clone needs no prologue at all.
-    let mut prologue_end = None;
-    if counted_here || !functions.is_empty() {
-        let label = unused_label(kernel_fn, "$__cf_counted");
-        prologue_end = Some(label.clone());
-        let ranged_label = unused_label(kernel_fn, "$__cf_ranged");
-        let prologue = entry_prologue(
-            &regs,
-            &counters_name,
-            &banks_name,
-            total_blocks,
-            &label,
-            &ranged_label,
-        );
-        // Only threads that reach counter code run the prologue: after a guard that most
-        // warps fail, where one dominates all of it.
-        match placement::prologue_point(kernel_fn, &|name| regs.declares(name)) {
-            Some(at) => kernel_fn.insert_statements(at, prologue)?,
-            None => insert_prologue(kernel_fn, prologue)?,
-        }
-    }
-
     // Function clones, each with its counter base as an extra parameter.
     let mut declarations = Vec::new();
     let mut copies = Vec::new();
@@ -431,19 +408,59 @@ fn instrument_kernel_in(
         declarations.push(function.declaration());
         copies.push((clone_name.clone(), regs));
     }
-    let cta_counters = counting.cta_counters && reductions.is_some() && {
-        let functions: Vec<cta::Counted> = std::iter::once(cta::Counted {
-            name: &kernel_clone,
-            regs: &regs,
-        })
-        .chain(
-            copies
-                .iter()
-                .map(|(name, regs)| cta::Counted { name, regs }),
-        )
-        .collect();
-        cta::aggregate(module, &functions, prologue_end.as_deref())?
-    };
+    // Nothing to count on the device (every block counted from the launch or copied) and no
+    // counted function to pass a base to: the clone needs no prologue at all.
+    let needs_prologue = counted_here || !functions.is_empty();
+    let counted: Vec<cta::Counted> = std::iter::once(cta::Counted {
+        name: &kernel_clone,
+        regs: &regs,
+    })
+    .chain(
+        copies
+            .iter()
+            .map(|(name, regs)| cta::Counted { name, regs }),
+    )
+    .collect();
+    let cta_counters = needs_prologue
+        && counting.cta_counters
+        && reductions.is_some()
+        && cta::worth_taking(module, &counted);
+    if needs_prologue {
+        let kernel_fn = module
+            .function_mut(&kernel_clone)
+            .ok_or_else(|| RewriteError::NoSuchFunction(kernel_clone.clone()))?;
+        let label = unused_label(kernel_fn, "$__cf_counted");
+        let prologue = if cta_counters {
+            cta_entry_prologue(&regs, &banks_name, !functions.is_empty(), &label)
+        } else {
+            let ranged_label = unused_label(kernel_fn, "$__cf_ranged");
+            entry_prologue(
+                &regs,
+                &counters_name,
+                &banks_name,
+                total_blocks,
+                &label,
+                &ranged_label,
+            )
+        };
+        // Only threads that reach counter code run the prologue: after a guard that most
+        // warps fail, where one dominates all of it.
+        match placement::prologue_point(kernel_fn, &|name| regs.declares(name)) {
+            Some(at) => kernel_fn.insert_statements(at, prologue)?,
+            None => insert_prologue(kernel_fn, prologue)?,
+        }
+    }
+    if cta_counters {
+        cta::aggregate(
+            module,
+            &counted,
+            &BankParams {
+                counters: &counters_name,
+                banks: &banks_name,
+                blocks: total_blocks,
+            },
+        )?;
+    }
     // Callers may precede the function clones: declare them first.
     for declaration in declarations {
         module.insert_directive_before_functions(declaration);

@@ -194,36 +194,84 @@ pub fn entry_prologue(
     label: &str,
     ranged_label: &str,
 ) -> Vec<Statement> {
+    let params = BankParams {
+        counters: counters_param,
+        banks: banks_param,
+        blocks,
+    };
+    let mut code = bank_base(regs, &params, label, ranged_label, CountedBy::Thread);
+    code.extend(zero_counters(regs));
+    code
+}
+
+/// What [`bank_base`] computes a bank's base from.
+pub(crate) struct BankParams<'a> {
+    /// The clone's `.u64` counters parameter.
+    pub counters: &'a str,
+    /// The clone's `.u32` banks parameter (bank mask and mode).
+    pub banks: &'a str,
+    /// The counted blocks of the kernel and its function copies: a bank's size in pairs.
+    pub blocks: u64,
+}
+
+/// Whose count a bank base is computed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CountedBy {
+    /// One thread, at the top of the kernel: [`MODE_WARP`] counts only the first warp, and
+    /// the lanes-up-to-here mask `{b32}5` is set (zero where the thread is not counted).
+    Thread,
+    /// A whole CTA, at its CTA counters' flush (`cta.rs`): a base wherever the mode counts any
+    /// of the CTA's threads (its first warp too: only the counted lanes added, by their masks);
+    /// `{b32}5` is left alone.
+    Cta,
+}
+
+/// `{b64}0` = the bank's base (null where the mode does not count), from the clone's
+/// parameters; uses `{b32}0`..`{b32}4`, `{b64}1`, `{b64}2`, `{pred}1` and `{pred}2`; ends at
+/// `label`, its [`MODE_RANGES`] part at `ranged_label`. Its branches are uniform over the CTA
+/// ([`CountedBy::Thread`]'s test of the first warp selects).
+pub(crate) fn bank_base(
+    regs: &CounterRegisters,
+    base: &BankParams,
+    label: &str,
+    ranged_label: &str,
+    who: CountedBy,
+) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let addr = |name: &str| Operand::Address(vec![Operand::sym(name)]);
     let special = |name: &str| Operand::reg(name);
+    let label_operand = || Operand::sym(label);
     let mut code = vec![
-        ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
+        ins("ld.param.u64", vec![rd(0), addr(base.counters)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
         // Bank base: counters + (%smid & mask) * blocks * 16; %smid is below 2^24, so the
         // mode in the top byte drops out of the `and` (no division: a power-of-two count).
         ins("mov.u32", vec![r(0), special("%smid")]),
-        ins("ld.param.u32", vec![r(1), addr(banks_param)]),
+        ins("ld.param.u32", vec![r(1), addr(base.banks)]),
         ins("and.b32", vec![r(2), r(0), r(1)]),
         ins(
             "mad.wide.u32",
             vec![
                 rd(0),
                 r(2),
-                Operand::int(blocks * COUNTER_PAIR_BYTES),
+                Operand::int(base.blocks * COUNTER_PAIR_BYTES),
                 rd(0),
             ],
         ),
-        ins(
+    ];
+    if who == CountedBy::Thread {
+        code.push(ins(
             "mov.u32",
             vec![r(LANES_UP_TO_HERE), special("%lanemask_le")],
-        ),
+        ));
+    }
+    code.extend([
         // Mode all (top byte 0): every thread counts.
         ins(
             "setp.le.u32",
             vec![p(1), r(1), Operand::int(BANK_MASK_BITS)],
         ),
-        guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
+        guarded(regs, 1, "bra.uni", vec![label_operand()]),
         // rd1 = linear CTA id = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z), in 64 bits
         // (the product in parentheses is below 2^32).
         ins("mov.u32", vec![r(0), special("%ctaid.z")]),
@@ -238,31 +286,37 @@ pub fn entry_prologue(
         ins("shr.u32", vec![r(4), r(1), Operand::int(MODE_SHIFT)]),
         ins("setp.eq.u32", vec![p(1), r(4), Operand::int(MODE_RANGES)]),
         guarded(regs, 1, "bra.uni", vec![Operand::sym(ranged_label)]),
-        // r2 = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z)
-        ins("mov.u32", vec![r(2), special("%tid.z")]),
-        ins("mov.u32", vec![r(3), special("%ntid.y")]),
-        ins("mov.u32", vec![r(0), special("%tid.y")]),
-        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(0)]),
-        ins("mov.u32", vec![r(3), special("%ntid.x")]),
-        ins("mov.u32", vec![r(0), special("%tid.x")]),
-        ins("mad.lo.u32", vec![r(2), r(2), r(3), r(0)]),
-        // counted = CTA 0 && (mode == cta || first warp)
-        ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
-        ins("setp.eq.u32", vec![p(1), r(4), Operand::int(MODE_CTA)]),
-        ins("or.pred", vec![p(2), p(2), p(1)]),
-        ins("setp.eq.u64", vec![p(1), rd(1), Operand::int(0)]),
-        ins("and.pred", vec![p(2), p(2), p(1)]),
-        ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
-        ins(
-            "selp.b32",
-            vec![
-                r(LANES_UP_TO_HERE),
-                r(LANES_UP_TO_HERE),
-                Operand::int(0),
-                p(2),
-            ],
-        ),
-        ins("bra.uni", vec![Operand::sym(label)]),
+    ]);
+    match who {
+        CountedBy::Thread => {
+            code.extend(linear_thread_id(regs, 2));
+            code.extend([
+                // counted = CTA 0 && (mode == cta || first warp)
+                ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
+                ins("setp.eq.u32", vec![p(1), r(4), Operand::int(MODE_CTA)]),
+                ins("or.pred", vec![p(2), p(2), p(1)]),
+                ins("setp.eq.u64", vec![p(1), rd(1), Operand::int(0)]),
+                ins("and.pred", vec![p(2), p(2), p(1)]),
+                ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
+                ins(
+                    "selp.b32",
+                    vec![
+                        r(LANES_UP_TO_HERE),
+                        r(LANES_UP_TO_HERE),
+                        Operand::int(0),
+                        p(2),
+                    ],
+                ),
+            ]);
+        }
+        // counted = CTA 0 (mode cta or warp)
+        CountedBy::Cta => code.extend([
+            ins("setp.eq.u64", vec![p(2), rd(1), Operand::int(0)]),
+            ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
+        ]),
+    }
+    code.extend([
+        ins("bra.uni", vec![label_operand()]),
         // Ranged banks: bank = (CTA id >> shift) * (mask + 1) + (%smid & mask).
         Statement::label(ranged_label),
         ins(
@@ -281,19 +335,95 @@ pub fn entry_prologue(
         ins("and.b32", vec![r(3), r(3), r(2)]),
         ins("cvt.u64.u32", vec![rd(2), r(3)]),
         ins("add.s64", vec![rd(1), rd(1), rd(2)]),
-        ins("ld.param.u64", vec![rd(0), addr(counters_param)]),
+        ins("ld.param.u64", vec![rd(0), addr(base.counters)]),
         ins("cvta.to.global.u64", vec![rd(0), rd(0)]),
         ins(
             "mad.lo.u64",
             vec![
                 rd(0),
                 rd(1),
-                Operand::int(blocks * COUNTER_PAIR_BYTES),
+                Operand::int(base.blocks * COUNTER_PAIR_BYTES),
                 rd(0),
             ],
         ),
         Statement::label(label),
-    ];
+    ]);
+    code
+}
+
+/// `{b32}out` = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z); uses `{b32}0`
+/// and `{b32}3`.
+fn linear_thread_id(regs: &CounterRegisters, out: u32) -> Vec<Statement> {
+    let r = |i| regs.r32(i);
+    let special = Operand::reg;
+    vec![
+        ins("mov.u32", vec![r(out), special("%tid.z")]),
+        ins("mov.u32", vec![r(3), special("%ntid.y")]),
+        ins("mov.u32", vec![r(0), special("%tid.y")]),
+        ins("mad.lo.u32", vec![r(out), r(out), r(3), r(0)]),
+        ins("mov.u32", vec![r(3), special("%ntid.x")]),
+        ins("mov.u32", vec![r(0), special("%tid.x")]),
+        ins("mad.lo.u32", vec![r(out), r(out), r(3), r(0)]),
+    ]
+}
+
+/// The prologue of a kernel with CTA counters (`cta.rs`): its adds go to shared memory and its
+/// flush computes the bank's base ([`CountedBy::Cta`]), so each thread needs only the
+/// lanes-up-to-here mask `{b32}5`, zero outside the first warp in [`MODE_WARP`] (the one mode
+/// that counts part of a CTA), and, where it `passes_base` to function copies, a `{b64}0` that
+/// is nonzero where the thread is counted (their "counted" test). Then the loop counters are
+/// zeroed. 4 instructions in modes all and cta (5 passing a base), the loop counters aside.
+pub(crate) fn cta_entry_prologue(
+    regs: &CounterRegisters,
+    banks_param: &str,
+    passes_base: bool,
+    label: &str,
+) -> Vec<Statement> {
+    let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
+    let mut code = vec![ins(
+        "mov.u32",
+        vec![r(LANES_UP_TO_HERE), Operand::reg("%lanemask_le")],
+    )];
+    if passes_base {
+        code.push(ins("mov.u64", vec![rd(0), Operand::int(1)]));
+    }
+    code.extend([
+        ins(
+            "ld.param.u32",
+            vec![r(1), Operand::Address(vec![Operand::sym(banks_param)])],
+        ),
+        // Below mode warp's range (modes all and cta) or above it (ranges): every thread adds.
+        ins(
+            "setp.lt.u32",
+            vec![p(1), r(1), Operand::int(MODE_WARP << MODE_SHIFT)],
+        ),
+        guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
+        ins(
+            "setp.ge.u32",
+            vec![p(1), r(1), Operand::int((MODE_WARP + 1) << MODE_SHIFT)],
+        ),
+        guarded(regs, 1, "bra.uni", vec![Operand::sym(label)]),
+    ]);
+    code.extend(linear_thread_id(regs, 2));
+    code.extend([
+        ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
+        ins(
+            "selp.b32",
+            vec![
+                r(LANES_UP_TO_HERE),
+                r(LANES_UP_TO_HERE),
+                Operand::int(0),
+                p(2),
+            ],
+        ),
+    ]);
+    if passes_base {
+        code.push(ins(
+            "selp.b64",
+            vec![rd(0), Operand::int(1), Operand::int(0), p(2)],
+        ));
+    }
+    code.push(Statement::label(label));
     code.extend(zero_counters(regs));
     code
 }
