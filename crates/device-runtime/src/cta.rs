@@ -41,7 +41,7 @@ const GLOBAL_ADD: &str = "red.global.add.u64";
 const SHARED_ADD: &str = "red.shared.add.u64";
 /// At least this many counter adds outside cycles in the code (a flush's out-of-line part
 /// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
-/// cost (about 10 instructions per warp more than global adds); any add on a cycle of the original code does. Fewer
+/// cost (about 11 instructions per warp more than global adds); any add on a cycle of the original code does. Fewer
 /// adds save too few global reductions per warp for it: measured on the suites, 2 gives 1.199x
 /// instruction expansion and 3.5 global atomics per 1000 instructions, 8 gives 1.181x and 3.7,
 /// 12 gives 1.170x and 6.9 (SHOC's reductions and Rodinia streamcluster then keep global

@@ -353,9 +353,20 @@ fn run_counted_loops(
     banks_param: u32,
     banks: usize,
 ) -> (KernelInstrumentation, Vec<u64>) {
+    run_loops_instrumented(n, banks_param, banks, |module| {
+        device_runtime::instrument_module_with(module, device_runtime::Placement::EveryBlock)
+    })
+}
+
+/// [`run_counted_loops`] with the instrumentation `instrument` makes.
+fn run_loops_instrumented(
+    n: usize,
+    banks_param: u32,
+    banks: usize,
+    instrument: impl Fn(&mut ptx_lexer::Module) -> Vec<KernelInstrumentation>,
+) -> (KernelInstrumentation, Vec<u64>) {
     let mut module = ptx_lexer::parse(kernels_ptx()).unwrap();
-    let results =
-        device_runtime::instrument_module_with(&mut module, device_runtime::Placement::EveryBlock);
+    let results = instrument(&mut module);
     let loops = results.into_iter().find(|r| r.kernel == "loops").unwrap();
     let clone = loops.clone.clone().expect("loops is instrumented");
     let program = Program::load(&module.to_ptx()).unwrap_or_else(|e| panic!("{e}"));
@@ -464,6 +475,64 @@ fn ranged_banks_hold_the_counts_of_their_own_ctas() {
         assert_eq!(
             in_range_threads, below_n as u64,
             "range {range}: in-range block"
+        );
+    }
+}
+
+/// CTA counters (device-runtime's `cta.rs`: the adds go to shared memory, and each CTA's last
+/// threads out add them to the bank they compute then) leave what the global adds of the same
+/// placement leave, in each mode of the `banks` parameter: all, cta and warp (only CTA 0, or
+/// its first warp, counted), and ranged banks (each range of CTA ids its own banks). Compared
+/// per range: which of a range's banks (`%smid & mask`) a CTA adds to depends on the worker
+/// that runs it.
+#[test]
+fn cta_counters_fill_each_range_as_global_counters_do() {
+    let n = 1000usize;
+    let placement = device_runtime::Placement::Derived;
+    // (mode, banks parameter, ranges, banks per range)
+    let modes = [
+        ("all", 1, 1, 2),
+        (
+            "cta",
+            device_runtime::MODE_CTA << device_runtime::MODE_SHIFT,
+            1,
+            1,
+        ),
+        (
+            "warp",
+            device_runtime::MODE_WARP << device_runtime::MODE_SHIFT,
+            1,
+            1,
+        ),
+        ("ranged", device_runtime::ranged_banks_param(1, 1), 8, 2),
+    ];
+    for (mode, banks_param, ranges, per_range) in modes {
+        let banks = ranges * per_range;
+        let (cta, cta_counters) = run_loops_instrumented(n, banks_param, banks, |module| {
+            device_runtime::instrument_module_with(module, placement)
+        });
+        assert!(cta.cta_counters, "loops takes CTA counters");
+        let (global, global_counters) = run_loops_instrumented(n, banks_param, banks, |module| {
+            device_runtime::instrument_module_with_global_counters(module, placement)
+        });
+        assert!(!global.cta_counters);
+        assert_eq!(cta.blocks, global.blocks);
+        let per_range_sums = |counters: &[u64]| -> Vec<Vec<u64>> {
+            let words = counters.len() / banks;
+            counters
+                .chunks(words * per_range)
+                .map(|range| {
+                    (0..words)
+                        .map(|w| range.chunks(words).map(|bank| bank[w]).sum())
+                        .collect()
+                })
+                .collect()
+        };
+        let sums = per_range_sums(&cta_counters);
+        assert_eq!(sums, per_range_sums(&global_counters), "mode {mode}");
+        assert!(
+            sums.iter().all(|range| range.iter().any(|&c| c != 0)),
+            "mode {mode}: every range counted something"
         );
     }
 }
