@@ -117,6 +117,18 @@ pub enum IntExpr {
     Neg(Box<IntExpr>),
     /// Shift left by a literal amount below the width.
     Shl(Box<IntExpr>, u32),
+    /// Bitwise and with a literal mask (`and.b32 %r, %r, 31`: a lane index). Not a ring
+    /// operation: its value comes from the operand's bits ([`IntExpr::exact`]), and it is not
+    /// affine where the operand depends on the thread.
+    And(Box<IntExpr>, u64),
+    /// Shift right by a literal amount below the width, arithmetic (`shr.s32`) or logical
+    /// (`shr.u32`, `shr.b32`): `tid / 32`, a warp index. Like [`IntExpr::And`], not a ring
+    /// operation.
+    Shr {
+        value: Box<IntExpr>,
+        amount: u32,
+        arithmetic: bool,
+    },
 }
 
 /// What an expression may read besides the thread's own indices: the launch's shape and the
@@ -204,6 +216,19 @@ impl IntExpr {
             IntExpr::Mul(a, b) => w(a)?.wrapping_mul(w(b)?),
             IntExpr::Neg(a) => w(a)?.wrapping_neg(),
             IntExpr::Shl(a, s) => w(a)?.checked_shl(*s).unwrap_or(0),
+            IntExpr::And(a, m) => w(a)? & m,
+            IntExpr::Shr {
+                value,
+                amount,
+                arithmetic,
+            } => {
+                let bits = w(value)? & mask(width);
+                if *arithmetic {
+                    (sign_extend(bits, width) >> (*amount).min(63)) as u64
+                } else {
+                    bits.checked_shr(*amount).unwrap_or(0)
+                }
+            }
         };
         Ok(value & mask(width))
     }
@@ -243,6 +268,10 @@ impl IntExpr {
             IntExpr::Mul(a, b) => e(a)?.zip(e(b)?).and_then(|(a, b)| a.checked_mul(b)),
             IntExpr::Neg(a) => e(a)?.and_then(i128::checked_neg),
             IntExpr::Shl(a, s) => e(a)?.and_then(|a| a.checked_mul(1i128.checked_shl(*s)?)),
+            // Not ring operations: the PTX's bits, read as the comparison reads them.
+            IntExpr::And(..) | IntExpr::Shr { .. } => {
+                Some(leaf(self.wrapped(width, thread, launch)?))
+            }
         })
     }
 
@@ -259,7 +288,10 @@ impl IntExpr {
                 a.dims_read(pick, out);
                 b.dims_read(pick, out);
             }
-            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.dims_read(pick, out),
+            IntExpr::Neg(a)
+            | IntExpr::Shl(a, _)
+            | IntExpr::And(a, _)
+            | IntExpr::Shr { value: a, .. } => a.dims_read(pick, out),
         }
     }
 
@@ -303,6 +335,8 @@ impl IntExpr {
                 a.is_affine() && b.is_affine() && !(a.reads_thread() && b.reads_thread())
             }
             IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_affine(),
+            // A launch constant, or not affine at all.
+            IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => !a.reads_thread(),
         }
     }
 
@@ -319,7 +353,10 @@ impl IntExpr {
                 a.params(out);
                 b.params(out);
             }
-            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.params(out),
+            IntExpr::Neg(a)
+            | IntExpr::Shl(a, _)
+            | IntExpr::And(a, _)
+            | IntExpr::Shr { value: a, .. } => a.params(out),
         }
     }
 }

@@ -783,6 +783,49 @@ mod tests {
         assert_eq!(method, Method::Classes { combinations: 1 });
     }
 
+    /// Lane and warp indices (`tid & 31`, `tid >> 5`, an arithmetic shift of a negative
+    /// value): not affine, but read no `%ctaid`, so every CTA gives a thread index the same
+    /// outcome.
+    #[test]
+    fn lane_and_warp_indices() {
+        let lane = IntExpr::And(Box::new(tid(Dim::X)), 31);
+        let warp = IntExpr::Shr {
+            value: Box::new(tid(Dim::X)),
+            amount: 5,
+            arithmetic: false,
+        };
+        let blocks = [
+            counted(0, vec![(s32(lane.clone(), CompareOp::Lt, lit(16)), true)]),
+            counted(
+                1,
+                vec![
+                    (s32(lane, CompareOp::Lt, lit(16)), false),
+                    (s32(warp, CompareOp::Eq, lit(1)), true),
+                ],
+            ),
+            // (tid - 40) >> 3 (arithmetic) < -2: tid - 40 < -16, tid < 24.
+            counted(
+                2,
+                vec![(
+                    s32(
+                        IntExpr::Shr {
+                            value: Box::new(sub(tid(Dim::X), lit(40))),
+                            amount: 3,
+                            arithmetic: true,
+                        },
+                        CompareOp::Lt,
+                        lit(2u64.wrapping_neg()),
+                    ),
+                    true,
+                )],
+            ),
+        ];
+        // 3 CTAs of 72 threads: warps of 32, 32 and 8 lanes.
+        let (counts, method) = check(&blocks, &launch([3, 1, 1], [72, 1, 1], &[]));
+        assert_eq!(counts, [(3 * 40, 3 * 3), (3 * 16, 3), (3 * 24, 3)]);
+        assert_eq!(method, Method::Classes { combinations: 1 });
+    }
+
     #[test]
     fn cta_index_only() {
         // CTAs 0 and 1 of 5, each 40 threads: a full warp and a partial one.
@@ -1302,7 +1345,9 @@ mod tests {
                 };
             }
             let a = self.expr(dim, depth - 1);
-            match self.random.below(6) {
+            // Wild ones also take lane and warp indices (`and`, `shr`: not affine).
+            let kinds = if self.wild { 8 } else { 6 };
+            match self.random.below(kinds) {
                 0 => add(a, self.expr(dim, depth - 1)),
                 1 => sub(a, self.expr(dim, depth - 1)),
                 2 if self.wild && self.random.chance(15) => mul(a, self.expr(dim, depth - 1)),
@@ -1312,6 +1357,16 @@ mod tests {
                     let most = if self.wild { 31 } else { 3 };
                     IntExpr::Shl(Box::new(a), self.random.range(0, most))
                 }
+                5 if self.wild => IntExpr::And(
+                    Box::new(a),
+                    self.random
+                        .pick(&[31, 1, 0xFFFF_FFE0, 0x7FFF_FFFF, u64::MAX]),
+                ),
+                6 if self.wild => IntExpr::Shr {
+                    value: Box::new(a),
+                    amount: self.random.range(0, 6),
+                    arithmetic: self.random.chance(50),
+                },
                 _ => a,
             }
         }

@@ -60,7 +60,10 @@ fn nodes(expr: &IntExpr) -> usize {
     match expr {
         IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => 1,
         IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => 1 + nodes(a) + nodes(b),
-        IntExpr::Neg(a) | IntExpr::Shl(a, _) => 1 + nodes(a),
+        IntExpr::Neg(a)
+        | IntExpr::Shl(a, _)
+        | IntExpr::And(a, _)
+        | IntExpr::Shr { value: a, .. } => 1 + nodes(a),
     }
 }
 
@@ -103,7 +106,9 @@ fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
         IntExpr::Shl(a, s) => {
             (depends(a) && *s >= MAX_LITERAL_SCALE_BITS) || scales_by_large_literal(a, width)
         }
-        IntExpr::Neg(a) => scales_by_large_literal(a, width),
+        IntExpr::Neg(a) | IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => {
+            scales_by_large_literal(a, width)
+        }
     }
 }
 
@@ -357,6 +362,51 @@ impl State<'_> {
                 Some(vec![(
                     dest(0)?,
                     int(width, IntExpr::Shl(Box::new(x), shift)),
+                )])
+            }
+            // `and.b32 x, literal` (a lane index: `tid & 31`) and `shr` by a literal below the
+            // width (a warp index: `tid >> 5`), not ring operations: their values are exact, and
+            // a comparison that reads them with `%ctaid` is left to the device
+            // ([`countable_by_classes`]), but one that reads only `%tid` and launch constants is
+            // the same in every CTA (`if ((threadIdx.x & 31) < 16)`).
+            "and" if opcode.modifiers().last() != Some("pred") => {
+                let (ty, width) = opcode_type(instruction)?;
+                if !ty.starts_with('b') || opcode.modifiers().count() != 1 {
+                    return None;
+                }
+                let (x, m) = match (ops.get(1)?, ops.get(2)?) {
+                    (value, Operand::Integer(text)) | (Operand::Integer(text), value) => (
+                        self.int(value, width)?,
+                        parse_integer(text)? as u64 & mask(width),
+                    ),
+                    _ => return None,
+                };
+                Some(vec![(dest(0)?, int(width, IntExpr::And(Box::new(x), m)))])
+            }
+            "shr" => {
+                let (ty, width) = opcode_type(instruction)?;
+                if opcode.modifiers().count() != 1 {
+                    return None;
+                }
+                let Some(Operand::Integer(text)) = ops.get(2) else {
+                    return None;
+                };
+                let amount = u32::try_from(parse_integer(text)?).ok()?;
+                if amount >= width {
+                    return None;
+                }
+                let value = Box::new(self.int(ops.get(1)?, width)?);
+                let arithmetic = ty.starts_with('s');
+                Some(vec![(
+                    dest(0)?,
+                    int(
+                        width,
+                        IntExpr::Shr {
+                            value,
+                            amount,
+                            arithmetic,
+                        },
+                    ),
                 )])
             }
             "cvt" => {
@@ -1135,5 +1185,39 @@ $DONE:
         assert_eq!(threads(&blocks[1], 0), 6 * 4 * 15);
         assert_eq!(threads(&blocks[2], 0), 6 * 4 * 16);
         assert!(!blocks[0].path[0].holds);
+    }
+
+    #[test]
+    fn lane_and_warp_indices_are_followed_where_they_read_no_cta_index() {
+        // `if ((tid.x & 31) < 16)`, then `if ((tid.x - 40) >> 3 < -2)` (arithmetic: tid.x <
+        // 24), as the PTX computes them.
+        let body = "\tmov.u32 %r1, %tid.x;\n\tand.b32 %r2, %r1, 31;\n\tsetp.lt.u32 %p1, %r2, 16;\n\
+            \t@!%p1 bra $DONE;\n\tst.global.u32 [%rd1], %r1;\n\tadd.s32 %r3, %r1, -40;\n\
+            \tshr.s32 %r4, %r3, 3;\n\tsetp.lt.s32 %p2, %r4, -2;\n\t@!%p2 bra $DONE;\n\
+            \tst.global.u32 [%rd1], %r4;\n$DONE:\n\tret;";
+        let blocks = counted(body);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1, 2]);
+        // 6 CTAs of 4 rows of 32 lanes.
+        assert_eq!(threads(&blocks[0], 0), 6 * 4 * 16);
+        assert_eq!(threads(&blocks[1], 0), 6 * 4 * 16);
+        // `tid.x >> 4 == 1` (logical) and a parameter's remainder, `(n & 3) == 1`.
+        let warp = body
+            .replace("and.b32 %r2, %r1, 31", "shr.u32 %r2, %r1, 4")
+            .replace("setp.lt.u32 %p1, %r2, 16", "setp.eq.u32 %p1, %r2, 1");
+        assert_eq!(threads(&counted(&warp)[0], 0), 6 * 4 * 16);
+        let remainder = body.replace(
+            "and.b32 %r2, %r1, 31;\n\tsetp.lt.u32 %p1, %r2, 16",
+            "ld.param.u32 %r5, [k_n];\n\tand.b32 %r2, %r5, 3;\n\tsetp.eq.u32 %p1, %r2, 1",
+        );
+        assert_eq!(threads(&counted(&remainder)[0], 5), 6 * 4 * 32);
+        assert_eq!(threads(&counted(&remainder)[0], 6), 0);
+        // A global index's lane, (ctaid.x * ntid.x + tid.x) & 31: not affine across CTAs, so
+        // left to the device.
+        let global = body.replace(
+            "and.b32 %r2, %r1, 31",
+            "mov.u32 %r6, %ctaid.x;\n\tmov.u32 %r7, %ntid.x;\n\tmad.lo.s32 %r8, %r6, %r7, %r1;\n\
+             \tand.b32 %r2, %r8, 31",
+        );
+        assert!(counted(&global).is_empty());
     }
 }
