@@ -177,6 +177,12 @@ pub enum CtaDependence {
     /// Both sides are affine in the thread and CTA indices of one dimension and read no other
     /// dimension's.
     Affine(Dim),
+    /// Both sides are, for each thread index, affine in the CTA index of one dimension, with the
+    /// same slope for every thread index: an affine function of `%ctaid` of that dimension plus
+    /// any function of the thread's indices (`ctaid.x * (ntid.x >> 5) + (tid.x >> 5)`, a
+    /// warp's global index). [`CtaDependence::Affine`] is the case where that function is
+    /// affine in one dimension's index too.
+    Separable(Dim),
     /// It mixes dimensions or multiplies index terms.
     Other,
 }
@@ -340,6 +346,28 @@ impl IntExpr {
         }
     }
 
+    /// Whether the expression is an affine function of the CTA's indices plus a function of
+    /// the thread's indices within its CTA (and launch constants): no product of two terms that
+    /// both depend on the thread, and `%ctaid` read only through ring operations (never under
+    /// [`IntExpr::And`] or [`IntExpr::Shr`]). Where it reads one dimension's `%ctaid`, each
+    /// thread index then sees an affine function of that CTA index, with a slope that does not
+    /// depend on the thread index ([`CtaDependence::Separable`]).
+    pub fn is_separable(&self) -> bool {
+        match self {
+            IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => true,
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) => a.is_separable() && b.is_separable(),
+            IntExpr::Mul(a, b) => {
+                a.is_separable() && b.is_separable() && !(a.reads_thread() && b.reads_thread())
+            }
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_separable(),
+            IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => {
+                let mut ctaids = Vec::new();
+                a.ctaid_dims(&mut ctaids);
+                ctaids.is_empty()
+            }
+        }
+    }
+
     /// The kernel parameters the expression reads, as `(index, bytes)`.
     pub fn params(&self, out: &mut Vec<(usize, u8)>) {
         match self {
@@ -419,8 +447,13 @@ impl Compare {
         let mut dims = Vec::new();
         self.lhs.thread_dims(&mut dims);
         self.rhs.thread_dims(&mut dims);
-        match dims[..] {
-            [dim] if self.lhs.is_affine() && self.rhs.is_affine() => CtaDependence::Affine(dim),
+        match (&dims[..], &ctaids[..]) {
+            ([dim], _) if self.lhs.is_affine() && self.rhs.is_affine() => {
+                CtaDependence::Affine(*dim)
+            }
+            (_, [dim]) if self.lhs.is_separable() && self.rhs.is_separable() => {
+                CtaDependence::Separable(*dim)
+            }
             _ => CtaDependence::Other,
         }
     }

@@ -294,7 +294,7 @@ enum Shape {
 
 /// One side of a comparison over the launch: its exact value, and the least and greatest of its
 /// wrap counts `q` (see [`analyse`]) over the launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Side {
     plane: Plane,
     wraps: (i128, i128),
@@ -335,6 +335,7 @@ fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, Mi
     let dim = match compare.cta_dependence() {
         CtaDependence::None => return Ok(Some(Shape::CtaIndependent)),
         CtaDependence::Affine(dim) => dim,
+        CtaDependence::Separable(dim) => return separable(compare, dim, launch),
         CtaDependence::Other => return Ok(None),
     };
     if !(1..=64).contains(&compare.width) {
@@ -352,6 +353,107 @@ fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, Mi
         .zip(rhs)
         .and_then(|(lhs, rhs)| wrap_planes(lhs, rhs, low, modulus))
         .map(|planes| Shape::Planes { dim, planes }))
+}
+
+/// [`analyse`] for a comparison that is, at each thread index of a CTA, affine in the CTA index
+/// along `dim` ([`CtaDependence::Separable`]: `ctaid.x * (ntid.x >> 5) + (tid.x >> 5)`): at a
+/// fixed thread index each side is a [`Side`] whose plane does not depend on the thread index
+/// (`b = 0`), and that thread index's outcome is a function of the signs of its sides' boundary
+/// and pair planes, as in [`analyse`]. So the planes of every thread index of a CTA together
+/// decide every thread index's outcome (a thread index's own planes decide it; the others only
+/// cut the grid into more classes). Thread indices with the same sides share their planes, so
+/// a function of the thread index with few values (a warp index) gives few planes.
+fn separable(
+    compare: &Compare,
+    dim: Dim,
+    launch: &LaunchValues,
+) -> Result<Option<Shape>, MissingParam> {
+    if !(1..=64).contains(&compare.width) {
+        return Ok(None);
+    }
+    let modulus = 1i128 << compare.width;
+    let low = if compare.signed {
+        -(1i128 << (compare.width - 1))
+    } else {
+        0
+    };
+    let mut seen: BTreeSet<(Side, Side)> = BTreeSet::new();
+    let mut planes: BTreeSet<Plane> = BTreeSet::new();
+    let [bx, by, bz] = launch.block;
+    for z in 0..bz {
+        for y in 0..by {
+            for x in 0..bx {
+                let tid = [x, y, z];
+                let at = |expr: &IntExpr| fixed_thread_side(expr, compare, dim, tid, launch, low);
+                let (Some(lhs), Some(rhs)) = (at(&compare.lhs)?, at(&compare.rhs)?) else {
+                    return Ok(None);
+                };
+                if !seen.insert((lhs, rhs)) {
+                    continue;
+                }
+                let Some(new) = wrap_planes(lhs, rhs, low, modulus) else {
+                    return Ok(None);
+                };
+                planes.extend(new);
+            }
+        }
+    }
+    Ok(Some(Shape::Planes {
+        dim,
+        planes: planes.into_iter().collect(),
+    }))
+}
+
+/// One side of a [`CtaDependence::Separable`] comparison at thread index `tid`, over the CTA
+/// indices along `dim`: its exact value as a plane in the CTA index alone (`b = 0`) and the
+/// range of its wrap count, or `None` where a value does not fit an `i128` or the wrap count
+/// spreads over more than [`MAX_WRAPS`] + 1 values. As in [`side`], the extremes (the first and
+/// last CTA) are evaluated, not only predicted.
+fn fixed_thread_side(
+    expr: &IntExpr,
+    compare: &Compare,
+    dim: Dim,
+    tid: [u32; 3],
+    launch: &LaunchValues,
+    low: i128,
+) -> Result<Option<Side>, MissingParam> {
+    let at = |c: u32| {
+        let mut point = ThreadPoint { ctaid: [0; 3], tid };
+        point.ctaid[dim.index()] = c;
+        expr.exact(compare.width, compare.signed, &point, launch)
+    };
+    let last_cta = launch.grid[dim.index()].saturating_sub(1);
+    let Some(k) = at(0)? else {
+        return Ok(None);
+    };
+    let a = if last_cta > 0 {
+        at(1)?.and_then(|v| v.checked_sub(k))
+    } else {
+        Some(0)
+    };
+    let Some(a) = a else {
+        return Ok(None);
+    };
+    let plane = Plane { a, b: 0, k };
+    let last = at(last_cta)?;
+    let Some(last) = last.filter(|&v| plane.at(last_cta, 0) == Some(v)) else {
+        return Ok(None);
+    };
+    let modulus = 1i128 << compare.width;
+    let wraps = |value: i128| floor_div(value.checked_sub(low)?, modulus);
+    let (Some(q_min), Some(q_max)) = (wraps(k.min(last)), wraps(k.max(last))) else {
+        return Ok(None);
+    };
+    if q_max
+        .checked_sub(q_min)
+        .is_none_or(|spread| spread > MAX_WRAPS)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Side {
+        plane,
+        wraps: (q_min, q_max),
+    }))
 }
 
 /// The boundary planes of both sides and the pair planes of a comparison whose values are read
@@ -826,6 +928,39 @@ mod tests {
         assert_eq!(method, Method::Classes { combinations: 1 });
     }
 
+    /// A warp's global index, `ctaid.x * (ntid.x >> 5) + (tid.x >> 5) < n` (a warp per row):
+    /// separable, counted by classes; and the same read unsigned after a subtraction that
+    /// wraps below row 3000 (`row - 3000 <u 100`: rows 3000 to 3099).
+    #[test]
+    fn warp_per_row_guards_are_counted_by_classes() {
+        let warp_row = add(
+            mul(
+                ctaid(Dim::X),
+                IntExpr::Shr {
+                    value: Box::new(ntid(Dim::X)),
+                    amount: 5,
+                    arithmetic: false,
+                },
+            ),
+            IntExpr::Shr {
+                value: Box::new(tid(Dim::X)),
+                amount: 5,
+                arithmetic: true,
+            },
+        );
+        let guard = s32(warp_row.clone(), CompareOp::Lt, param(0));
+        let blocks = [counted(0, vec![(guard, true)])];
+        // 1000 CTAs of 128 threads: 4 rows each; rows 0..1234 run it.
+        let (counts, method) = check(&blocks, &launch([1000, 1, 1], [128, 1, 1], &[1234]));
+        assert_eq!(counts, [(1234 * 32, 1234)]);
+        assert!(is_classes(method), "{method:?}");
+        let unsigned = compare(CompareOp::Lt, false, 32, sub(warp_row, lit(3000)), lit(100));
+        let blocks = [counted(0, vec![(unsigned, true)])];
+        let (counts, method) = check(&blocks, &launch([1000, 1, 1], [128, 1, 1], &[]));
+        assert_eq!(counts, [(100 * 32, 100)]);
+        assert!(is_classes(method), "{method:?}");
+    }
+
     #[test]
     fn cta_index_only() {
         // CTAs 0 and 1 of 5, each 40 threads: a full warp and a partial one.
@@ -1284,11 +1419,16 @@ mod tests {
     /// enumeration), a tame one small values of one dimension per comparison (mostly counted by
     /// classes). A `wraps` one is tame, but moves sides next to a wrap boundary of their reading
     /// (0 and 2^width unsigned, -2^(width-1) and 2^(width-1) signed), so that they cross it a
-    /// few times in the launch (mostly counted by classes since those are handled).
+    /// few times in the launch (mostly counted by classes since those are handled). A `lanes` one
+    /// is tame, but adds lane and warp indices (`tid & 31`, `tid >> 5`) to the sides, so that
+    /// they are separable ([`CtaDependence::Separable`]) where they read a `%ctaid`.
     struct Generator {
         random: Random,
         wild: bool,
         wraps: bool,
+        /// Also adds functions of the thread index that are not affine (lane and warp indices)
+        /// to the sides of comparisons.
+        lanes: bool,
     }
 
     impl Generator {
@@ -1357,17 +1497,30 @@ mod tests {
                     let most = if self.wild { 31 } else { 3 };
                     IntExpr::Shl(Box::new(a), self.random.range(0, most))
                 }
-                5 if self.wild => IntExpr::And(
-                    Box::new(a),
-                    self.random
-                        .pick(&[31, 1, 0xFFFF_FFE0, 0x7FFF_FFFF, u64::MAX]),
-                ),
+                // A lane or warp index added: separable where `a` reads one `%ctaid`.
+                5 if self.wild => add(a, self.lane_or_warp()),
                 6 if self.wild => IntExpr::Shr {
                     value: Box::new(a),
                     amount: self.random.range(0, 6),
                     arithmetic: self.random.chance(50),
                 },
                 _ => a,
+            }
+        }
+
+        /// `(tid - s) & mask` or `(tid - s) >> amount` (logical or arithmetic), of some
+        /// dimension's thread index: a function of the thread index that is not affine.
+        fn lane_or_warp(&mut self) -> IntExpr {
+            let d = self.random.pick(&Dim::ALL);
+            let shifted = sub(tid(d), lit(self.random.pick(&[0, 1, 5, 40])));
+            if self.random.chance(50) {
+                IntExpr::And(Box::new(shifted), self.random.pick(&[31, 3, 0xFFFF_FFF8]))
+            } else {
+                IntExpr::Shr {
+                    value: Box::new(shifted),
+                    amount: self.random.range(1, 6),
+                    arithmetic: self.random.chance(50),
+                }
             }
         }
 
@@ -1383,6 +1536,12 @@ mod tests {
                 let width = self.random.pick(&[32, 64]);
                 let depth = if self.wild { 2 } else { 1 };
                 let (mut lhs, mut rhs) = (self.expr(dim, depth), self.expr(dim, depth));
+                if self.lanes {
+                    lhs = add(lhs, self.lane_or_warp());
+                    if self.random.chance(30) {
+                        rhs = add(rhs, self.lane_or_warp());
+                    }
+                }
                 if self.wraps {
                     if self.random.chance(80) {
                         lhs = self.near_boundary(lhs, signed, width);
@@ -1495,15 +1654,20 @@ mod tests {
             random: Random(0x00C0_FFEE),
             wild: false,
             wraps: false,
+            lanes: false,
         };
         let (mut by_classes, mut enumerated) = (0, 0);
         // Cases with wrap boundaries nearby: counted by classes, of which with a comparison that
         // reads `%ctaid` and whose values wrap in the launch (the new part of the method).
         let (mut near, mut near_by_classes, mut wrapping_by_classes) = (0, 0, 0);
-        for case in 0..450 {
-            let flavour = generator.random.below(3);
+        // Cases with a comparison affine in one `%ctaid` plus a function of `%tid` that is not
+        // affine, counted by classes.
+        let mut separable_by_classes = 0;
+        for case in 0..600 {
+            let flavour = generator.random.below(4);
             generator.wild = flavour == 0;
             generator.wraps = flavour == 1;
+            generator.lanes = flavour == 3;
             let launch = generator.launch();
             let blocks = generator.blocks();
             // `check` compares every mode with `enumerate`.
@@ -1512,6 +1676,14 @@ mod tests {
                 Method::Classes { .. } => by_classes += 1,
                 Method::Enumerated => enumerated += 1,
                 other => panic!("case {case}: {other:?}"),
+            }
+            let separable = blocks.iter().any(|b| {
+                b.compares()
+                    .iter()
+                    .any(|c| matches!(c.cta_dependence(), CtaDependence::Separable(_)))
+            });
+            if separable && is_classes(method) {
+                separable_by_classes += 1;
             }
             if generator.wraps {
                 near += 1;
@@ -1526,11 +1698,15 @@ mod tests {
         // Both methods were exercised, and the class method on values that wrap.
         eprintln!(
             "{by_classes} by classes, {enumerated} enumerated; near a wrap boundary: {near}, \
-             {near_by_classes} by classes, {wrapping_by_classes} of them wrapping"
+             {near_by_classes} by classes, {wrapping_by_classes} of them wrapping; \
+             {separable_by_classes} separable by classes"
         );
         assert!(
-            by_classes >= 50 && enumerated >= 50 && wrapping_by_classes >= 40,
-            "{by_classes} {enumerated} {wrapping_by_classes}"
+            by_classes >= 50
+                && enumerated >= 50
+                && wrapping_by_classes >= 40
+                && separable_by_classes >= 100,
+            "{by_classes} {enumerated} {wrapping_by_classes} {separable_by_classes}"
         );
     }
 }

@@ -114,15 +114,17 @@ fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
 
 /// Whether the runtime can count a predicate's threads without asking every thread of the
 /// launch (`host_runtime::from_launch`): each comparison reads no `%ctaid` (all CTAs alike), or
-/// is affine in the indices of one dimension, without large literal scales (its sign changes a
-/// few times at most along the grid). Others (`x + y < n`, `x * x < n`, `i * 0xCCCCCCCD < k`)
-/// are left to the device: a large launch could not be counted.
+/// is affine in the indices of one dimension, or an affine function of one dimension's CTA
+/// index plus any of the thread index (a warp's global index), without large literal scales (its
+/// sign changes a few times at most along the grid). Others (`x + y < n`, `x * x < n`,
+/// `i * 0xCCCCCCCD < k`, `(i & 31) < 16`) are left to the device: a large launch could not be
+/// counted.
 fn countable_by_classes(predicate: &Predicate) -> bool {
     let mut compares = Vec::new();
     predicate.compares(&mut compares);
     compares.iter().all(|c| match c.cta_dependence() {
         CtaDependence::None => true,
-        CtaDependence::Affine(_) => {
+        CtaDependence::Affine(_) | CtaDependence::Separable(_) => {
             !scales_by_large_literal(&c.lhs, c.width) && !scales_by_large_literal(&c.rhs, c.width)
         }
         CtaDependence::Other => false,
@@ -1219,5 +1221,21 @@ $DONE:
              \tand.b32 %r2, %r8, 31",
         );
         assert!(counted(&global).is_empty());
+        // A warp per row: `row = ctaid.x * (ntid.x >> 5) + (tid.x >> 5); if (row < n)`, an
+        // affine function of the CTA index plus one of the thread index (separable).
+        let row = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;\n\tshr.u32 %r3, %r2, 5;\n\
+            \tmov.u32 %r4, %ctaid.x;\n\tshr.s32 %r5, %r1, 5;\n\tmad.lo.s32 %r6, %r4, %r3, %r5;\n\
+            \tld.param.u32 %r7, [k_n];\n\tsetp.ge.s32 %p1, %r6, %r7;\n\t@%p1 bra $DONE;\n\
+            \tst.global.u32 [%rd1], %r6;\n$DONE:\n\tret;";
+        let blocks = counted(row);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1]);
+        assert!(matches!(
+            blocks[0].compares()[0].cta_dependence(),
+            CtaDependence::Separable(Dim::X)
+        ));
+        // CTAs 32 threads wide: one row per CTA along x (rows 0..3), whatever tid.y and the
+        // CTA's y (6 CTAs of 128 threads).
+        assert_eq!(threads(&blocks[0], 5), 6 * 128);
+        assert_eq!(threads(&blocks[0], 2), 2 * 2 * 128);
     }
 }
