@@ -41,12 +41,16 @@ const GLOBAL_ADD: &str = "red.global.add.u64";
 const SHARED_ADD: &str = "red.shared.add.u64";
 /// At least this many counter adds outside cycles in the code (a flush's out-of-line part
 /// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
-/// cost (about 11 instructions per warp more than global adds); any add on a cycle of the original code does. Fewer
-/// adds save too few global reductions per warp for it: measured on the suites, 2 gives 1.199x
-/// instruction expansion and 3.5 global atomics per 1000 instructions, 8 gives 1.181x and 3.7,
-/// 12 gives 1.170x and 6.9 (SHOC's reductions and Rodinia streamcluster then keep global
-/// adds).
-const STRAIGHT_ADDS_WORTH_IT: usize = 8;
+/// cost (about 11 instructions per warp more than global adds); any add on a cycle of the
+/// original code does. Fewer adds save too few global reductions per warp for it. Measured
+/// with a 19-instruction fixed cost (2026-11-28, suites): 2 gave 1.199x instruction expansion
+/// and 3.5 global atomics per 1000 instructions, 8 gave 1.181x and 3.7, 12 gave 1.170x and 6.9
+/// (SHOC's reductions and Rodinia streamcluster then keep global adds). With the 11-instruction
+/// cost and guards on lane and warp indices counted from the launch (2026-11-29): 8 and 6 both
+/// give 1.170x and 2.6 on the suites (6 moves only Parboil sgemm), and on the benchmark
+/// programs and corpus 1.357x and 15.7 (8) against 1.359x and 11.9 (6: `scan_tiles`, whose 7
+/// adds every warp makes, takes them).
+const STRAIGHT_ADDS_WORTH_IT: usize = 6;
 
 /// A function of the clone with its counter registers: the kernel first, then its copies of
 /// device functions.
