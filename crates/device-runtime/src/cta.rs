@@ -208,6 +208,7 @@ pub(crate) fn aggregate(
     let adds = all_counter_adds(module, functions);
     let kernel = functions[0].name;
     let mut slots: BTreeMap<u64, u64> = adds.iter().flatten().map(|&(_, o)| (o, 0)).collect();
+    // (Not after `worth_taking`; and with no add anywhere, the clone needs nothing more.)
     if slots.is_empty() {
         return Ok(());
     }

@@ -298,15 +298,7 @@ pub(crate) fn bank_base(
                 ins("setp.eq.u64", vec![p(1), rd(1), Operand::int(0)]),
                 ins("and.pred", vec![p(2), p(2), p(1)]),
                 ins("selp.b64", vec![rd(0), rd(0), Operand::int(0), p(2)]),
-                ins(
-                    "selp.b32",
-                    vec![
-                        r(LANES_UP_TO_HERE),
-                        r(LANES_UP_TO_HERE),
-                        Operand::int(0),
-                        p(2),
-                    ],
-                ),
+                lanes_where(regs, 2),
             ]);
         }
         // counted = CTA 0 (mode cta or warp)
@@ -349,6 +341,16 @@ pub(crate) fn bank_base(
         Statement::label(label),
     ]);
     code
+}
+
+/// `{b32}5 = {pred}predicate ? {b32}5 : 0`: the lanes-up-to-here mask kept only where the
+/// thread is counted.
+fn lanes_where(regs: &CounterRegisters, predicate: u32) -> Statement {
+    let mask = regs.r32(LANES_UP_TO_HERE);
+    ins(
+        "selp.b32",
+        vec![mask.clone(), mask, Operand::int(0), regs.p(predicate)],
+    )
 }
 
 /// `{b32}out` = linear thread id = tid.x + ntid.x * (tid.y + ntid.y * tid.z); uses `{b32}0`
@@ -407,15 +409,7 @@ pub(crate) fn cta_entry_prologue(
     code.extend(linear_thread_id(regs, 2));
     code.extend([
         ins("setp.lt.u32", vec![p(2), r(2), Operand::int(32)]),
-        ins(
-            "selp.b32",
-            vec![
-                r(LANES_UP_TO_HERE),
-                r(LANES_UP_TO_HERE),
-                Operand::int(0),
-                p(2),
-            ],
-        ),
+        lanes_where(regs, 2),
     ]);
     if passes_base {
         code.push(ins(

@@ -440,20 +440,7 @@ fn fixed_thread_side(
         return Ok(None);
     };
     let modulus = 1i128 << compare.width;
-    let wraps = |value: i128| floor_div(value.checked_sub(low)?, modulus);
-    let (Some(q_min), Some(q_max)) = (wraps(k.min(last)), wraps(k.max(last))) else {
-        return Ok(None);
-    };
-    if q_max
-        .checked_sub(q_min)
-        .is_none_or(|spread| spread > MAX_WRAPS)
-    {
-        return Ok(None);
-    }
-    Ok(Some(Side {
-        plane,
-        wraps: (q_min, q_max),
-    }))
+    Ok(with_wraps(plane, k.min(last), k.max(last), low, modulus))
 }
 
 /// The boundary planes of both sides and the pair planes of a comparison whose values are read
@@ -538,20 +525,25 @@ fn side(
             _ => return Ok(None),
         }
     }
+    Ok(with_wraps(plane, least, most, low, modulus))
+}
+
+/// `plane` as the [`Side`] of a comparison read in `[low, low + modulus)` whose exact values
+/// over the launch lie in `[least, most]`, with the range of its wrap count, or `None` where that
+/// spreads over more than [`MAX_WRAPS`] + 1 values.
+fn with_wraps(plane: Plane, least: i128, most: i128, low: i128, modulus: i128) -> Option<Side> {
     let wraps = |value: i128| floor_div(value.checked_sub(low)?, modulus);
-    let (Some(q_min), Some(q_max)) = (wraps(least), wraps(most)) else {
-        return Ok(None);
-    };
+    let (q_min, q_max) = (wraps(least)?, wraps(most)?);
     if q_max
         .checked_sub(q_min)
         .is_none_or(|spread| spread > MAX_WRAPS)
     {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(Side {
+    Some(Side {
         plane,
         wraps: (q_min, q_max),
-    }))
+    })
 }
 
 /// The classes of CTAs along each dimension, such that all CTAs of a combination of classes give
