@@ -18,7 +18,9 @@
 //!   every plane the same sign at each thread index (those before the CTAs where a plane's sign
 //!   changes within the CTA, each such CTA alone, those after), so their threads all see the
 //!   same outcomes; one representative CTA per combination of classes is enumerated and its
-//!   counts weighted by the number of CTAs it stands for.
+//!   counts weighted by the number of CTAs it stands for. A comparison that is an affine
+//!   function of one dimension's CTA index plus any function of the thread's indices (a warp
+//!   per row, [`separable`]) gives, at each thread index, such planes in the CTA index alone.
 //! * **Enumeration**: otherwise (a comparison whose values wrap more often, that is not affine,
 //!   or that mixes dimensions), every counted thread is asked, up to 2^22 of them (about 0.4 s
 //!   at some 100 ns a thread); a larger launch is refused with an error, which the runtime
