@@ -204,7 +204,8 @@ pub(crate) fn aggregate(
     functions: &[Counted],
     params: &BankParams,
 ) -> Result<(), RewriteError> {
-    // Each function's adds, found once: the rewrite below changes them in place.
+    // Each function's adds, found again (`worth_taking` saw them before the prologue moved
+    // them) and once here: the rewrite below changes them in place.
     let adds = all_counter_adds(module, functions);
     let kernel = functions[0].name;
     let mut slots: BTreeMap<u64, u64> = adds.iter().flatten().map(|&(_, o)| (o, 0)).collect();

@@ -334,10 +334,10 @@ struct Class {
 /// for pairs that never occur only add classes, never change an outcome. Without wraps (both
 /// ranges `0..=0`, the common case) this is the one plane `E_l - E_r`.
 fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, MissingParam> {
-    let dim = match compare.cta_dependence() {
+    let dependence = compare.cta_dependence();
+    let dim = match dependence {
         CtaDependence::None => return Ok(Some(Shape::CtaIndependent)),
-        CtaDependence::Affine(dim) => dim,
-        CtaDependence::Separable(dim) => return separable(compare, dim, launch),
+        CtaDependence::Affine(dim) | CtaDependence::Separable(dim) => dim,
         CtaDependence::Other => return Ok(None),
     };
     if !(1..=64).contains(&compare.width) {
@@ -349,6 +349,9 @@ fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, Mi
     } else {
         0
     };
+    if let CtaDependence::Separable(_) = dependence {
+        return separable(compare, dim, launch, low, modulus);
+    }
     let lhs = side(&compare.lhs, compare, dim, launch, low, modulus)?;
     let rhs = side(&compare.rhs, compare, dim, launch, low, modulus)?;
     Ok(lhs
@@ -365,20 +368,14 @@ fn analyse(compare: &Compare, launch: &LaunchValues) -> Result<Option<Shape>, Mi
 /// decide every thread index's outcome (a thread index's own planes decide it; the others only
 /// cut the grid into more classes). Thread indices with the same sides share their planes, so
 /// a function of the thread index with few values (a warp index) gives few planes.
+/// Its values are read in `[low, low + modulus)`.
 fn separable(
     compare: &Compare,
     dim: Dim,
     launch: &LaunchValues,
+    low: i128,
+    modulus: i128,
 ) -> Result<Option<Shape>, MissingParam> {
-    if !(1..=64).contains(&compare.width) {
-        return Ok(None);
-    }
-    let modulus = 1i128 << compare.width;
-    let low = if compare.signed {
-        -(1i128 << (compare.width - 1))
-    } else {
-        0
-    };
     let mut seen: BTreeSet<(Side, Side)> = BTreeSet::new();
     let mut planes: BTreeSet<Plane> = BTreeSet::new();
     let [bx, by, bz] = launch.block;
@@ -386,7 +383,9 @@ fn separable(
         for y in 0..by {
             for x in 0..bx {
                 let tid = [x, y, z];
-                let at = |expr: &IntExpr| fixed_thread_side(expr, compare, dim, tid, launch, low);
+                let at = |expr: &IntExpr| {
+                    fixed_thread_side(expr, compare, dim, tid, launch, low, modulus)
+                };
                 let (Some(lhs), Some(rhs)) = (at(&compare.lhs)?, at(&compare.rhs)?) else {
                     return Ok(None);
                 };
@@ -418,6 +417,7 @@ fn fixed_thread_side(
     tid: [u32; 3],
     launch: &LaunchValues,
     low: i128,
+    modulus: i128,
 ) -> Result<Option<Side>, MissingParam> {
     let at = |c: u32| {
         let mut point = ThreadPoint { ctaid: [0; 3], tid };
@@ -441,7 +441,6 @@ fn fixed_thread_side(
     let Some(last) = last.filter(|&v| plane.at(last_cta, 0) == Some(v)) else {
         return Ok(None);
     };
-    let modulus = 1i128 << compare.width;
     Ok(with_wraps(plane, k.min(last), k.max(last), low, modulus))
 }
 

@@ -367,10 +367,11 @@ impl State<'_> {
                 )])
             }
             // `and.b32 x, literal` (a lane index: `tid & 31`) and `shr` by a literal below the
-            // width (a warp index: `tid >> 5`), not ring operations: their values are exact, and
-            // a comparison that reads them with `%ctaid` is left to the device
-            // ([`countable_by_classes`]), but one that reads only `%tid` and launch constants is
-            // the same in every CTA (`if ((threadIdx.x & 31) < 16)`).
+            // width (a warp index: `tid >> 5`), not ring operations: their values are exact; a
+            // comparison that reads them and only `%tid` and launch constants is the same in
+            // every CTA (`if ((threadIdx.x & 31) < 16)`), one that adds them to an affine
+            // function of one `%ctaid` is separable, and one that reads `%ctaid` under them is
+            // left to the device ([`countable_by_classes`]).
             "and" if opcode.modifiers().last() != Some("pred") => {
                 let (ty, width) = opcode_type(instruction)?;
                 if !ty.starts_with('b') || opcode.modifiers().count() != 1 {
