@@ -1056,11 +1056,11 @@ fn shrinking_counts_shuffled(
     code
 }
 
-/// `{pred}4`: every active lane (mask in `{b32}3`) holds the same value in each of `counters`,
+/// `{pred}4`: every active lane (mask in `{b32}3`) holds the same value in each of `values`,
 /// by one `match.all.sync.b64` each (sm_70 and later).
-fn same_counters_matched(regs: &CounterRegisters, counters: &[usize]) -> Vec<Statement> {
+fn same_values_matched(regs: &CounterRegisters, values: &[Operand]) -> Vec<Statement> {
     let mut code = Vec::new();
-    for (i, &counter) in counters.iter().enumerate() {
+    for (i, value) in values.iter().enumerate() {
         code.push(ins(
             "match.all.sync.b64",
             vec![
@@ -1068,7 +1068,7 @@ fn same_counters_matched(regs: &CounterRegisters, counters: &[usize]) -> Vec<Sta
                     format!("{}6", regs.b32).into(),
                     format!("{}{}", regs.pred, if i == 0 { 4 } else { 3 }).into(),
                 ),
-                regs.c(counter),
+                value.clone(),
                 regs.r32(3),
             ],
         ));
@@ -1079,23 +1079,24 @@ fn same_counters_matched(regs: &CounterRegisters, counters: &[usize]) -> Vec<Sta
     code
 }
 
-/// [`same_counters_matched`] without `match.sync` (before sm_70): each lane compares its
-/// counters with those of the last active lane (`bfind` of the mask: the leader), read with two
-/// 32-bit shuffles each, and the lanes vote. The shuffles read active lanes only, and the
-/// vote's result is the same in every lane, so the branch on it is uniform.
-fn same_counters_as_the_leaders(regs: &CounterRegisters, counters: &[usize]) -> Vec<Statement> {
+/// [`same_values_matched`] without `match.sync` (before sm_70): each lane compares its
+/// values with those of the last active lane (`bfind` of the mask: the leader), read with two
+/// 32-bit shuffles each (through `{b64}2`, so no value may be there), and the lanes vote. The
+/// shuffles read active lanes only, and the vote's result is the same in every lane, so the
+/// branch on it is uniform.
+fn same_values_as_the_leaders(regs: &CounterRegisters, values: &[Operand]) -> Vec<Statement> {
     let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
     let (mask, source) = (r(3), r(4));
-    if counters.is_empty() {
+    if values.is_empty() {
         return Vec::new();
     }
     let mut code = vec![ins("bfind.u32", vec![source.clone(), mask.clone()])];
-    for (i, &counter) in counters.iter().enumerate() {
-        code.extend(shuffled_u64(regs, &regs.c(counter), &source, &mask));
+    for (i, value) in values.iter().enumerate() {
+        code.extend(shuffled_u64(regs, value, &source, &mask));
         code.push(if i == 0 {
-            ins("setp.eq.u64", vec![p(4), rd(2), regs.c(counter)])
+            ins("setp.eq.u64", vec![p(4), rd(2), value.clone()])
         } else {
-            ins("setp.eq.and.u64", vec![p(4), rd(2), regs.c(counter), p(4)])
+            ins("setp.eq.and.u64", vec![p(4), rd(2), value.clone(), p(4)])
         });
     }
     code.push(ins("vote.sync.all.pred", vec![p(4), p(4), mask]));
@@ -1174,18 +1175,34 @@ pub fn shrinking_flush_fast(
             (code, vec![Statement::label(slow)])
         }
         WarpReductions::Shuffles | WarpReductions::ShufflesWithoutMatch => {
-            // At the meeting point: p4, every lane holds the same counters.
+            // At the meeting point: p4, every lane holds the same counts, which is all that
+            // each count times the group's size needs. Where a single count reads several
+            // counters (a grid-stride loop's trips and its exits), its value is compared,
+            // once (in `{b64}1`, which the comparison leaves alone); else each counter.
             let mut code = elect_leader_only(regs);
+            let single = match forms.as_slice() {
+                [(form, list)] if counters.len() > 1 => {
+                    Some((evaluate(regs, form, &mut code), list))
+                }
+                _ => None,
+            };
+            let compared: Vec<Operand> = match &single {
+                Some((value, _)) => vec![value.clone()],
+                None => counters.iter().map(|&c| regs.c(c)).collect(),
+            };
             if reductions == WarpReductions::Shuffles {
-                code.extend(same_counters_matched(regs, &counters));
+                code.extend(same_values_matched(regs, &compared));
             } else {
-                code.extend(same_counters_as_the_leaders(regs, &counters));
+                code.extend(same_values_as_the_leaders(regs, &compared));
             }
             if !counters.is_empty() {
                 code.push(branch_unless_p4(slow));
             }
             code.push(ins("popc.b32", vec![r(2), mask.clone()]));
-            code.extend(uniform_counts(regs, &forms));
+            match single {
+                Some((value, list)) => code.extend(uniform_count(regs, value, list)),
+                None => code.extend(uniform_counts(regs, &forms)),
+            }
             // Out of line: counts of 0 or 1 (ballots), else the whole warp with small counts
             // (butterflies), else the full flush.
             let full = fresh_label();
@@ -1372,13 +1389,27 @@ fn uniform_counts(regs: &CounterRegisters, forms: &[(&CountForm, Vec<u64>)]) -> 
     let mut code = vec![ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)])];
     for (form, list) in forms {
         let warps = evaluate(regs, form, &mut code);
-        code.push(ins(
-            "mul.lo.s64",
-            vec![regs.r64(2), warps.clone(), regs.r64(3)],
-        ));
-        for &block in list {
-            code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
-        }
+        code.extend(uniform_adds(regs, warps, list));
+    }
+    code
+}
+
+/// [`uniform_counts`] of one count whose value (the warps) is in `warps` already.
+fn uniform_count(regs: &CounterRegisters, warps: Operand, blocks: &[u64]) -> Vec<Statement> {
+    let mut code = vec![ins("cvt.u64.u32", vec![regs.r64(3), regs.r32(2)])];
+    code.extend(uniform_adds(regs, warps, blocks));
+    code
+}
+
+/// The leader's adds of `warps` (in every lane of the group) and `warps` times the group's
+/// size (in `{b64}3`) to each of `blocks`.
+fn uniform_adds(regs: &CounterRegisters, warps: Operand, blocks: &[u64]) -> Vec<Statement> {
+    let mut code = vec![ins(
+        "mul.lo.s64",
+        vec![regs.r64(2), warps.clone(), regs.r64(3)],
+    )];
+    for &block in blocks {
+        code.extend(leader_adds(regs, block, regs.r64(2), warps.clone()));
     }
     code
 }
@@ -1548,20 +1579,19 @@ mod tests {
         let (inline, out_of_line) = flush(&blocks);
         let (inline_shuffles, out_of_line_shuffles) = (inline.clone(), out_of_line.clone());
         assert_eq!(count(&inline, "redux") + count(&out_of_line, "redux"), 0);
-        // At the meeting point, only lanes that all hold the same counters (checked with
-        // `match.all`, both of them): each count times the group's size.
+        // At the meeting point, only lanes that all hold the same count (the one count's
+        // value, checked with one `match.all` rather than one per counter): the count times
+        // the group's size.
         assert_eq!(
             inline,
             [
                 "activemask.b32 %r3;",
                 "setp.le.u32 %p0, %r3, %r5;",
-                "match.all.sync.b64 %r6|%p4, %c0, %r3;",
-                "match.all.sync.b64 %r6|%p3, %c1, %r3;",
-                "and.pred %p4, %p4, %p3;",
+                "add.s64 %rd1, %c0, %c1;",
+                "match.all.sync.b64 %r6|%p4, %rd1, %r3;",
                 "@!%p4 bra.uni $slow;",
                 "popc.b32 %r2, %r3;",
                 "cvt.u64.u32 %rd3, %r2;",
-                "add.s64 %rd1, %c0, %c1;",
                 "mul.lo.s64 %rd2, %rd1, %rd3;",
                 "@%p0 red.global.add.u64 [%rd0+32], %rd2;",
                 "@%p0 red.global.add.u64 [%rd0+40], %rd1;",
@@ -1653,9 +1683,13 @@ mod tests {
         assert_eq!(count(&out_of_line, "vote.sync.ballot.b32"), 0);
         let (_, out_of_line) = flush(&[(2, form(1, vec![(0, 1)])), (3, form(0, vec![(1, 1)]))]);
         assert_eq!(count(&out_of_line, "vote.sync.ballot.b32"), 2);
+        // Two counts: each counter is matched (two values would need two registers).
+        let (inline, _) = flush(&[(2, form(1, vec![(0, 1)])), (3, form(0, vec![(1, 1)]))]);
+        assert_eq!(count(&inline, "match.all.sync.b64"), 2);
+        assert!(inline.contains(&"match.all.sync.b64 %r6|%p3, %c1, %r3;".to_string()));
         // Before sm_70, the same flush but for the test at the meeting point: each lane
-        // compares its counters with the leader's (the last active lane, `bfind` of the mask),
-        // two shuffles each, and the lanes vote.
+        // compares the count with the leader's (the last active lane, `bfind` of the mask),
+        // two shuffles, and the lanes vote.
         let (inline_61, out_of_line_61) = shrinking_flush_fast(
             &regs(),
             &blocks,
@@ -1669,28 +1703,24 @@ mod tests {
         let (inline_61, out_of_line_61) = (texts(&inline_61), texts(&out_of_line_61));
         assert_eq!(count(&inline_61, "match"), 0);
         assert_eq!(
-            inline_61[..17],
+            inline_61[..13],
             [
                 "activemask.b32 %r3;",
                 "setp.le.u32 %p0, %r3, %r5;",
+                "add.s64 %rd1, %c0, %c1;",
                 "bfind.u32 %r4, %r3;",
-                "mov.b64 {%r6, %r7}, %c0;",
+                "mov.b64 {%r6, %r7}, %rd1;",
                 "shfl.sync.idx.b32 %r6, %r6, %r4, 31, %r3;",
                 "shfl.sync.idx.b32 %r7, %r7, %r4, 31, %r3;",
                 "mov.b64 %rd2, {%r6, %r7};",
-                "setp.eq.u64 %p4, %rd2, %c0;",
-                "mov.b64 {%r6, %r7}, %c1;",
-                "shfl.sync.idx.b32 %r6, %r6, %r4, 31, %r3;",
-                "shfl.sync.idx.b32 %r7, %r7, %r4, 31, %r3;",
-                "mov.b64 %rd2, {%r6, %r7};",
-                "setp.eq.and.u64 %p4, %rd2, %c1, %p4;",
+                "setp.eq.u64 %p4, %rd2, %rd1;",
                 "vote.sync.all.pred %p4, %p4, %r3;",
                 "@!%p4 bra.uni $slow;",
                 "popc.b32 %r2, %r3;",
                 "cvt.u64.u32 %rd3, %r2;",
             ]
         );
-        assert_eq!(inline_61[17..], inline_shuffles[8..]);
+        assert_eq!(inline_61[13..], inline_shuffles[7..]);
         assert_eq!(out_of_line_61, out_of_line_shuffles);
     }
 

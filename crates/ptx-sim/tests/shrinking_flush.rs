@@ -21,7 +21,7 @@ fn regs() -> CounterRegisters {
         b64: "%rd".into(),
         pred: "%p".into(),
         counter: "%c".into(),
-        counters: 1,
+        counters: 2,
     }
 }
 
@@ -38,14 +38,31 @@ fn text(code: &[Statement]) -> String {
 /// A kernel of one warp: lane l loads its loop counter `%c0` from `values[l]`; the lanes in
 /// `lanes` (a bit per lane) run the flush of one block counted as `%c0`, whose counter pair is
 /// `counters[0..2]`; `fast` places the flush with its fast path and out-of-line slow path.
-fn kernel(reductions: WarpReductions, fast: bool) -> String {
+/// `split`: the block is counted as `%c0 + %c1` instead (a loop's trips and its exits), and
+/// lane l moves min(value, l % 4) from `%c0` to `%c1`, so that lanes whose counts are equal
+/// hold different counters.
+fn kernel(reductions: WarpReductions, fast: bool, split: bool) -> String {
     let blocks = [(
         0,
         CountForm {
             constant: 0,
-            terms: vec![(0, 1)],
+            terms: if split {
+                vec![(0, 1), (1, 1)]
+            } else {
+                vec![(0, 1)]
+            },
         },
     )];
+    let split_code = if split {
+        "	and.b32 %t2, %t0, 3;
+	cvt.u64.u32 %c1, %t2;
+	min.u64 %c1, %c1, %c0;
+	sub.s64 %c0, %c0, %c1;
+"
+    } else {
+        "	mov.u64 %c1, 0;
+"
+    };
     let mut next = 0;
     let mut fresh_label = || {
         next += 1;
@@ -78,7 +95,7 @@ fn kernel(reductions: WarpReductions, fast: bool) -> String {
     format!(
         ".version 7.8\n.target {target}\n.address_size 64\n\
 .visible .entry flush(.param .u64 counters, .param .u64 values, .param .u32 lanes)\n{{\n\
-\t.reg .pred %p<5>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<6>;\n\t.reg .b64 %c<1>;\n\
+\t.reg .pred %p<5>;\n\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<6>;\n\t.reg .b64 %c<2>;\n\
 \t.reg .pred %q<1>;\n\t.reg .b32 %t<3>;\n\t.reg .b64 %u<2>;\n\
 \tld.param.u64 %rd0, [counters];\n\
 \tmov.u32 %r5, %lanemask_le;\n\
@@ -87,12 +104,13 @@ fn kernel(reductions: WarpReductions, fast: bool) -> String {
 \tmul.wide.u32 %u1, %t0, 8;\n\
 \tadd.s64 %u0, %u0, %u1;\n\
 \tld.global.u64 %c0, [%u0];\n\
-\tld.param.u32 %t1, [lanes];\n\
+{}\tld.param.u32 %t1, [lanes];\n\
 \tshr.b32 %t2, %t1, %t0;\n\
 \tand.b32 %t2, %t2, 1;\n\
 \tsetp.eq.u32 %q0, %t2, 0;\n\
 \t@%q0 bra $SKIP;\n\
 {}$SKIP:\n\tret;\n{}}}\n",
+        split_code,
         text(&flush),
         text(&out_of_line)
     )
@@ -146,8 +164,8 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
         WarpReductions::Shuffles,
         WarpReductions::ShufflesWithoutMatch,
     ] {
-        for fast in [false, true] {
-            let ptx = kernel(reductions, fast);
+        for (fast, split) in [(false, false), (true, false), (false, true), (true, true)] {
+            let ptx = kernel(reductions, fast, split);
             let program = Program::load(&ptx).unwrap_or_else(|e| panic!("{e}\n{ptx}"));
             for &lanes in &masks {
                 // Counts below 2^20 (the fast path's), with zeros (lanes that skipped the
@@ -181,7 +199,8 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
                     let got = flushed(&program, &mut values, lanes);
                     assert_eq!(
                         got, expected,
-                        "{reductions:?}, fast path {fast}, lanes {lanes:#010x}, counts {values:?}"
+                        "{reductions:?}, fast path {fast}, split {split}, lanes {lanes:#010x}, \
+                         counts {values:?}"
                     );
                 }
             }
