@@ -54,14 +54,10 @@ fn kernel(reductions: WarpReductions, fast: bool, split: bool) -> String {
         },
     )];
     let split_code = if split {
-        "	and.b32 %t2, %t0, 3;
-	cvt.u64.u32 %c1, %t2;
-	min.u64 %c1, %c1, %c0;
-	sub.s64 %c0, %c0, %c1;
-"
+        "\tand.b32 %t2, %t0, 3;\n\tcvt.u64.u32 %c1, %t2;\n\tmin.u64 %c1, %c1, %c0;\n\
+\tsub.s64 %c0, %c0, %c1;\n"
     } else {
-        "	mov.u64 %c1, 0;
-"
+        "\tmov.u64 %c1, 0;\n"
     };
     let mut next = 0;
     let mut fresh_label = || {
