@@ -291,8 +291,15 @@ pub(crate) fn aggregate(
     }
     let zero = fresh_label(function, "$__cf_zero", &mut labels);
     let zeroed = fresh_label(function, "$__cf_zeroed", &mut labels);
+    // Only code that reads or writes the slots or the exit count needs them zeroed, and so
+    // does a call (a function copy's adds) or an exit (its exit code): where the kernel's own
+    // barrier stands between the start and every such instruction, it is the one the zeroing
+    // waits for.
+    let own_barrier = !barrier_precedes(function, &|i: &Instruction| {
+        matches!(i.opcode.base(), "ret" | "exit" | "call") || mentions(i, &layout.shared)
+    });
     // Before everything, the prologue included.
-    insert_prologue(function, layout.init(regs, &zero, &zeroed))?;
+    insert_prologue(function, layout.init(regs, &zero, &zeroed, own_barrier))?;
 
     let offsets: Vec<String> = slots.keys().map(u64::to_string).collect();
     module.insert_directive_before_functions(format!(
@@ -306,6 +313,78 @@ pub(crate) fn aggregate(
         offsets.join(", ")
     ));
     Ok(())
+}
+
+/// Whether every path from the start of `function` to an instruction that `protected` holds
+/// passes a barrier of the whole CTA first ([`is_cta_barrier`]): a thread then reaches none of
+/// them before every thread of its CTA has arrived at some such barrier, the first of which
+/// each thread reaches after the code before it.
+fn barrier_precedes(
+    function: &ptx_lexer::Function,
+    protected: &dyn Fn(&Instruction) -> bool,
+) -> bool {
+    let cfg = Cfg::of(function);
+    let statements = function.statements();
+    let mut seen = vec![false; cfg.blocks.len()];
+    let mut stack: Vec<usize> = if cfg.blocks.is_empty() {
+        Vec::new()
+    } else {
+        vec![0]
+    };
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut seen[b], true) {
+            continue;
+        }
+        let mut waits = false;
+        for instruction in cfg.blocks[b]
+            .instructions
+            .iter()
+            .filter_map(|&s| statements[s].as_instruction())
+        {
+            if is_cta_barrier(instruction) {
+                waits = true;
+                break;
+            }
+            if protected(instruction) {
+                return false;
+            }
+        }
+        if !waits {
+            stack.extend(cfg.succs[b].iter().copied());
+        }
+    }
+    true
+}
+
+/// `bar.sync 0` or `barrier.sync 0` (any of their spellings), unguarded and without a thread
+/// count: every thread of the CTA must arrive before any goes on.
+fn is_cta_barrier(instruction: &Instruction) -> bool {
+    instruction.guard.is_none()
+        && matches!(
+            instruction.opcode.as_str(),
+            "bar.sync"
+                | "bar.cta.sync"
+                | "barrier.sync"
+                | "barrier.sync.aligned"
+                | "barrier.cta.sync"
+                | "barrier.cta.sync.aligned"
+        )
+        && matches!(instruction.operands.as_slice(), [Operand::Integer(id)] if id == "0")
+}
+
+/// Whether an operand of `instruction` names the symbol `name`.
+fn mentions(instruction: &Instruction, name: &str) -> bool {
+    fn named(operand: &Operand, name: &str) -> bool {
+        match operand {
+            Operand::Symbol(s) => s == name,
+            Operand::Address(parts) | Operand::Vector(parts) | Operand::List(parts) => {
+                parts.iter().any(|p| named(p, name))
+            }
+            Operand::Offset { base, .. } => named(base, name),
+            _ => false,
+        }
+    }
+    instruction.operands.iter().any(|o| named(o, name))
 }
 
 /// Whether control can reach the end of the body without a `ret`, `exit` or branch.
@@ -356,12 +435,20 @@ impl Layout<'_> {
     /// The kernel's first code: the first row's first 32 lanes (`tid.y = 0`, `tid.x < 32`: the
     /// CTA's first warp, in each `tid.z` slice; zeroing twice is harmless) zero the slots, and
     /// its thread `tid.x = 0` sets the exit count to minus the CTA's threads (the same value
-    /// from each slice); then every thread waits for them. Other warps pay 6 instructions.
-    fn init(&self, regs: &CounterRegisters, zero: &str, zeroed: &str) -> Vec<Statement> {
+    /// from each slice); then every thread waits for them, at a `bar.sync 0` of its own
+    /// (`own_barrier`) or at the kernel's first barrier ([`barrier_precedes`]). Other warps pay
+    /// 6 instructions, or 5.
+    fn init(
+        &self,
+        regs: &CounterRegisters,
+        zero: &str,
+        zeroed: &str,
+        own_barrier: bool,
+    ) -> Vec<Statement> {
         let (r, rd, p) = (|i| regs.r32(i), |i| regs.r64(i), |i| regs.p(i));
         let special = Operand::reg;
         let int = Operand::int;
-        vec![
+        let mut code = vec![
             // r4 = tid.y × 32 + tid.x: below 32 only in the first row's first 32 lanes.
             ins("mov.u32", vec![r(1), special("%tid.x")]),
             ins("mov.u32", vec![r(4), special("%tid.y")]),
@@ -396,8 +483,11 @@ impl Layout<'_> {
             ins("add.u32", vec![r(1), r(1), r(0)]),
             ins("bra", vec![Operand::sym(zero)]),
             Statement::label(zeroed),
-            ins("bar.sync", vec![int(0)]),
-        ]
+        ];
+        if own_barrier {
+            code.push(ins("bar.sync", vec![int(0)]));
+        }
+        code
     }
 
     /// Fresh labels for one exit's code in `function`.
@@ -493,6 +583,53 @@ fn addr(register: Operand) -> Operand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel whose loop holds a data-dependent `if` (an update on a cycle: CTA counters),
+    /// with `before` ahead of the loop.
+    fn loop_kernel(before: &str) -> String {
+        format!(
+            ".version 7.0\n.target sm_70\n.address_size 64\n\
+             .visible .entry k(.param .u64 k_p, .param .u32 k_n)\n{{\n\
+             .reg .pred %p<4>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n\
+             ld.param.u64 %rd1, [k_p];\nld.param.u32 %r1, [k_n];\nmov.u32 %r2, %tid.x;\n\
+             {before}\n\
+             mov.u32 %r3, 0;\nmov.u32 %r5, 0;\n\
+             $L:\nld.global.u32 %r4, [%rd1];\nsetp.ne.u32 %p1, %r4, %r2;\n@%p1 bra $J;\n\
+             add.u32 %r5, %r5, 1;\n\
+             $J:\nadd.u32 %r3, %r3, 1;\nadd.s64 %rd1, %rd1, 4;\n\
+             setp.lt.u32 %p2, %r3, %r1;\n@%p2 bra $L;\n\
+             st.global.u32 [%rd1], %r5;\nret;\n}}\n"
+        )
+    }
+
+    #[test]
+    fn the_zeroing_waits_at_the_kernels_own_barrier_where_it_comes_first() {
+        // The barriers in the clone: the kernel's own, plus the CTA counters' own where some
+        // path reaches counter code, a call or an exit without passing one of the kernel's.
+        let barriers = |before: &str| {
+            let mut module = ptx_lexer::parse(loop_kernel(before)).unwrap();
+            let results = crate::instrument_module(&mut module);
+            assert!(results[0].cta_counters, "{before}: {results:?}");
+            let clone = module.function("k__cf").unwrap();
+            clone
+                .instructions()
+                .filter(|i| matches!(i.opcode.base(), "bar" | "barrier"))
+                .count()
+        };
+        assert_eq!(barriers(""), 1);
+        assert_eq!(barriers("bar.sync 0;"), 1);
+        assert_eq!(barriers("barrier.sync.aligned 0;"), 1);
+        // A thread that leaves first, a barrier some threads skip, or one that waits for part
+        // of the CTA: the zeroing keeps its own.
+        let leaves = "setp.eq.u32 %p3, %r2, 7;\n@%p3 ret;\nbar.sync 0;";
+        assert_eq!(barriers(leaves), 2);
+        let skipped = "setp.eq.u32 %p3, %r2, 7;\n@%p3 bra $B;\nbar.sync 0;\n$B:";
+        assert_eq!(barriers(skipped), 2);
+        assert_eq!(barriers("@%p3 bar.sync 0;"), 2);
+        assert_eq!(barriers("bar.sync 0, 64;"), 2);
+        assert_eq!(barriers("bar.sync 1;"), 2);
+        assert_eq!(barriers("bar.arrive 0, 64;"), 2);
+    }
 
     #[test]
     fn loops_of_counter_code_are_not_cycles_of_the_original() {
