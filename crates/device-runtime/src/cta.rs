@@ -325,6 +325,20 @@ fn barrier_precedes(
 ) -> bool {
     let cfg = Cfg::of(function);
     let statements = function.statements();
+    // Only where the edges are whole: no jump table, and no label named twice (inline asm
+    // scopes may reuse a name; an edge resolved by name could then miss a path).
+    let mut labels: Vec<&str> = cfg
+        .blocks
+        .iter()
+        .filter_map(|b| b.label.as_deref())
+        .collect();
+    let named = labels.len();
+    labels.sort_unstable();
+    labels.dedup();
+    let jumps = function.instructions().any(|i| i.opcode.base() == "brx");
+    if jumps || labels.len() != named {
+        return false;
+    }
     let mut seen = vec![false; cfg.blocks.len()];
     let mut stack: Vec<usize> = if cfg.blocks.is_empty() {
         Vec::new()
@@ -621,6 +635,9 @@ mod tests {
         assert_eq!(barriers("barrier.sync.aligned 0;"), 1);
         // A thread that leaves first, a barrier some threads skip, or one that waits for part
         // of the CTA: the zeroing keeps its own.
+        // A label named twice (in two `{ }` scopes): edges by name may miss a path.
+        let twice = "bar.sync 0;\n{\n$D:\nadd.u32 %r6, %r6, 1;\n}\n{\n$D:\nadd.u32 %r6, %r6, 1;\n}";
+        assert_eq!(barriers(twice), 2);
         let leaves = "setp.eq.u32 %p3, %r2, 7;\n@%p3 ret;\nbar.sync 0;";
         assert_eq!(barriers(leaves), 2);
         let skipped = "setp.eq.u32 %p3, %r2, 7;\n@%p3 bra $B;\nbar.sync 0;\n$B:";
