@@ -334,16 +334,8 @@ impl IntExpr {
     /// Whether the expression is affine in the thread's indices (no product of two terms that
     /// both depend on them), so that along one index it changes by a constant step.
     pub fn is_affine(&self) -> bool {
-        match self {
-            IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => true,
-            IntExpr::Add(a, b) | IntExpr::Sub(a, b) => a.is_affine() && b.is_affine(),
-            IntExpr::Mul(a, b) => {
-                a.is_affine() && b.is_affine() && !(a.reads_thread() && b.reads_thread())
-            }
-            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_affine(),
-            // A launch constant, or not affine at all.
-            IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => !a.reads_thread(),
-        }
+        // Under `and`/`shr`: a launch constant, or not affine at all.
+        self.ring_of(&|a: &IntExpr| !a.reads_thread())
     }
 
     /// Whether the expression is an affine function of the CTA's indices plus a function of
@@ -353,18 +345,30 @@ impl IntExpr {
     /// thread index then sees an affine function of that CTA index, with a slope that does not
     /// depend on the thread index ([`CtaDependence::Separable`]).
     pub fn is_separable(&self) -> bool {
+        self.ring_of(&|a: &IntExpr| {
+            let mut ctaids = Vec::new();
+            a.ctaid_dims(&mut ctaids);
+            ctaids.is_empty()
+        })
+    }
+
+    /// Whether the expression is built by ring operations with no product of two terms that
+    /// both depend on the thread, each operand of an [`IntExpr::And`] or [`IntExpr::Shr`]
+    /// (not ring operations) being one that `under_bits` accepts: the shape [`Self::is_affine`]
+    /// and [`Self::is_separable`] share.
+    fn ring_of(&self, under_bits: &dyn Fn(&IntExpr) -> bool) -> bool {
         match self {
             IntExpr::Literal(_) | IntExpr::Param { .. } | IntExpr::Special(_) => true,
-            IntExpr::Add(a, b) | IntExpr::Sub(a, b) => a.is_separable() && b.is_separable(),
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) => {
+                a.ring_of(under_bits) && b.ring_of(under_bits)
+            }
             IntExpr::Mul(a, b) => {
-                a.is_separable() && b.is_separable() && !(a.reads_thread() && b.reads_thread())
+                a.ring_of(under_bits)
+                    && b.ring_of(under_bits)
+                    && !(a.reads_thread() && b.reads_thread())
             }
-            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.is_separable(),
-            IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => {
-                let mut ctaids = Vec::new();
-                a.ctaid_dims(&mut ctaids);
-                ctaids.is_empty()
-            }
+            IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.ring_of(under_bits),
+            IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => under_bits(a),
         }
     }
 
