@@ -31,7 +31,7 @@ use ptx_lexer::{
     Guard, Instruction, Module, Opcode, Operand, RewriteError, Statement, StatementKind,
 };
 
-use crate::instrument::{direct_callee, fresh_label, insert_prologue, is_indirect_call};
+use crate::instrument::{direct_callee, fresh_label, insert_prologue, is_indirect_call, symbols};
 use crate::placement::Cfg;
 use crate::{bank_base, guarded, ins, BankParams, CountedBy, CounterRegisters};
 
@@ -388,17 +388,12 @@ fn is_cta_barrier(instruction: &Instruction) -> bool {
 
 /// Whether an operand of `instruction` names the symbol `name`.
 fn mentions(instruction: &Instruction, name: &str) -> bool {
-    fn named(operand: &Operand, name: &str) -> bool {
-        match operand {
-            Operand::Symbol(s) => s == name,
-            Operand::Address(parts) | Operand::Vector(parts) | Operand::List(parts) => {
-                parts.iter().any(|p| named(p, name))
-            }
-            Operand::Offset { base, .. } => named(base, name),
-            _ => false,
-        }
-    }
-    instruction.operands.iter().any(|o| named(o, name))
+    let mut names = Vec::new();
+    instruction
+        .operands
+        .iter()
+        .for_each(|o| symbols(o, &mut names));
+    names.contains(&name)
 }
 
 /// Whether control can reach the end of the body without a `ret`, `exit` or branch.

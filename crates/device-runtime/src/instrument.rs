@@ -210,16 +210,6 @@ fn address_taken_functions(module: &Module) -> Vec<String> {
                 .for_each(&mut take);
         }
     }
-    fn symbols<'a>(operand: &'a Operand, out: &mut Vec<&'a str>) {
-        match operand {
-            Operand::Symbol(s) => out.push(s),
-            Operand::Offset { base, .. } => symbols(base, out),
-            Operand::Vector(items) | Operand::Address(items) | Operand::List(items) => {
-                items.iter().for_each(|i| symbols(i, out))
-            }
-            _ => {}
-        }
-    }
     for function in module.functions() {
         for instruction in function.instructions() {
             if instruction.opcode.base() == "call" {
@@ -234,6 +224,19 @@ fn address_taken_functions(module: &Module) -> Vec<String> {
         }
     }
     taken
+}
+
+/// The symbols `operand` names (a label, variable, parameter or function), also inside
+/// addresses, offsets, vectors and lists.
+pub(crate) fn symbols<'a>(operand: &'a Operand, out: &mut Vec<&'a str>) {
+    match operand {
+        Operand::Symbol(s) => out.push(s),
+        Operand::Offset { base, .. } => symbols(base, out),
+        Operand::Vector(items) | Operand::Address(items) | Operand::List(items) => {
+            items.iter().for_each(|i| symbols(i, out))
+        }
+        _ => {}
+    }
 }
 
 /// Device functions reachable from `kernel` through direct calls (definitions only), in
