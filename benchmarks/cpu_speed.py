@@ -34,6 +34,13 @@ scale S to 2S cost, so that warm-up launches, input generation and the host-side
 
 each from the medians over the runs of its side and scale.
 
+With --callgrind, each side instead runs once per scale under `valgrind --tool=callgrind`, and
+the table gives host instructions per thread-instruction, marginal as above: ((Ir at 2S - Ir
+at S) / added thread-instructions). That figure does not depend on other load on the machine
+(work, not time: it cannot see a slow gather or a cache miss), so it shows changes of a few
+percent that timings on a shared machine cannot; use a scale at which the added work dwarfs
+what varies between runs (the native engine's compilation).
+
 Writes a Markdown table (--out, default stdout) and exits 1 if a program fails or its counts
 differ between the sides.
 """
@@ -74,10 +81,12 @@ def build(driver, source, binary, runtime_lib):
         raise RuntimeError(f"build of {os.path.basename(source)} failed: {tail}")
 
 
-def run_once(binary, scale, work, engine=None, native_after=None, kernels=NO_KERNEL):
+def run_once(binary, scale, work, engine=None, native_after=None, kernels=NO_KERNEL,
+             callgrind=False):
     """One run: engine and native_after set CUDA_FLUX_CPU_ENGINE and
     CUDA_FLUX_CPU_NATIVE_AFTER (None: unset, the runtime's defaults); kernels sets
-    CUDA_FLUX_KERNELS (None: unset, every kernel instrumented)."""
+    CUDA_FLUX_KERNELS (None: unset, every kernel instrumented); callgrind runs it under
+    callgrind and adds its instruction count ("ir")."""
     stats = os.path.join(work, "stats.json")
     if os.path.exists(stats):
         os.remove(stats)
@@ -95,7 +104,10 @@ def run_once(binary, scale, work, engine=None, native_after=None, kernels=NO_KER
         env["CUDA_FLUX_KERNELS"] = kernels
     out_path = os.path.join(work, "out.txt")
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([binary], env=env, stdout=out, stderr=subprocess.STDOUT)
+        command = [binary]
+        if callgrind:
+            command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary]
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     with open(out_path) as f:
         text = f.read()
@@ -113,7 +125,14 @@ def run_once(binary, scale, work, engine=None, native_after=None, kernels=NO_KER
     with open(stats) as f:
         doc = json.load(f)
     kernels = doc["kernels"]
+    ir = None
+    if callgrind:
+        collected = [line for line in text.splitlines() if "Collected :" in line]
+        if not collected:
+            raise RuntimeError(f"{os.path.basename(binary)}: no callgrind total in its output")
+        ir = int(collected[-1].rsplit(":", 1)[1].strip())
     return {
+        "ir": ir,
         "thread": sum(k["thread_instructions"] for k in kernels),
         "warp": sum(k["warp_instructions"] for k in kernels),
         "counts": {k["name"]: (k["thread_instructions"], k["warp_instructions"]) for k in kernels},
@@ -128,17 +147,19 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def measure(name, binaries, runs, scale, work, engines=None, native_after=None):
+def measure(name, binaries, runs, scale, work, engines=None, native_after=None,
+            callgrind=False):
     """binaries: {"old": path, "new": path}; engines: {"old": E, "new": E} (None: unset);
-    native_after: CUDA_FLUX_CPU_NATIVE_AFTER (None: unset). Returns a row, or raises on a
-    failure."""
+    native_after: CUDA_FLUX_CPU_NATIVE_AFTER (None: unset); callgrind: one run per side and
+    scale under callgrind. Returns a row, or raises on a failure."""
     engines = engines or {}
     samples = {side: {"low": [], "high": []} for side in binaries}
-    for _ in range(runs):
+    for _ in range(1 if callgrind else runs):
         for level, s in (("low", scale), ("high", 2 * scale)):
             for side, binary in binaries.items():
                 samples[side][level].append(
-                    run_once(binary, s, work, engines.get(side), native_after))
+                    run_once(binary, s, work, engines.get(side), native_after,
+                             callgrind=callgrind))
     return summarize(name, samples)
 
 
@@ -161,6 +182,9 @@ def summarize(name, samples):
 
         def delta(key):
             return statistics.median(r[key] for r in hi) - statistics.median(r[key] for r in lo)
+        if hi[0].get("ir") is not None:
+            row[f"{side}_host_per_thread"] = delta("ir") / added if added > 0 else None
+            continue
         events_s = delta("kernel_ms") / 1e3
         cpu_s = delta("cpu_s")
         row[f"{side}_events"] = added / events_s if events_s > 0 and added > 0 else None
@@ -176,7 +200,45 @@ def fmt_ratio(a, b):
     return f"{a / b:.2f}" if a and b else "n/a"
 
 
+def render_callgrind(doc):
+    """The table of a --callgrind run."""
+    m = doc["machine"]
+    engines = doc.get("engines") or {}
+    lines = [
+        f"# CPU target: host instructions per thread-instruction ({doc['date']})",
+        "",
+        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
+        f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
+        f"`CUDA_FLUX_CPU_ENGINE`: old {engines.get('old') or 'unset'}, new "
+        f"{engines.get('new') or 'unset'}; `CUDA_FLUX_CPU_NATIVE_AFTER`: "
+        f"{'unset' if doc.get('native_after') is None else doc['native_after']}.",
+        f"- `benchmarks/cpu_speed.py --callgrind --scale {doc['scale']}`: each side run once at "
+        f"scales S and 2S under `valgrind --tool=callgrind` (`CUDA_FLUX_CPU_THREADS=1`, the "
+        f"original kernels); host instructions (callgrind's `Ir`, the whole process) added from "
+        f"S to 2S over the thread-instructions added (identical counts on both sides, checked).",
+        "",
+        "| program | added thread-instructions | old host/thread | new host/thread | old/new |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    ok = [r for r in doc["rows"] if "error" not in r]
+    for r in doc["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['name']} | failed: {r['error']} | | | |")
+            continue
+        old, new = r["old_host_per_thread"], r["new_host_per_thread"]
+        lines.append(f"| {r['name']} | {r['added']:,} | {old:.2f} | {new:.2f} | "
+                     f"{fmt_ratio(old, new)} |")
+    if ok:
+        old = geomean([r["old_host_per_thread"] for r in ok])
+        new = geomean([r["new_host_per_thread"] for r in ok])
+        lines.append(f"| **geometric mean** | | {old:.2f} | {new:.2f} | "
+                     f"**{fmt_ratio(old, new)}** |")
+    return "\n".join(lines) + "\n"
+
+
 def render(doc):
+    if doc.get("callgrind"):
+        return render_callgrind(doc)
     m = doc["machine"]
     engines = doc.get("engines") or {}
     lines = [
@@ -245,6 +307,8 @@ def main(argv=None):
                         help="CUDA_FLUX_CPU_ENGINE for this tree's runs (default: unset)")
     parser.add_argument("--native-after", type=int,
                         help="CUDA_FLUX_CPU_NATIVE_AFTER for both sides (default: unset)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="count host instructions under callgrind instead of timing")
     parser.add_argument("--out", help="Markdown file to write (default: stdout)")
     parser.add_argument("--json", help="also write the rows as JSON")
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS)
@@ -259,7 +323,7 @@ def main(argv=None):
     doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "baseline": args.baseline,
            "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": [],
            "engines": {"old": args.old_engine, "new": args.new_engine},
-           "native_after": args.native_after}
+           "native_after": args.native_after, "callgrind": args.callgrind}
     failed = False
     with tempfile.TemporaryDirectory(prefix="cf-cpu-speed-") as work:
         for name in args.programs:
@@ -272,7 +336,7 @@ def main(argv=None):
                 build(driver, source, binaries["old"], baseline_lib)
                 build(driver, source, binaries["new"], None)
                 row = measure(name, binaries, args.runs, args.scale, work, doc["engines"],
-                              args.native_after)
+                              args.native_after, args.callgrind)
             except (RuntimeError, OSError, ValueError, KeyError) as e:
                 row = {"name": name, "error": str(e)}
                 failed = True

@@ -60,6 +60,19 @@ def main():
             r["kernel_ms"] = 50
     flat = cpu_speed.summarize("p", flat)
     assert flat["old_events"] is None and flat["new_events"] is not None, flat
+    # Under callgrind: one run per side and scale; old adds 20 M host instructions for the
+    # 1 M thread-instructions (20 per thread-instruction), new 12 M (12): 1.67x fewer.
+    counted = {"old": {"low": [dict(run(1_000_000, 30, 0.5), ir=100_000_000)],
+                       "high": [dict(run(2_000_000, 50, 0.6), ir=120_000_000)]},
+               "new": {"low": [dict(run(1_000_000, 12, 0.25), ir=80_000_000)],
+                       "high": [dict(run(2_000_000, 16, 0.27), ir=92_000_000)]}}
+    row = cpu_speed.summarize("p", counted)
+    assert row["old_host_per_thread"] == 20 and row["new_host_per_thread"] == 12, row
+    text = cpu_speed.render({"date": "2026-11-29", "machine": {"cpu": "c", "cores": 2,
+                             "os": "o", "commit": "x"}, "baseline": "b", "runs": 1, "scale": 8,
+                             "callgrind": True, "rows": [row]})
+    assert "| p | 1,000,000 | 20.00 | 12.00 | 1.67 |" in text, text
+    assert "**1.67**" in text, text
     print("test_cpu_speed: ok")
 
 

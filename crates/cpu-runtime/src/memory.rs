@@ -142,6 +142,35 @@ impl AddressTable {
             || self.ranges.range(address..).next().is_some_and(inside)
     }
 
+    /// The widest range around `[address, address + len)` in which every access is accepted
+    /// as this one is: the recorded range holding it ([`AddressTable::contains`]), or, with
+    /// `guarded`, the allocation of this runtime together with its guard zones
+    /// ([`AddressTable::contains_guarded`]); `None` when neither accepts it. A kernel's warps
+    /// cache it, so that the accesses to one array after the first need no lookup.
+    pub fn accessible_range(&self, address: u64, len: u64, guarded: bool) -> Option<(u64, u64)> {
+        let end = address.checked_add(len)?;
+        let before = self.ranges.range(..=address).next_back();
+        let around = |(&start, range): (&u64, &Range)| {
+            let guard = if guarded && range.kind.owned() {
+                guard_for(range.len)
+            } else {
+                0
+            };
+            let (lo, hi) = (
+                start.saturating_sub(guard),
+                start.saturating_add(range.len).saturating_add(guard),
+            );
+            (address >= lo && end <= hi).then_some((lo, hi))
+        };
+        before.and_then(around).or_else(|| {
+            if guarded {
+                self.ranges.range(address..).next().and_then(around)
+            } else {
+                None
+            }
+        })
+    }
+
     /// Where `address` lies relative to the nearest allocation of this runtime, as
     /// compute-sanitizer says it: `N bytes before|after|inside the L-byte allocation at A`.
     pub fn describe(&self, address: u64) -> Option<String> {
@@ -340,6 +369,50 @@ mod tests {
             table.describe(0x10010).as_deref(),
             Some("16 bytes inside the 1000-byte allocation at 0x10000")
         );
+    }
+
+    #[test]
+    fn accessible_ranges_hold_only_accesses_the_lookups_accept() {
+        let mut table = AddressTable::default();
+        assert!(table.insert(0x10000, 1000, MemoryKind::Device));
+        // Right after the device allocation's guard zone, and right after that, unguarded.
+        assert!(table.insert(0x10000 + 1000 + 1024, 64, MemoryKind::Registered));
+        assert!(table.insert(0x10000 + 1000 + 1024 + 64, 32, MemoryKind::Registered));
+        assert!(table.insert(0x40000, 256, MemoryKind::Device));
+        for guarded in [false, true] {
+            let accepts = |address: u64, len: u64| {
+                table.contains(address, len) || (guarded && table.contains_guarded(address, len))
+            };
+            for address in (0xF000..0x11000u64).chain(0x3FE00..0x40400).step_by(4) {
+                for len in [1u64, 4, 8, 64] {
+                    let range = table.accessible_range(address, len, guarded);
+                    assert_eq!(range.is_some(), accepts(address, len), "{address:#x}+{len}");
+                    let Some((lo, hi)) = range else { continue };
+                    assert!(lo <= address && address + len <= hi, "{address:#x}+{len}");
+                    // Every access inside the range is accepted: its ends and a stride.
+                    for (a, l) in [(lo, hi - lo), (lo, 1), (hi - 1, 1)] {
+                        assert!(accepts(a, l), "{a:#x}+{l} in {lo:#x}..{hi:#x}");
+                    }
+                    for a in (lo..hi).step_by(60) {
+                        assert!(accepts(a, (hi - a).min(4)), "{a:#x} in {lo:#x}..{hi:#x}");
+                    }
+                }
+            }
+        }
+        // With guards, the device allocation's range takes them in; registered memory none.
+        assert_eq!(
+            table.accessible_range(0x10000 - 4, 4, true),
+            Some((0x10000 - 1024, 0x10000 + 1000 + 1024))
+        );
+        assert_eq!(
+            table.accessible_range(0x10010, 4, false),
+            Some((0x10000, 0x10000 + 1000))
+        );
+        assert_eq!(
+            table.accessible_range(0x10000 + 1000 + 1024 + 8, 4, true),
+            Some((0x10000 + 1000 + 1024, 0x10000 + 1000 + 1024 + 64))
+        );
+        assert_eq!(table.accessible_range(u64::MAX - 2, 4, true), None);
     }
 
     #[test]

@@ -271,6 +271,10 @@ impl Environment for LaunchEnvironment {
             || (!self.memcheck && self.memory.contains_guarded(address, len))
     }
 
+    fn global_range(&self, address: u64, len: u64) -> Option<(u64, u64)> {
+        self.memory.accessible_range(address, len, !self.memcheck)
+    }
+
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture> {
         match texture {
             TextureRef::Object(handle) => self.objects.get(&handle).copied(),

@@ -1368,6 +1368,10 @@ impl<'a> Exec<'a, '_> {
             self.warp.set_accessible(range, true);
             return true;
         }
+        if let Some(range) = launch.env.global_range(address, len) {
+            self.warp.set_accessible(range, false);
+            return true;
+        }
         // Cache a whole aligned block where the environment allows it, so that neighbouring
         // accesses skip the query.
         for block in [1u64 << 16, 1 << 12] {
@@ -1398,41 +1402,10 @@ impl<'a> Exec<'a, '_> {
         // The mode chosen once, then one straight loop over all 32 lanes (the lanes outside
         // `exec` are computed from whatever their rows hold and never written).
         match mode {
-            ShflMode::Up => shuffle_lanes(
-                &values,
-                &bs,
-                &cs,
-                &mut results,
-                &mut valid,
-                |l, b, max, _, _| (l - b, l - b >= max),
-            ),
-            ShflMode::Down => shuffle_lanes(
-                &values,
-                &bs,
-                &cs,
-                &mut results,
-                &mut valid,
-                |l, b, max, _, _| (l + b, l + b <= max),
-            ),
-            ShflMode::Bfly => shuffle_lanes(
-                &values,
-                &bs,
-                &cs,
-                &mut results,
-                &mut valid,
-                |l, b, max, _, _| (l ^ b, (l ^ b) <= max),
-            ),
-            ShflMode::Idx => shuffle_lanes(
-                &values,
-                &bs,
-                &cs,
-                &mut results,
-                &mut valid,
-                |_, b, max, min, segmask| {
-                    let j = min | (b & !segmask);
-                    (j, j <= max)
-                },
-            ),
+            ShflMode::Up => shuffle_lanes(&values, &bs, &cs, &mut results, &mut valid, pick_up),
+            ShflMode::Down => shuffle_lanes(&values, &bs, &cs, &mut results, &mut valid, pick_down),
+            ShflMode::Bfly => shuffle_lanes(&values, &bs, &cs, &mut results, &mut valid, pick_bfly),
+            ShflMode::Idx => shuffle_lanes(&values, &bs, &cs, &mut results, &mut valid, pick_idx),
         }
         let regs = &mut self.warp.regs[self.reg_base..];
         if dst != NO_REG {
@@ -2271,10 +2244,66 @@ unsafe fn load_lanes<const BYTES: u8>(
     }
 }
 
-/// One `shfl` for all 32 lanes: lane `l` takes `values[j]` and the predicate `ok` where `pick`
-/// gives `(j, ok)` from `l`, its `b` operand, the segment's last lane (`max`), its first lane
-/// (`min`) and the segment mask (PTX ISA: `shfl.sync`), or its own value when `j` is outside
-/// the segment or the warp.
+/// `shfl.up`'s source lane: [`lane_source`]'s `pick`.
+fn pick_up(l: i32, b: i32, max: i32, _min: i32, _segmask: i32) -> (i32, bool) {
+    (l - b, l - b >= max)
+}
+
+/// `shfl.down`'s source lane.
+fn pick_down(l: i32, b: i32, max: i32, _min: i32, _segmask: i32) -> (i32, bool) {
+    (l + b, l + b <= max)
+}
+
+/// `shfl.bfly`'s source lane.
+fn pick_bfly(l: i32, b: i32, max: i32, _min: i32, _segmask: i32) -> (i32, bool) {
+    (l ^ b, (l ^ b) <= max)
+}
+
+/// `shfl.idx`'s source lane.
+fn pick_idx(_l: i32, b: i32, max: i32, min: i32, segmask: i32) -> (i32, bool) {
+    let j = min | (b & !segmask);
+    (j, j <= max)
+}
+
+/// The lane whose value lane `lane` of a `shfl` takes, and the predicate it gets, from its `b`
+/// and `c` operands: `pick` gives `(j, ok)` from the lane, `b`, the segment's last lane
+/// (`max`), its first lane (`min`) and the segment mask (PTX ISA: `shfl.sync`); the lane keeps
+/// its own value where `j` is outside the segment or the warp.
+#[inline(always)]
+fn lane_source(
+    lane: usize,
+    b: u64,
+    c: u64,
+    pick: impl Fn(i32, i32, i32, i32, i32) -> (i32, bool),
+) -> (usize, bool) {
+    let bval = (b & 0x1F) as i32;
+    let cval = (c & 0x1F) as i32;
+    let segmask = ((c >> 8) & 0x1F) as i32;
+    let l = lane as i32;
+    let max_lane = (l & segmask) | (cval & !segmask);
+    let min_lane = l & segmask;
+    let (j, ok) = pick(l, bval, max_lane, min_lane, segmask);
+    let source = if ok && (0..32).contains(&j) {
+        j as usize
+    } else {
+        lane
+    };
+    (source, ok)
+}
+
+/// [`lane_source`] for `mode`: what the native engine compiles a `shfl` whose `b` and `c` are
+/// immediates to (the same source lane and predicate for every execution).
+pub(crate) fn shuffle_source(mode: ShflMode, lane: usize, b: u64, c: u64) -> (usize, bool) {
+    match mode {
+        ShflMode::Up => lane_source(lane, b, c, pick_up),
+        ShflMode::Down => lane_source(lane, b, c, pick_down),
+        ShflMode::Bfly => lane_source(lane, b, c, pick_bfly),
+        ShflMode::Idx => lane_source(lane, b, c, pick_idx),
+    }
+}
+
+/// One `shfl` for all 32 lanes: lane `l` takes `values[j]` and the predicate from
+/// [`lane_source`].
 #[inline(always)]
 fn shuffle_lanes(
     values: &[u64; 32],
@@ -2282,22 +2311,10 @@ fn shuffle_lanes(
     cs: &[u64; 32],
     results: &mut [u64; 32],
     valid: &mut [u64; 32],
-    pick: impl Fn(i32, i32, i32, i32, i32) -> (i32, bool),
+    pick: impl Fn(i32, i32, i32, i32, i32) -> (i32, bool) + Copy,
 ) {
     for lane in 0..32 {
-        let bval = (bs[lane] & 0x1F) as i32;
-        let cv = cs[lane];
-        let cval = (cv & 0x1F) as i32;
-        let segmask = ((cv >> 8) & 0x1F) as i32;
-        let l = lane as i32;
-        let max_lane = (l & segmask) | (cval & !segmask);
-        let min_lane = l & segmask;
-        let (j, ok) = pick(l, bval, max_lane, min_lane, segmask);
-        let source = if ok && (0..32).contains(&j) {
-            j as usize
-        } else {
-            lane
-        };
+        let (source, ok) = lane_source(lane, bs[lane], cs[lane], pick);
         results[lane] = values[source];
         valid[lane] = u64::from(ok);
     }

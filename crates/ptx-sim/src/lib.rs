@@ -151,6 +151,14 @@ pub trait Environment: Sync {
     /// Whether `[address, address + len)` is memory a kernel may access as global memory:
     /// device allocations, module variables, mapped or managed host memory.
     fn global_accessible(&self, address: u64, len: u64) -> bool;
+    /// A range around `[address, address + len)` every access inside which
+    /// [`Environment::global_accessible`] accepts (the whole allocation holding it, say), for
+    /// warps to cache; `None` where there is none or the environment does not say (the
+    /// interpreter then caches aligned blocks it asks about).
+    fn global_range(&self, address: u64, len: u64) -> Option<(u64, u64)> {
+        let _ = (address, len);
+        None
+    }
     /// The memory bound to a texture, if any.
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture>;
     /// The value of `%envreg<index>` (index < 32) in this launch: 0 unless the environment says

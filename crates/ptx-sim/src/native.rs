@@ -8,11 +8,13 @@
 //! (register-major, 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the
 //! interpreter does for each instruction in turn, in one of three [`Form`]s: *inline* (the
 //! guard row to a mask, the operation on the lanes as vectors, the result stored into the
-//! lanes the guard lets through: ALU instructions with a [`Lowered`] form, moves, loads and
-//! `st.shared`), a call of the instruction's interpreter [`WarpKernel`] (the other ALU
-//! instructions with register or immediate sources), or a call of the interpreter itself for
-//! the instruction ([`crate::exec::interpret_for_native`]: everything else, so that runs do not
-//! end at it). A run is *segments* (each call and each memory access alone, loops over lane
+//! lanes the guard lets through: ALU instructions with a [`Lowered`] form, moves, `cvta` of
+//! the global and shared windows, loads and `st.shared`; and `shfl` with immediate lane
+//! operands, a constant permutation of the source row), a call of the instruction's
+//! interpreter [`WarpKernel`] (the other ALU instructions with register or immediate sources),
+//! or a call of the interpreter itself for the instruction
+//! ([`crate::exec::interpret_for_native`]: everything else, so that runs do not end at it). A
+//! run is *segments* (each call, each memory access and each `shfl` alone, loops over lane
 //! groups of the other inline instructions), each an entry point. The interpreter (`exec.rs`)
 //! enters a run at a segment when the slice has budget for the rest of it and no reconvergence
 //! point falls inside it; the native code stops where the interpreter would (before a shared
@@ -41,7 +43,9 @@ use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorV
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 
 use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
-use crate::decode::{Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, NO_REG};
+use crate::decode::{
+    Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, WindowSpace, NO_REG,
+};
 
 /// Which engine runs a [`crate::Program`]'s kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -277,6 +281,22 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                         .count()
         }
         Op::Mov { dst, src, .. } => reg_ok(*dst) && (src_ok(src) || inline_source(src)),
+        // Global addresses are host addresses; the shared window's base is in the context.
+        Op::Cvta {
+            space: WindowSpace::Global | WindowSpace::Shared,
+            dst,
+            src,
+            ..
+        } => reg_ok(*dst) && src_ok(src),
+        // The same source lanes in every execution: a constant permutation of the row.
+        Op::Shfl {
+            dst,
+            dst_pred,
+            a: Src::Reg(a),
+            b: Src::Imm(_),
+            c: Src::Imm(_),
+            ..
+        } => *a < registers && reg_ok(*dst) && reg_ok(*dst_pred),
         Op::Ld {
             space,
             addr,
@@ -419,10 +439,11 @@ fn visible_in(code: &[Inst]) -> u32 {
 }
 
 /// Whether the native code runs `inst` (of form `form`) on its own (a segment of one
-/// instruction): a kernel call, an instruction the interpreter executes, or a load (checked
-/// for all lanes first; a slice may end right after it).
+/// instruction): a kernel call, an instruction the interpreter executes, a memory access
+/// (checked for all lanes first; a slice may end right after it) or a `shfl` (it reads other
+/// lanes' rows, which the group loops before it must have finished).
 fn alone(inst: &Inst, form: Form) -> bool {
-    form != Form::Inline || memory_access(inst)
+    form != Form::Inline || memory_access(inst) || matches!(inst.op, Op::Shfl { .. })
 }
 
 /// Whether `inst` is a load or a store (their addresses are checked for all lanes first).
@@ -809,6 +830,8 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             let inst = &code[first];
             if forms[first] == Form::Kernel {
                 self.call(inst, regs, active, sink)?;
+            } else if let Op::Shfl { .. } = inst.op {
+                self.shuffle(inst, regs, active)?;
             } else if forms[first] == Form::Interpreter || memory_access(inst) {
                 let index = self.i32t.const_int(first as u64, false);
                 // The allowance counts from the run's first instruction (the caller adds the
@@ -1254,6 +1277,33 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 Some(lowered) => self.lowered(alu, lowered, lanes, exec),
                 None => Err(error("an instruction without a lowered form inline")),
             },
+            // `Exec`'s `cvta` with `uniform_window_base`: 0 for global addresses, the CTA's
+            // shared window's base for shared ones.
+            Op::Cvta {
+                to_generic,
+                space,
+                dst,
+                src,
+            } => {
+                if *dst == NO_REG {
+                    return Ok(());
+                }
+                let value = self.group_source(lanes, src)?;
+                let value = match space {
+                    WindowSpace::Global => value,
+                    WindowSpace::Shared => {
+                        let base = self.splat_value(lanes.context.shared_base, GROUP)?;
+                        if *to_generic {
+                            self.builder.build_int_add(value, base, "generic")
+                        } else {
+                            self.builder.build_int_sub(value, base, "shared")
+                        }
+                        .map_err(error)?
+                    }
+                    _ => return Err(error("a `cvta` of a per-thread window inline")),
+                };
+                self.group_store(lanes, *dst, value, exec)
+            }
             Op::Ld {
                 space,
                 addr,
@@ -1702,6 +1752,63 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .build_int_compare(IntPredicate::NE, failed, self.i32t.const_zero(), "failed")
             .map_err(error)?;
         self.leave_if(function, failed, index)
+    }
+
+    /// `shfl` with immediate `b` and `c` (a segment of its own): every lane's source lane and
+    /// predicate are constants ([`crate::exec::shuffle_source`], the interpreter's), so the
+    /// result is a permutation of `a`'s whole row (inactive lanes' values included, as the
+    /// interpreter reads them), stored into the lanes that run.
+    fn shuffle(
+        &self,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+    ) -> Result<(), CompileError> {
+        let Op::Shfl {
+            mode,
+            dst,
+            dst_pred,
+            a: Src::Reg(a),
+            b: Src::Imm(b),
+            c: Src::Imm(c),
+        } = inst.op
+        else {
+            return Err(error("a `shfl` without immediate lane operands inline"));
+        };
+        let zero = self.i64t.const_zero();
+        let exec = self.warp_exec(inst, regs, active)?;
+        let exec = self
+            .builder
+            .build_bit_cast(exec, self.boolv(LANES), "lanes")
+            .map_err(error)?
+            .into_vector_value();
+        let picks: Vec<(usize, bool)> = (0..LANES as usize)
+            .map(|lane| crate::exec::shuffle_source(mode, lane, b, c))
+            .collect();
+        if dst != NO_REG {
+            let values = self.load(self.row_at(regs, a, zero)?, LANES)?;
+            let mask = VectorType::const_vector(
+                &picks
+                    .iter()
+                    .map(|&(source, _)| self.i32t.const_int(source as u64, false))
+                    .collect::<Vec<_>>(),
+            );
+            let results = self
+                .builder
+                .build_shuffle_vector(values, values, mask, "shfl")
+                .map_err(error)?;
+            self.store_lanes(self.row_at(regs, dst, zero)?, results, exec, LANES)?;
+        }
+        if dst_pred != NO_REG {
+            let valid = VectorType::const_vector(
+                &picks
+                    .iter()
+                    .map(|&(_, ok)| self.i64t.const_int(u64::from(ok), false))
+                    .collect::<Vec<_>>(),
+            );
+            self.store_lanes(self.row_at(regs, dst_pred, zero)?, valid, exec, LANES)?;
+        }
+        Ok(())
     }
 
     /// An instruction through its interpreter kernel, on the whole warp.
@@ -2814,5 +2921,54 @@ mod tests {
             find_runs(&function(code)),
             vec![(0, 3), (4, 2), (6, 3), (10, 2)]
         );
+    }
+
+    #[test]
+    fn shuffles_with_immediate_lanes_and_global_and_shared_cvta_are_inline() {
+        use crate::decode::ShflMode;
+        let shfl = |b: Src, c: Src| Op::Shfl {
+            mode: ShflMode::Down,
+            dst: 1,
+            dst_pred: 2,
+            a: Src::Reg(0),
+            b,
+            c,
+        };
+        let cvta = |space| Op::Cvta {
+            to_generic: true,
+            space,
+            dst: 1,
+            src: Src::Reg(0),
+        };
+        let form_of = |op| form(&inst(op, NO_REG, false), 8);
+        assert_eq!(form_of(shfl(Src::Imm(1), Src::Imm(31))), Some(Form::Inline));
+        // A lane operand from a register: per execution, the interpreter's.
+        assert_eq!(
+            form_of(shfl(Src::Reg(3), Src::Imm(31))),
+            Some(Form::Interpreter)
+        );
+        assert_eq!(
+            form_of(shfl(Src::Imm(1), Src::Reg(3))),
+            Some(Form::Interpreter)
+        );
+        assert_eq!(form_of(cvta(WindowSpace::Global)), Some(Form::Inline));
+        assert_eq!(form_of(cvta(WindowSpace::Shared)), Some(Form::Inline));
+        // Each thread's own window: the interpreter's.
+        assert_eq!(form_of(cvta(WindowSpace::Local)), Some(Form::Interpreter));
+        // A shuffle is a segment of its own: it reads the rows the loop before it wrote.
+        let add = || {
+            inst(
+                Op::Alu(Box::new(alu_inst(op("add.s32"), 0, 0))),
+                NO_REG,
+                false,
+            )
+        };
+        let code = vec![
+            add(),
+            inst(shfl(Src::Imm(1), Src::Imm(31)), NO_REG, false),
+            add(),
+        ];
+        let forms = forms_of(&code, 8).expect("forms");
+        assert_eq!(segment_starts(&code, &forms), vec![0, 1, 2]);
     }
 }

@@ -246,6 +246,117 @@ fn global_loads_and_shared_stores_give_the_interpreters_memory_and_counts() {
     }
 }
 
+/// Shuffles of every mode with immediate lane operands (clamps, segments, out-of-range lanes,
+/// a predicate result, a guard, in place), compiled to constant permutations of the row, in a
+/// region that only some lanes of each warp enter (the others' rows are still read, as the
+/// interpreter reads them); and `cvta` to and from the global and shared windows, inline.
+/// Each thread writes 16 words: the shuffles' results and predicates and what it read back
+/// through a generic address of its shared slot.
+const SHUFFLES: &str = r#"
+.visible .entry shuffles(.param .u64 out, .param .u32 skip)
+{
+    .shared .align 8 .b8 sh[1024];
+    .reg .pred %p<8>;
+    .reg .b32 %r<40>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u32 %r1, [skip];
+    mov.u32 %r2, %tid.x;
+    mad.lo.s32 %r3, %r2, -1640531535, %r1;
+    xor.b32 %r30, %r3, 12345;
+    mul.wide.u32 %rd2, %r2, 64;
+    add.s64 %rd3, %rd1, %rd2;
+    and.b32 %r4, %r2, %r1;
+    setp.eq.u32 %p1, %r4, 0;
+    @%p1 bra DONE;
+    shfl.sync.up.b32 %r5|%p2, %r3, 1, 0, -1;
+    shfl.sync.up.b32 %r6, %r3, 6, 0x800, -1;
+    shfl.sync.down.b32 %r7|%p3, %r3, 3, 31, -1;
+    shfl.sync.down.b32 %r8, %r3, 2, 0x1c07, -1;
+    shfl.sync.bfly.b32 %r9|%p4, %r3, 5, 31, -1;
+    shfl.sync.bfly.b32 %r10, %r3, 16, 0x180f, -1;
+    shfl.sync.idx.b32 %r11|%p5, %r3, 7, 31, -1;
+    shfl.sync.idx.b32 %r12, %r3, 29, 0x1f, -1;
+    shfl.sync.idx.b32 %r13, %r3, 3, 0x1807, -1;
+    shfl.sync.down.b32 %r14, %r3, 40, 31, -1;
+    setp.lt.u32 %p6, %r2, 48;
+    mov.u32 %r15, %r30;
+    @%p6 shfl.sync.bfly.b32 %r15, %r3, 1, 31, -1;
+    shfl.sync.down.b32 %r3, %r3, 1, 31, -1;
+    selp.u32 %r16, 1, 0, %p2;
+    selp.u32 %r17, 2, 0, %p3;
+    selp.u32 %r18, 4, 0, %p4;
+    selp.u32 %r19, 8, 0, %p5;
+    or.b32 %r16, %r16, %r17;
+    or.b32 %r16, %r16, %r18;
+    or.b32 %r16, %r16, %r19;
+    mov.u64 %rd4, sh;
+    cvta.shared.u64 %rd5, %rd4;
+    mul.wide.u32 %rd6, %r2, 8;
+    add.s64 %rd7, %rd5, %rd6;
+    st.u32 [%rd7], %r3;
+    cvta.to.shared.u64 %rd8, %rd7;
+    cvt.u32.u64 %r20, %rd8;
+    ld.shared.u32 %r21, [%r20];
+    st.global.u32 [%rd3], %r5;
+    st.global.u32 [%rd3+4], %r6;
+    st.global.u32 [%rd3+8], %r7;
+    st.global.u32 [%rd3+12], %r8;
+    st.global.u32 [%rd3+16], %r9;
+    st.global.u32 [%rd3+20], %r10;
+    st.global.u32 [%rd3+24], %r11;
+    st.global.u32 [%rd3+28], %r12;
+    st.global.u32 [%rd3+32], %r13;
+    st.global.u32 [%rd3+36], %r14;
+    st.global.u32 [%rd3+40], %r15;
+    st.global.u32 [%rd3+44], %r3;
+    st.global.u32 [%rd3+48], %r16;
+    st.global.u32 [%rd3+52], %r21;
+    cvt.u32.u64 %r22, %rd4;
+    st.global.u32 [%rd3+56], %r22;
+DONE:
+    ret;
+}
+"#;
+
+#[test]
+fn shuffles_and_window_conversions_inline_are_the_interpreters() {
+    let threads = 96usize;
+    // Only the lanes whose `tid & skip` is not 0 run the shuffles: every other lane, lanes 2-3
+    // of every four, three of every four, the third warp alone (the first two skip them).
+    for skip in [1u32, 2, 3, 0x40] {
+        let outcome = agree(
+            SHUFFLES,
+            "shuffles",
+            config([1, 1, 1], [threads as u32, 1, 1], 1),
+            &[vec![u32::MAX; threads * 16]],
+            &[skip],
+        );
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        let out = &outcome.buffers[0];
+        // Every thread's value before the shuffles (`%r3`).
+        let v = |t: u32| t.wrapping_mul(0x9E37_79B1).wrapping_add(skip);
+        for t in 0..threads as u32 {
+            let row = &out[t as usize * 16..][..16];
+            if t & skip == 0 {
+                assert_eq!(row[0], u32::MAX, "thread {t} skipped the shuffles");
+                continue;
+            }
+            // The read back through the generic address is what the thread stored.
+            assert_eq!(row[13], row[11], "thread {t}");
+            // `shfl.up` by 1 from a lane above 0: the lane below's value, predicate set.
+            if t % 32 > 0 {
+                assert_eq!(row[0], v(t - 1), "thread {t}");
+                assert_eq!(row[12] & 1, 1, "thread {t}");
+            } else {
+                assert_eq!(row[0], v(t), "thread {t}: lane 0 keeps its own");
+                assert_eq!(row[12] & 1, 0, "thread {t}");
+            }
+        }
+    }
+}
+
 /// Warps race through one shared cell without a barrier: each reads it, writes a function of
 /// what it read and its warp index, and adds to it atomically, twelve times in one straight
 /// run (more visible accesses than a slice allows, so that slices end inside the run); a
