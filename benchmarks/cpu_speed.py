@@ -200,18 +200,24 @@ def fmt_ratio(a, b):
     return f"{a / b:.2f}" if a and b else "n/a"
 
 
-def render_callgrind(doc):
-    """The table of a --callgrind run."""
+def header(doc, title):
+    """A result's title, machine and sides: the first lines of both tables."""
     m = doc["machine"]
     engines = doc.get("engines") or {}
-    lines = [
-        f"# CPU target: host instructions per thread-instruction ({doc['date']})",
+    return [
+        f"# CPU target: {title} ({doc['date']})",
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
         f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
         f"`CUDA_FLUX_CPU_ENGINE`: old {engines.get('old') or 'unset'}, new "
         f"{engines.get('new') or 'unset'}; `CUDA_FLUX_CPU_NATIVE_AFTER`: "
         f"{'unset' if doc.get('native_after') is None else doc['native_after']}.",
+    ]
+
+
+def render_callgrind(doc):
+    """The table of a --callgrind run."""
+    lines = header(doc, "host instructions per thread-instruction") + [
         f"- `benchmarks/cpu_speed.py --callgrind --scale {doc['scale']}`: each side run once at "
         f"scales S and 2S under `valgrind --tool=callgrind` (`CUDA_FLUX_CPU_THREADS=1`, the "
         f"original kernels); host instructions (callgrind's `Ir`, the whole process) added from "
@@ -239,16 +245,7 @@ def render_callgrind(doc):
 def render(doc):
     if doc.get("callgrind"):
         return render_callgrind(doc)
-    m = doc["machine"]
-    engines = doc.get("engines") or {}
-    lines = [
-        f"# CPU target: interpreter speed ({doc['date']})",
-        "",
-        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['os']}; commit {m['commit']}.",
-        f"- Baseline runtime: `{doc['baseline']}`; new: this tree's `target/release`. "
-        f"`CUDA_FLUX_CPU_ENGINE`: old {engines.get('old') or 'unset'}, new "
-        f"{engines.get('new') or 'unset'}; `CUDA_FLUX_CPU_NATIVE_AFTER`: "
-        f"{'unset' if doc.get('native_after') is None else doc['native_after']}.",
+    lines = header(doc, "interpreter speed") + [
         f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
         f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
         f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "

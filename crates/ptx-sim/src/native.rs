@@ -342,7 +342,8 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
 /// How a run executes one of its instructions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Form {
-    /// Generated code ([`translatable`], with a [`Lowered`] form or a load).
+    /// Generated code ([`translatable`]: an ALU instruction with a [`Lowered`] form, a move,
+    /// a `cvta`, a memory access or a `shfl`).
     Inline,
     /// The instruction's interpreter [`WarpKernel`], called on the whole warp.
     Kernel,
