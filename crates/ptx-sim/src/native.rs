@@ -831,7 +831,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             let inst = &code[first];
             if forms[first] == Form::Kernel {
                 self.call(inst, regs, active, sink)?;
-            } else if let Op::Shfl { .. } = inst.op {
+            } else if forms[first] == Form::Inline && matches!(inst.op, Op::Shfl { .. }) {
                 self.shuffle(inst, regs, active)?;
             } else if forms[first] == Form::Interpreter || memory_access(inst) {
                 let index = self.i32t.const_int(first as u64, false);
@@ -2971,5 +2971,15 @@ mod tests {
         ];
         let forms = forms_of(&code, 8).expect("forms");
         assert_eq!(segment_starts(&code, &forms), vec![0, 1, 2]);
+        // Both kinds compile in one run: the interpreter executes the one with a register
+        // lane operand.
+        let code = vec![
+            add(),
+            inst(shfl(Src::Imm(1), Src::Imm(31)), NO_REG, false),
+            inst(shfl(Src::Reg(3), Src::Imm(31)), NO_REG, false),
+            add(),
+        ];
+        let native = compile(&function(code)).expect("compiles");
+        assert!(native.is_some_and(|n| n.run_at(0).is_some()));
     }
 }
