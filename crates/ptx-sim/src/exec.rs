@@ -1096,11 +1096,10 @@ impl<'a> Exec<'a, '_> {
     /// every lane; `None` where each thread has its own (local memory, and a device function's
     /// parameters): [`Exec::thread_local_base`].
     fn uniform_window_base(&self, space: WindowSpace) -> Option<u64> {
-        match space {
-            WindowSpace::Global => Some(0),
-            WindowSpace::Shared => Some(self.cta.shared_base),
-            WindowSpace::Param if self.func.is_entry => Some(0),
-            WindowSpace::Local | WindowSpace::Param => None,
+        match window_base(space, self.func.is_entry) {
+            WindowBase::Zero => Some(0),
+            WindowBase::Shared => Some(self.cta.shared_base),
+            WindowBase::PerThread => None,
         }
     }
 
@@ -2241,6 +2240,28 @@ unsafe fn load_lanes<const BYTES: u8>(
                 row[lane] = load(lane);
             }
         }
+    }
+}
+
+/// Where the base of a window that `cvta` converts from and to comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WindowBase {
+    /// Its addresses are host addresses already (global memory, a kernel's parameters).
+    Zero,
+    /// The CTA's shared window.
+    Shared,
+    /// Each thread has its own (local memory, a device function's parameters).
+    PerThread,
+}
+
+/// The base of `space` in a function (`is_entry`: a kernel): what [`Exec::uniform_window_base`]
+/// evaluates and the native engine compiles.
+pub(crate) fn window_base(space: WindowSpace, is_entry: bool) -> WindowBase {
+    match space {
+        WindowSpace::Global => WindowBase::Zero,
+        WindowSpace::Shared => WindowBase::Shared,
+        WindowSpace::Param if is_entry => WindowBase::Zero,
+        WindowSpace::Local | WindowSpace::Param => WindowBase::PerThread,
     }
 }
 

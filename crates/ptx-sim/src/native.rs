@@ -43,9 +43,8 @@ use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorV
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 
 use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
-use crate::decode::{
-    Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, WindowSpace, NO_REG,
-};
+use crate::decode::{Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, NO_REG};
+use crate::exec::{window_base, WindowBase};
 
 /// Which engine runs a [`crate::Program`]'s kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -281,13 +280,11 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                         .count()
         }
         Op::Mov { dst, src, .. } => reg_ok(*dst) && (src_ok(src) || inline_source(src)),
-        // Global addresses are host addresses; the shared window's base is in the context.
+        // A window with one base for the whole CTA (the run does not know whether its
+        // function is a kernel: parameters count as per-thread).
         Op::Cvta {
-            space: WindowSpace::Global | WindowSpace::Shared,
-            dst,
-            src,
-            ..
-        } => reg_ok(*dst) && src_ok(src),
+            space, dst, src, ..
+        } => window_base(*space, false) != WindowBase::PerThread && reg_ok(*dst) && src_ok(src),
         // The same source lanes in every execution: a constant permutation of the row.
         Op::Shfl {
             dst,
@@ -1278,8 +1275,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 Some(lowered) => self.lowered(alu, lowered, lanes, exec),
                 None => Err(error("an instruction without a lowered form inline")),
             },
-            // `Exec`'s `cvta` with `uniform_window_base`: 0 for global addresses, the CTA's
-            // shared window's base for shared ones.
+            // `Exec`'s `cvta` with `uniform_window_base`.
             Op::Cvta {
                 to_generic,
                 space,
@@ -1290,9 +1286,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     return Ok(());
                 }
                 let value = self.group_source(lanes, src)?;
-                let value = match space {
-                    WindowSpace::Global => value,
-                    WindowSpace::Shared => {
+                let value = match window_base(*space, false) {
+                    WindowBase::Zero => value,
+                    WindowBase::Shared => {
                         let base = self.splat_value(lanes.context.shared_base, GROUP)?;
                         if *to_generic {
                             self.builder.build_int_add(value, base, "generic")
@@ -1301,7 +1297,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                         }
                         .map_err(error)?
                     }
-                    _ => return Err(error("a `cvta` of a per-thread window inline")),
+                    WindowBase::PerThread => {
+                        return Err(error("a `cvta` of a per-thread window inline"))
+                    }
                 };
                 self.group_store(lanes, *dst, value, exec)
             }
@@ -2874,15 +2872,17 @@ mod tests {
 
     /// Runs start after branch targets and stop before instructions the engine cannot run;
     /// single instructions, and runs with no native code, are left to the interpreter.
+    /// An unguarded `add.s32`, inline in a run.
+    fn add() -> Inst {
+        inst(
+            Op::Alu(Box::new(alu_inst(op("add.s32"), 0, 0))),
+            NO_REG,
+            false,
+        )
+    }
+
     #[test]
     fn runs_stop_at_leaders_and_untranslatable_instructions() {
-        let add = || {
-            inst(
-                Op::Alu(Box::new(alu_inst(op("add.s32"), 0, 0))),
-                NO_REG,
-                false,
-            )
-        };
         let code = vec![
             add(),
             add(),
@@ -2926,7 +2926,7 @@ mod tests {
 
     #[test]
     fn shuffles_with_immediate_lanes_and_global_and_shared_cvta_are_inline() {
-        use crate::decode::ShflMode;
+        use crate::decode::{ShflMode, WindowSpace};
         let shfl = |b: Src, c: Src| Op::Shfl {
             mode: ShflMode::Down,
             dst: 1,
@@ -2956,14 +2956,8 @@ mod tests {
         assert_eq!(form_of(cvta(WindowSpace::Shared)), Some(Form::Inline));
         // Each thread's own window: the interpreter's.
         assert_eq!(form_of(cvta(WindowSpace::Local)), Some(Form::Interpreter));
+        assert_eq!(form_of(cvta(WindowSpace::Param)), Some(Form::Interpreter));
         // A shuffle is a segment of its own: it reads the rows the loop before it wrote.
-        let add = || {
-            inst(
-                Op::Alu(Box::new(alu_inst(op("add.s32"), 0, 0))),
-                NO_REG,
-                false,
-            )
-        };
         let code = vec![
             add(),
             inst(shfl(Src::Imm(1), Src::Imm(31)), NO_REG, false),
