@@ -177,6 +177,7 @@ fn decision_name(decision: &Decision) -> &'static str {
         Decision::Region { .. } => "shrinking-region",
         Decision::Enclosed => "enclosed",
         Decision::Rejected(_) => "rejected",
+        Decision::FromLaunch => "from-launch",
     }
 }
 
@@ -185,6 +186,7 @@ fn counting_name(counting: BlockCounting) -> &'static str {
         BlockCounting::Unreachable => "unreachable",
         BlockCounting::FromLaunch => "from-launch",
         BlockCounting::LaunchConditions { .. } => "launch-conditions",
+        BlockCounting::LaunchLoop { .. } => "launch-loop",
         BlockCounting::Copied { .. } => "copied",
         BlockCounting::Flushed { .. } => "flushed",
         BlockCounting::Difference { .. } => "difference",
@@ -261,6 +263,9 @@ fn decision_words(l: &LoopDecision, name: &dyn Fn(usize) -> String) -> String {
             ),
             None => format!("counted at its blocks: {}", reason.describe(name)),
         },
+        Decision::FromLaunch => "from the launch: its trips follow from an induction register \
+             stepped by a launch value and tested against one (no counter code)"
+            .to_string(),
     }
 }
 
@@ -289,6 +294,11 @@ fn counting_words(counting: BlockCounting, name: &dyn Fn(usize) -> String) -> St
         BlockCounting::LaunchConditions { conditions } => format!(
             "from the launch (the threads whose indices and parameters pass {conditions} \
              branch{}): no code",
+            if conditions == 1 { "" } else { "es" }
+        ),
+        BlockCounting::LaunchLoop { conditions } => format!(
+            "from the launch (a loop the threads whose indices and parameters pass \
+             {conditions} branch{} enter, its trips from its induction register): no code",
             if conditions == 1 { "" } else { "es" }
         ),
         BlockCounting::Copied { from } => format!("copied from {}: no code", name(from)),
@@ -413,7 +423,7 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
                             entry["rule"] = json!(reason.rule());
                             entry["reason"] = json!(reason.describe(&name));
                         }
-                        Decision::Enclosed => {}
+                        Decision::Enclosed | Decision::FromLaunch => {}
                     }
                     entry
                 })
@@ -435,7 +445,8 @@ pub fn json(title: &str, module: &Module, options: &Options) -> Result<Value, Pl
                     });
                     match counting {
                         BlockCounting::Copied { from } => entry["from"] = json!(from),
-                        BlockCounting::LaunchConditions { conditions } => {
+                        BlockCounting::LaunchConditions { conditions }
+                        | BlockCounting::LaunchLoop { conditions } => {
                             entry["conditions"] = json!(conditions)
                         }
                         BlockCounting::Flushed { region } => entry["region"] = json!(region),

@@ -28,6 +28,25 @@ fn example_ptx() -> PathBuf {
     .clone()
 }
 
+/// corpus/loops.cu for sm_70: loops whose trips depend on the data.
+fn loops_ptx() -> PathBuf {
+    static PTX: OnceLock<PathBuf> = OnceLock::new();
+    PTX.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-cli");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ptx = dir.join("loops.ptx");
+        support::compile(
+            &support::repo_root().join("corpus/loops.cu"),
+            support::Compiler::Clang,
+            "sm_70",
+            &ptx,
+        )
+        .unwrap();
+        ptx
+    })
+    .clone()
+}
+
 fn stderr_line(output: &Output) -> String {
     let text = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(
@@ -176,10 +195,10 @@ fn placement_refuses_an_unknown_architecture_or_function_in_one_line() {
 
 #[test]
 fn placement_before_sm_30_names_loops_lanes_leave_at_different_times() {
-    // saxpy's grid-stride loop is one that lanes leave at different times: counted in
-    // registers from sm_30 (with match.sync from sm_70, without it before), at its blocks
-    // before.
-    let ptx = example_ptx();
+    // loops.cu's data-dependent loops are ones that lanes leave at different times: counted
+    // in registers from sm_30 (with match.sync from sm_70, without it before), at their blocks
+    // before. (saxpy's grid-stride loop is counted from the launch.)
+    let ptx = loops_ptx();
     let ptx = ptx.to_str().unwrap();
     for arch in ["sm_70", "sm_50"] {
         let placed =

@@ -24,6 +24,95 @@ pub struct LaunchCounted {
     pub block: usize,
     /// Conditions that all hold exactly for the threads that run the block.
     pub path: Vec<Condition>,
+    /// Where the block is a loop of its own (it branches back to itself), how many times each
+    /// of those threads runs it; otherwise once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trips: Option<LoopTrips>,
+}
+
+/// The trips of a one-block loop that a thread enters once, from a block of the launch tree:
+/// the block steps an *induction* register `v` by the same `step` in every thread (`add` of a
+/// launch value, nothing else writing `v`) and ends in a branch back to itself taken while the
+/// `setp` of `v` against `bound` gives `repeat_when`. A thread runs the block once, then again
+/// after each test that sends it round: with `v_k = init + k × step`, the tests read `v_1,
+/// v_2, ...` (`tested_after_step`: the `setp` follows the step) or `v_0, v_1, ...`.
+///
+/// While those values lie in the comparison's range as exact integers (the runtime checks it
+/// for every thread of each launch, and refuses the counts where it cannot), the tests are
+/// monotone in k: `runs = 1 + #{k : test k repeats}`, and the counts of the block are those of
+/// the path plus, for each k, those of the path with "test k repeats" added, which are ordinary
+/// launch conditions (`host_runtime::from_launch`). Warps too: a warp runs the block as often
+/// as its longest-running lane, and the tests that repeat for a lane also repeat for every lane
+/// that runs longer (assumption R: the lanes enter together and wait for each other after).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopTrips {
+    /// The `setp`'s comparison, width and reading of both sides.
+    pub op: CompareOp,
+    pub signed: bool,
+    pub width: u32,
+    /// `v`'s value where the thread enters the loop.
+    pub init: IntExpr,
+    /// What one trip adds to `v` (reads no thread index).
+    pub step: IntExpr,
+    /// The comparison's other side (the loop does not write it).
+    pub bound: IntExpr,
+    /// `v` is the comparison's left side (else its right side).
+    pub induction_left: bool,
+    /// The comparison's outcome that sends the thread round again.
+    pub repeat_when: bool,
+    /// The test reads `v` after the trip's step (its first test reads `v_1`), else before it
+    /// (`v_0`).
+    pub tested_after_step: bool,
+}
+
+impl LoopTrips {
+    /// The index k of the value the first test reads.
+    pub fn first_test(&self) -> i128 {
+        i128::from(self.tested_after_step)
+    }
+
+    /// "Test reads `init + offset` and repeats", as a launch condition, `offset` the exact
+    /// value `k × step` (added or subtracted as a literal of its magnitude, so that the
+    /// comparison's exact reading of the sum is `init + offset` wherever that lies in range).
+    pub fn repeats_at(&self, offset: i128) -> Option<Condition> {
+        let magnitude = u64::try_from(offset.unsigned_abs()).ok()?;
+        let literal = Box::new(IntExpr::Literal(magnitude & mask(self.width)));
+        let value = if offset < 0 {
+            IntExpr::Sub(Box::new(self.init.clone()), literal)
+        } else {
+            IntExpr::Add(Box::new(self.init.clone()), literal)
+        };
+        let (lhs, rhs) = if self.induction_left {
+            (value, self.bound.clone())
+        } else {
+            (self.bound.clone(), value)
+        };
+        Some(Condition {
+            predicate: Predicate::compare(self.op, self.signed, self.width, lhs, rhs),
+            holds: self.repeat_when,
+        })
+    }
+
+    /// The comparison `v OP bound` (`v` on the left) that repeats, or `None` for `eq`/`ne`
+    /// (not monotone in k).
+    pub fn repeat_op(&self) -> Option<CompareOp> {
+        let op = if self.induction_left {
+            self.op
+        } else {
+            self.op.flip()
+        };
+        let op = if self.repeat_when { op } else { op.negate() };
+        matches!(
+            op,
+            CompareOp::Lt | CompareOp::Le | CompareOp::Gt | CompareOp::Ge
+        )
+        .then_some(op)
+    }
+
+    /// Its three expressions.
+    pub fn exprs(&self) -> [&IntExpr; 3] {
+        [&self.init, &self.step, &self.bound]
+    }
 }
 
 /// `predicate` evaluates to `holds`.
@@ -153,7 +242,7 @@ pub struct ThreadPoint {
 pub struct MissingParam(pub usize);
 
 /// The low `width` bits set (all of them from 64 on).
-pub(crate) fn mask(width: u32) -> u64 {
+pub fn mask(width: u32) -> u64 {
     if width >= 64 {
         u64::MAX
     } else {
@@ -162,7 +251,7 @@ pub(crate) fn mask(width: u32) -> u64 {
 }
 
 /// `bits` read as a signed `width`-bit number (1 to 64 bits).
-pub(crate) fn sign_extend(bits: u64, width: u32) -> i64 {
+pub fn sign_extend(bits: u64, width: u32) -> i64 {
     let shift = 64 - width.clamp(1, 64);
     ((bits << shift) as i64) >> shift
 }
@@ -313,6 +402,21 @@ impl IntExpr {
         )
     }
 
+    /// Whether the expression reads `special`.
+    pub fn reads_special(&self, special: Special) -> bool {
+        match self {
+            IntExpr::Special(s) => *s == special,
+            IntExpr::Literal(_) | IntExpr::Param { .. } => false,
+            IntExpr::Add(a, b) | IntExpr::Sub(a, b) | IntExpr::Mul(a, b) => {
+                a.reads_special(special) || b.reads_special(special)
+            }
+            IntExpr::Neg(a)
+            | IntExpr::Shl(a, _)
+            | IntExpr::And(a, _)
+            | IntExpr::Shr { value: a, .. } => a.reads_special(special),
+        }
+    }
+
     /// Whether the expression depends on the thread (reads `%tid` or `%ctaid`).
     pub fn reads_thread(&self) -> bool {
         let mut dims = Vec::new();
@@ -414,6 +518,18 @@ impl CompareOp {
         }
     }
 
+    /// The operator whose outcome is always the opposite: `!(a op b)` is `a op.negate() b`.
+    pub fn negate(self) -> CompareOp {
+        match self {
+            CompareOp::Eq => CompareOp::Ne,
+            CompareOp::Ne => CompareOp::Eq,
+            CompareOp::Lt => CompareOp::Ge,
+            CompareOp::Le => CompareOp::Gt,
+            CompareOp::Gt => CompareOp::Le,
+            CompareOp::Ge => CompareOp::Lt,
+        }
+    }
+
     /// `a op b` on numbers read the same way.
     pub fn apply<T: Ord>(self, a: T, b: T) -> bool {
         match self {
@@ -512,15 +628,19 @@ impl LaunchCounted {
         out
     }
 
-    /// The kernel parameters its conditions read, as `(index, bytes)`, added to `out` once.
+    /// The kernel parameters its conditions and trips read, as `(index, bytes)`, added to
+    /// `out` once.
     pub fn params(&self, out: &mut Vec<(usize, u8)>) {
         for compare in self.compares() {
             compare.lhs.params(out);
             compare.rhs.params(out);
         }
+        for expr in self.trips.iter().flat_map(LoopTrips::exprs) {
+            expr.params(out);
+        }
     }
 
-    /// Whether `thread` runs the block.
+    /// Whether `thread` runs the block (at least once, where it is a loop).
     pub fn runs(&self, thread: &ThreadPoint, launch: &LaunchValues) -> Result<bool, MissingParam> {
         for condition in &self.path {
             if condition.predicate.holds(thread, launch)? != condition.holds {

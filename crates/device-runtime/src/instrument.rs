@@ -339,6 +339,7 @@ fn instrument_kernel_in(
         .map(|l| crate::from_launch::LaunchCounted {
             block: offsets[0] as usize + l.block,
             path: l.path.clone(),
+            trips: l.trips.clone(),
         })
         .collect();
     let mut copied_counts: Vec<(usize, usize)> = plan
@@ -529,6 +530,7 @@ fn place_counters(
             BlockCounting::Unreachable
             | BlockCounting::FromLaunch
             | BlockCounting::LaunchConditions { .. }
+            | BlockCounting::LaunchLoop { .. }
             | BlockCounting::Copied { .. }
             | BlockCounting::Flushed { .. }
             | BlockCounting::Difference { .. } => None,

@@ -995,7 +995,17 @@ pub(crate) fn plan(
     placement: Placement,
     reductions: Option<WarpReductions>,
 ) -> Plan {
-    decide(function, placement, reductions).plan
+    decide(function, placement, reductions, LaunchLoops::Counted).plan
+}
+
+/// Whether loops of one block whose trips follow from the launch are counted from it
+/// (`Counted`, what a build does) or like other loops (`OnDevice`: the unit tests of regions,
+/// whose small loops are often such loops, use it to test the regions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LaunchLoops {
+    Counted,
+    #[cfg_attr(not(test), allow(dead_code))]
+    OnDevice,
 }
 
 /// What [`decide`] tried for one natural loop.
@@ -1011,6 +1021,9 @@ enum Attempt {
         region: usize,
     },
     Rejected(Rejection),
+    /// A loop of one block whose trips the runtime counts from the launch
+    /// (`launch_paths::loop_trips`): no counter code, no region.
+    FromLaunch,
 }
 
 /// A function's plan with the reasons behind it.
@@ -1029,6 +1042,7 @@ fn decide(
     function: &Function,
     placement: Placement,
     reductions: Option<WarpReductions>,
+    launch_loops: LaunchLoops,
 ) -> Decided {
     let unanalysed = |plan: Plan, reason: Rejection| Decided {
         plan,
@@ -1066,6 +1080,22 @@ fn decide(
         ..Plan::default()
     };
     let mut attempts = vec![Attempt::NotTried; loops.len()];
+    // Loops of one block the launch tree counts: found first (the tree's walk does not depend
+    // on what else is chosen), so that no region claims them.
+    if placement == Placement::Derived && entry_from_launch && launch_loops == LaunchLoops::Counted
+    {
+        let from_launch: Vec<usize> =
+            launch_paths::launch_counted(function, &cfg, &ipdoms, &depths, &|_| false)
+                .into_iter()
+                .filter(|l| l.trips.is_some())
+                .map(|l| l.block)
+                .collect();
+        for (l, attempt) in loops.iter().zip(&mut attempts) {
+            if l.blocks.len() == 1 && from_launch.contains(&l.header) {
+                *attempt = Attempt::FromLaunch;
+            }
+        }
+    }
     let mut registers = 0;
     // Divergent branches in loops (the lanes meet again inside, or at one block after the loop:
     // a shrinking region, whose flush sums the lanes' counts and takes their maximum with
@@ -1086,7 +1116,7 @@ fn decide(
             } else {
                 !l.blocks.iter().any(|&b| plan.in_region(b))
             };
-            if !candidate {
+            if !candidate || matches!(attempts[i], Attempt::FromLaunch) {
                 continue;
             }
             let region = region_of(
@@ -1122,6 +1152,9 @@ fn decide(
             launch_paths::launch_counted(function, &cfg, &ipdoms, &depths, &|b| {
                 plan.copied(b) || plan.derived(b)
             });
+        if launch_loops == LaunchLoops::OnDevice {
+            plan.launch_counted.retain(|l| l.trips.is_none());
+        }
     }
     if placement == Placement::Derived {
         let leaky = leaky_blocks(function, &cfg);
@@ -2492,13 +2525,49 @@ mod tests {
         ptx_lexer::parse(ptx).unwrap()
     }
 
-    /// The plan of kernel `k` with `body`.
+    /// The plan of kernel `k` with `body`, its loops counted on the device (the regions these
+    /// tests are about), also those whose trips follow from the launch.
     fn plan_of(body: &str, placement: Placement) -> Plan {
-        plan(
+        decide(
             function(body).function("k").unwrap(),
             placement,
             Some(WarpReductions::Redux),
+            LaunchLoops::OnDevice,
         )
+        .plan
+    }
+
+    #[test]
+    fn a_loop_whose_trips_follow_from_the_launch_gets_no_region() {
+        // `for (i = tid; i < n; i += 32)`: counted from the launch, no counter at all; on the
+        // device, a region that lanes leave at different times.
+        let src = "	mov.u32 %r1, %tid.x;
+	ld.param.u32 %r4, [k_n];
+            	setp.ge.u32 %p2, %r1, %r4;
+	@%p2 bra $L2;
+$L1:
+	add.s32 %r1, %r1, 32;
+            	setp.lt.u32 %p1, %r1, %r4;
+	@%p1 bra $L1;
+$L2:
+	ret;";
+        let module = function(src);
+        let k = module.function("k").unwrap();
+        let counted = plan(k, Placement::Derived, Some(WarpReductions::Redux));
+        assert!(counted.regions.is_empty(), "{:?}", counted.regions);
+        assert!(counted
+            .launch_counted
+            .iter()
+            .any(|l| l.block == 1 && l.trips.is_some()));
+        assert_eq!(counted.counter_registers(), 0);
+        let on_device = plan_of(src, Placement::Derived);
+        assert_eq!(on_device.regions.len(), 1);
+        assert!(on_device.launch_counted.iter().all(|l| l.trips.is_none()));
+        // `uniform-loops` and `every-block` count nothing from the launch.
+        for placement in [Placement::UniformLoops, Placement::EveryBlock] {
+            let p = plan(k, placement, Some(WarpReductions::Redux));
+            assert!(p.launch_counted.is_empty(), "{placement:?}");
+        }
     }
 
     /// Blocks: 0 entry (guard), 1 first guarded, 2 `$L1` (second guard), 3 second guarded,
@@ -2770,7 +2839,8 @@ mod tests {
     fn with_shuffles_a_shrinking_loop_needs_its_flush_out_of_line() {
         // The body's last instruction is in a nested scope: no block can be appended, so the
         // flush could only run in line, where a loop of shuffles (before sm_80) cannot go.
-        let src = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\t{\n\tret;\n\t}";
+        // (Bounded by `%laneid`, which the launch does not give.)
+        let src = "\tmov.u32 %r1, %laneid;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\t{\n\tret;\n\t}";
         let module = function(src);
         let k = module.function("k").unwrap();
         let with = |reductions| plan(k, Placement::Derived, Some(reductions));

@@ -37,6 +37,8 @@ use device_runtime::from_launch::{
 
 use crate::config::Mode;
 
+mod loops;
+
 /// Threads in a warp: warp `w` of a CTA holds the threads of linear id `[32w, 32w + 32)`.
 const WARP_SIZE: u64 = 32;
 
@@ -90,6 +92,17 @@ fn count_blocks(
     if launch.grid.contains(&0) || launch.block.contains(&0) {
         return Ok((vec![(0, 0); blocks.len()], Method::Empty));
     }
+    let expanded = loops::expand(blocks, launch)?;
+    let (counts, method) = count_expanded(&expanded.blocks, launch, mode)?;
+    Ok((loops::fold(&expanded, &counts)?, method))
+}
+
+/// [`count_blocks`] of blocks none of which is a loop, in a launch with threads.
+fn count_expanded(
+    blocks: &[LaunchCounted],
+    launch: &LaunchValues,
+    mode: Mode,
+) -> Result<(Vec<(u64, u64)>, Method), String> {
     if mode == Mode::All {
         let cta_threads = product(launch.block);
         if cta_threads <= MAX_CLASS_THREADS {
@@ -120,6 +133,19 @@ fn count_blocks(
 /// wider than the 64 bits a PTX register holds (which [`Compare::holds`] does not define).
 fn check_conditions(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<(), String> {
     for block in blocks {
+        let mut params = Vec::new();
+        block.params(&mut params);
+        for (index, _) in params {
+            if launch.params.get(index).copied().flatten().is_none() {
+                return Err(format!("block {}: {}", block.block, MissingParam(index)));
+            }
+        }
+        if let Some(trips) = block.trips.as_ref().filter(|t| t.width > 64) {
+            return Err(format!(
+                "block {}: a loop's test compares {} bits, more than 64",
+                block.block, trips.width
+            ));
+        }
         for compare in block.compares() {
             if compare.width > 64 {
                 return Err(format!(
@@ -790,6 +816,7 @@ mod tests {
     /// A block run where every `(predicate, holds)` of `path` holds.
     fn counted(block: usize, path: Vec<(Predicate, bool)>) -> LaunchCounted {
         LaunchCounted {
+            trips: None,
             block,
             path: path
                 .into_iter()

@@ -7,8 +7,8 @@ use std::fmt;
 use ptx_lexer::{Function, FunctionKind};
 
 use super::{
-    decide, in_cycle, unreachable_blocks, Attempt, Cfg, Placement, Plan, MAX_BLOCKS_FOR_ANALYSIS,
-    MAX_COUNTER_REGISTERS, MAX_SHRINKING_COUNTS,
+    decide, in_cycle, unreachable_blocks, Attempt, Cfg, LaunchLoops, Placement, Plan,
+    MAX_BLOCKS_FOR_ANALYSIS, MAX_COUNTER_REGISTERS, MAX_SHRINKING_COUNTS,
 };
 use crate::{block_update, packed_update, warp_update, CounterRegisters, WarpReductions};
 
@@ -308,6 +308,9 @@ pub enum Decision {
     Enclosed,
     /// Counted at its blocks' tops, for this reason.
     Rejected(Rejection),
+    /// A loop of one block whose trips follow from its induction register and the launch: the
+    /// runtime counts it ([`BlockCounting::LaunchLoop`]).
+    FromLaunch,
 }
 
 /// One natural loop of a function and its [`Decision`].
@@ -334,6 +337,10 @@ pub enum BlockCounting {
     /// the branches from the entry to it, and their warps, from the launch's shape and
     /// parameters (`conditions`: the branches on the way).
     LaunchConditions { conditions: usize },
+    /// A loop of one block that the threads of a launch-tree path enter once: the runtime
+    /// counts its trips from the launch too, from its induction register (`conditions`: the
+    /// branches on the way to it).
+    LaunchLoop { conditions: usize },
     /// Runs exactly as often as block `from`, by the same groups: the runtime copies its counts.
     Copied { from: usize },
     /// Counted in registers by the region with this header and written by its flush.
@@ -408,7 +415,7 @@ pub fn explain(
     placement: Placement,
     reductions: Option<WarpReductions>,
 ) -> Explanation {
-    let decided = decide(function, placement, reductions);
+    let decided = decide(function, placement, reductions, LaunchLoops::Counted);
     let cfg = Cfg::of(function);
     let (loops, attempts) = match &decided.unanalysed {
         Some(reason) => {
@@ -433,6 +440,7 @@ pub fn explain(
             let decision = match attempt {
                 Attempt::NotTried => Decision::Enclosed,
                 Attempt::Rejected(reason) => Decision::Rejected(reason),
+                Attempt::FromLaunch => Decision::FromLaunch,
                 Attempt::Chosen { nested, region } => {
                     let region = &plan.regions[region];
                     Decision::Region {
@@ -487,8 +495,11 @@ pub(crate) fn block_counting(
         return BlockCounting::FromLaunch;
     }
     if let Some(counted) = plan.launch_counted.iter().find(|l| l.block == b) {
-        return BlockCounting::LaunchConditions {
-            conditions: counted.path.len(),
+        let conditions = counted.path.len();
+        return if counted.trips.is_some() {
+            BlockCounting::LaunchLoop { conditions }
+        } else {
+            BlockCounting::LaunchConditions { conditions }
         };
     }
     if let Some(&(_, from)) = plan.copies.iter().find(|&&(block, _)| block == b) {
@@ -568,11 +579,13 @@ mod tests {
     }
 
     /// A loop (`$L1`, block 1) that lanes leave at different times (its trip count is the
-    /// thread's), meeting at `$L2` (block 2).
-    const SHRINKING: &str = "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
+    /// lane's: `%laneid`, which the launch does not give, so that the loop is not counted from
+    /// it), meeting at `$L2` (block 2).
+    const SHRINKING: &str = "\tmov.u32 %r1, %laneid;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n$L2:\n\tret;";
 
-    /// A uniform loop (`$L1`, block 1) with a fall-through exit to block 2.
-    const UNIFORM: &str = "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
+    /// A uniform loop (`$L1`, block 1) with a fall-through exit to block 2 (its bound read
+    /// at an offset, which the launch tree does not follow: not counted from the launch).
+    const UNIFORM: &str = "\tld.param.u32 %r1, [k_n+0];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L1;\n\tret;";
 
     #[test]
     fn a_uniform_loop_is_a_region_and_its_block_is_flushed() {

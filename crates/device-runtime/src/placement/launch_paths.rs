@@ -25,8 +25,8 @@ use ptx_lexer::{Function, FunctionKind, Instruction, Operand};
 
 use super::Cfg;
 use crate::from_launch::{
-    mask, sign_extend, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted, Predicate,
-    Special,
+    mask, sign_extend, CompareOp, Condition, CtaDependence, Dim, IntExpr, LaunchCounted, LoopTrips,
+    Predicate, Special,
 };
 
 /// What a register holds, where the tree knows it.
@@ -609,10 +609,30 @@ pub(crate) fn launch_counted(
     let mut stack: Vec<(usize, Vec<Condition>, HashMap<String, Value>)> =
         vec![(0, Vec::new(), HashMap::new())];
     while let Some((b, path, values)) = stack.pop() {
+        if cfg.succs[b].contains(&b) {
+            // A loop of one block, entered only from a tree block: counted from the launch
+            // when its trips follow from an induction register. Either way the tree goes no
+            // further through it (its exit is reached at the join of a tree block, if at all).
+            let state = State {
+                values,
+                params: &params,
+            };
+            if let Some(trips) = loop_trips(function, cfg, depths, b, &state) {
+                if !skip(b) {
+                    found.push(LaunchCounted {
+                        block: b,
+                        path,
+                        trips: Some(trips),
+                    });
+                }
+            }
+            continue;
+        }
         if b != 0 && !skip(b) {
             found.push(LaunchCounted {
                 block: b,
                 path: path.clone(),
+                trips: None,
             });
         }
         let mut state = State {
@@ -750,6 +770,170 @@ fn join_of(
         .then_some((join, written))
 }
 
+/// Steps bigger than this many bits (as a signed number) are left to the device: the runtime's
+/// exact arithmetic on `init + k × step` stays far inside an `i128`.
+const MAX_LOOP_WIDTH: u32 = 64;
+
+/// The trips of block `h`, a loop of one block entered from a tree block whose registers hold
+/// `state` ([`LoopTrips`]): `h` ends in a branch back to itself guarded by a predicate written
+/// once in `h`, by an unguarded integer `setp` (lt, le, gt or ge) of an induction register `v`
+/// against a value the tree knows; `v` is written in `h` only by one unguarded `add`/`sub` of a
+/// value the tree knows that reads no thread index (the step), and the tree knows `v` on entry.
+/// Nothing in `h` may end the thread or leave the function's known control flow (`ret`,
+/// `exit`, `trap`, `call`, `brx`); the test, the step and the branch lie at the body's top
+/// level (inline asm's `{ }` scopes elsewhere in `h` are fine). The expressions must be
+/// affine (so that the runtime bounds them by the corners of the launch) and the repeat test,
+/// as a launch condition, countable by classes of CTAs like the tree's own conditions; where
+/// `init` or `bound` reads a dimension's `%ctaid`, the step must read that dimension's
+/// `%nctaid` (a grid-stride loop: the threads' values then spread over a few steps, so that
+/// the runtime needs few conditions per launch).
+fn loop_trips(
+    function: &Function,
+    cfg: &Cfg,
+    depths: &[usize],
+    h: usize,
+    state: &State,
+) -> Option<LoopTrips> {
+    let statements = function.statements();
+    let is_register = |name: &str| function.declares_register(name);
+    let block = &cfg.blocks[h];
+    if cfg.succs[h].len() != 2 {
+        return None;
+    }
+    // Instructions in nested `{ }` scopes (inline asm) count as writes of the registers they
+    // name, whatever those scopes declare: at worst a loop is left to the device.
+    let statement_of: Vec<usize> = block
+        .instructions
+        .iter()
+        .copied()
+        .filter(|&s| statements[s].as_instruction().is_some())
+        .collect();
+    let instructions: Vec<&Instruction> = statement_of
+        .iter()
+        .filter_map(|&s| statements[s].as_instruction())
+        .collect();
+    let top_level = |i: usize| depths[statement_of[i]] == 0;
+    let (branch, body) = instructions.split_last()?;
+    if branch.opcode.base() != "bra" || !top_level(body.len()) {
+        return None;
+    }
+    let guard = branch.guard.as_ref()?;
+    let back = cfg
+        .edges
+        .iter()
+        .find(|e| e.from == h && e.kind == ptx_lexer::EdgeKind::Branch)?;
+    if back.to != h {
+        return None;
+    }
+    let mut writes: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, instruction) in body.iter().enumerate() {
+        if matches!(
+            instruction.opcode.base(),
+            "ret" | "exit" | "trap" | "call" | "brx" | "bra"
+        ) {
+            return None;
+        }
+        for def in super::defs_and_uses(instruction, &is_register).0 {
+            writes.entry(def).or_default().push(i);
+        }
+    }
+    let written = |name: &str| writes.contains_key(name);
+    let once = |name: &str| writes.get(name).filter(|w| w.len() == 1).map(|w| w[0]);
+    // The test.
+    let test_at = once(guard.predicate.as_str())?;
+    let test = body[test_at];
+    let modifiers: Vec<&str> = test.opcode.modifiers().collect();
+    if test.opcode.base() != "setp"
+        || test.guard.is_some()
+        || modifiers.len() != 2
+        || !top_level(test_at)
+    {
+        return None;
+    }
+    let op = match modifiers[0] {
+        "lt" | "lo" => CompareOp::Lt,
+        "le" | "ls" => CompareOp::Le,
+        "gt" | "hi" => CompareOp::Gt,
+        "ge" | "hs" => CompareOp::Ge,
+        _ => return None,
+    };
+    let signed = modifiers[1].starts_with('s');
+    let width = int_width(modifiers[1])?;
+    if width > MAX_LOOP_WIDTH {
+        return None;
+    }
+    let [Operand::Register(dest), lhs, rhs] = &test.operands[..] else {
+        return None;
+    };
+    if *dest != guard.predicate {
+        return None;
+    }
+    let register = |o: &Operand| match o {
+        Operand::Register(name) => Some(name.to_string()),
+        _ => None,
+    };
+    // Which side is the induction register: the one the loop steps.
+    let (induction_left, v, other) = match (register(lhs), register(rhs)) {
+        (Some(l), _) if written(&l) => (true, l, rhs),
+        (_, Some(r)) if written(&r) => (false, r, lhs),
+        _ => return None,
+    };
+    let step_at = once(&v)?;
+    let step_instruction = body[step_at];
+    let step_modifiers: Vec<&str> = step_instruction.opcode.modifiers().collect();
+    if step_instruction.guard.is_some()
+        || !top_level(step_at)
+        || step_modifiers.len() != 1
+        || int_width(step_modifiers[0])? != width
+    {
+        return None;
+    }
+    let [Operand::Register(step_dest), a, b] = &step_instruction.operands[..] else {
+        return None;
+    };
+    if *step_dest != v {
+        return None;
+    }
+    let is_v = |o: &Operand| register(o).as_deref() == Some(v.as_str());
+    let known = |o: &Operand| {
+        if register(o).is_some_and(|r| written(&r)) {
+            return None;
+        }
+        state.int(o, width)
+    };
+    let step = match (step_instruction.opcode.base(), is_v(a), is_v(b)) {
+        ("add", true, false) => known(b)?,
+        ("add", false, true) => known(a)?,
+        ("sub", true, false) => IntExpr::Neg(Box::new(known(b)?)),
+        _ => return None,
+    };
+    let init = state.int(&Operand::Register(v.clone().into()), width)?;
+    let bound = known(other)?;
+    let trips = LoopTrips {
+        op,
+        signed,
+        width,
+        init,
+        step,
+        bound,
+        induction_left,
+        repeat_when: !guard.negated,
+        tested_after_step: test_at > step_at,
+    };
+    trips.repeat_op()?;
+    if trips.step.reads_thread() || !trips.exprs().iter().all(|e| e.is_affine()) {
+        return None;
+    }
+    let mut ctaids = Vec::new();
+    trips.init.ctaid_dims(&mut ctaids);
+    trips.bound.ctaid_dims(&mut ctaids);
+    let grid_stride = ctaids
+        .iter()
+        .all(|&d| trips.step.reads_special(Special::Nctaid(d)));
+    let representative = trips.repeats_at(1)?;
+    (grid_stride && countable_by_classes(&representative.predicate)).then_some(trips)
+}
+
 /// Pushes the successors of tree block `b` that are entered only from it, each with its path.
 /// `last`: the block's last instruction and the predicate of its guard (`None`: unguarded).
 fn push_successors(
@@ -761,7 +945,14 @@ fn push_successors(
     stack: &mut Vec<(usize, Vec<Condition>, HashMap<String, Value>)>,
 ) {
     let succs = &cfg.succs[b];
-    let entered_only_from_b = |s: usize| cfg.preds[s][..] == [b];
+    // Also a loop of one block entered only from `b` ([`loop_trips`] decides about it).
+    let entered_only_from_b = |s: usize| {
+        cfg.preds[s][..] == [b]
+            || (s != b
+                && cfg.preds[s].len() == 2
+                && cfg.preds[s].contains(&b)
+                && cfg.preds[s].contains(&s))
+    };
     let with = |condition: Option<Condition>| {
         let mut p = path.to_vec();
         p.extend(condition);
@@ -1238,5 +1429,117 @@ $DONE:
         // CTA's y (6 CTAs of 128 threads).
         assert_eq!(threads(&blocks[0], 5), 6 * 128);
         assert_eq!(threads(&blocks[0], 2), 2 * 2 * 128);
+    }
+
+    /// SHOC's reduction's grid-stride loop as clang writes it: `i = ctaid.x * 2 ntid.x +
+    /// tid.x; while (i < n) { ...; i += 2 ntid.x nctaid.x; }`, the loop one block entered from
+    /// the guard's fall-through.
+    const GRID_STRIDE: &str = "\tld.param.u32 %r8, [k_n];\n\tmov.u32 %r1, %ctaid.x;\n\
+        \tmov.u32 %r2, %ntid.x;\n\tshl.b32 %r9, %r2, 1;\n\tmov.u32 %r3, %tid.x;\n\
+        \tmad.lo.s32 %r13, %r9, %r1, %r3;\n\tsetp.ge.u32 %p1, %r13, %r8;\n\t@%p1 bra $DONE;\n\
+        \tmov.u32 %r10, %nctaid.x;\n\tmul.lo.s32 %r5, %r9, %r10;\n$LOOP:\n\
+        \tld.global.u32 %r6, [%rd1];\n\tadd.s32 %r13, %r13, %r5;\n\
+        \tsetp.lt.u32 %p2, %r13, %r8;\n\t@%p2 bra $LOOP;\n$DONE:\n\tret;";
+
+    #[test]
+    fn a_grid_stride_loop_of_one_block_is_counted_from_the_launch() {
+        let blocks = counted(GRID_STRIDE);
+        let looped: Vec<&LaunchCounted> = blocks.iter().filter(|b| b.trips.is_some()).collect();
+        assert_eq!(looped.len(), 1, "{blocks:?}");
+        let trips = looped[0].trips.as_ref().unwrap();
+        assert_eq!(
+            (trips.op, trips.signed, trips.width),
+            (CompareOp::Lt, false, 32)
+        );
+        assert!(trips.induction_left && trips.repeat_when && trips.tested_after_step);
+        assert_eq!(trips.repeat_op(), Some(CompareOp::Lt));
+        // Its path is the guard's fall-through: the threads whose first index is below n.
+        assert_eq!(looped[0].path.len(), 1);
+        assert!(!looped[0].path[0].holds);
+        // The expressions are the PTX's: evaluated for thread 5 of CTA 2 (of 3 x 2 CTAs of
+        // 32 x 4), i = 2 * 64 + 5, step = 64 * 3, bound n.
+        let launch = launch(1000);
+        let thread = ThreadPoint {
+            ctaid: [2, 1, 0],
+            tid: [5, 3, 0],
+        };
+        let value = |e: &IntExpr| e.wrapped(32, &thread, &launch).unwrap();
+        assert_eq!(value(&trips.init), 2 * 64 + 5);
+        assert_eq!(value(&trips.step), 64 * 3);
+        assert_eq!(value(&trips.bound), 1000);
+        // The test before the step (`setp` first): the first test reads the start.
+        let before = GRID_STRIDE.replace(
+            "\tadd.s32 %r13, %r13, %r5;\n\tsetp.lt.u32 %p2, %r13, %r8;\n",
+            "\tsetp.lt.u32 %p2, %r13, %r8;\n\tadd.s32 %r13, %r13, %r5;\n",
+        );
+        let trips = counted(&before)
+            .into_iter()
+            .find_map(|b| b.trips)
+            .expect("the loop");
+        assert!(!trips.tested_after_step);
+        // The same test written `!(n <= i)`: sides swapped, repeating when it fails.
+        let swapped = GRID_STRIDE.replace(
+            "setp.lt.u32 %p2, %r13, %r8;\n\t@%p2 bra $LOOP",
+            "setp.le.u32 %p2, %r8, %r13;\n\t@!%p2 bra $LOOP",
+        );
+        let trips = counted(&swapped)
+            .into_iter()
+            .find_map(|b| b.trips)
+            .expect("the loop");
+        assert!(!trips.induction_left && !trips.repeat_when);
+        assert_eq!(trips.repeat_op(), Some(CompareOp::Lt));
+    }
+
+    #[test]
+    fn loops_whose_trips_do_not_follow_from_the_launch_are_left_to_the_device() {
+        let looped = |body: &str| counted(body).iter().any(|b| b.trips.is_some());
+        assert!(looped(GRID_STRIDE));
+        let variants = [
+            // A second write of the induction register.
+            (
+                "\tadd.s32 %r13, %r13, %r5;\n",
+                "\tadd.s32 %r13, %r13, %r5;\n\tadd.s32 %r13, %r13, 1;\n",
+            ),
+            // A guarded step.
+            (
+                "\tadd.s32 %r13, %r13, %r5;\n",
+                "\t@%p1 add.s32 %r13, %r13, %r5;\n",
+            ),
+            // A step loaded from memory.
+            (
+                "\tadd.s32 %r13, %r13, %r5;\n",
+                "\tadd.s32 %r13, %r13, %r6;\n",
+            ),
+            // A step that reads the thread index.
+            (
+                "\tmul.lo.s32 %r5, %r9, %r10;\n",
+                "\tmul.lo.s32 %r5, %r9, %r3;\n",
+            ),
+            // A bound the loop writes.
+            (
+                "\tld.global.u32 %r6, [%rd1];\n",
+                "\tld.global.u32 %r8, [%rd1];\n",
+            ),
+            // An equality test (not monotone in the trips).
+            ("setp.lt.u32 %p2", "setp.ne.u32 %p2"),
+            // A start that reads the CTA index with a step that does not read the grid's
+            // size (`i += 2 ntid.x`): the threads' trips would spread over the whole grid.
+            ("mul.lo.s32 %r5, %r9, %r10", "mov.u32 %r5, %r9"),
+            // A call in the loop (the callee could end the thread).
+            (
+                "\tld.global.u32 %r6, [%rd1];\n",
+                "\tld.global.u32 %r6, [%rd1];\n\tcall f;\n",
+            ),
+        ];
+        for (from, to) in variants {
+            let body = GRID_STRIDE.replace(from, to);
+            assert_ne!(body, GRID_STRIDE, "{from}");
+            assert!(!looped(&body), "counted from the launch with {to:?}");
+        }
+        // A start that does not read the CTA index may step by a literal (a halo's rows).
+        let rows = GRID_STRIDE
+            .replace("mad.lo.s32 %r13, %r9, %r1, %r3", "mov.u32 %r13, %r3")
+            .replace("mul.lo.s32 %r5, %r9, %r10", "mov.u32 %r5, 8");
+        assert!(looped(&rows));
     }
 }

@@ -615,6 +615,7 @@ fn counted_from_launch_by_param(param: usize) -> device_runtime::from_launch::La
         Compare, CompareOp, Condition, Dim, IntExpr, LaunchCounted, Predicate, Special,
     };
     LaunchCounted {
+        trips: None,
         block: 1,
         path: vec![Condition {
             predicate: Predicate::Compare(Compare {
