@@ -7,7 +7,8 @@
 // a sum of widened 32-bit values, which the launch tree does not follow: counted on the
 // device, a control); a loop over a tile's rows with a literal step (a stencil's halo rows: some rows take two trips, some
 // one) and one with a step of `blockDim.y` over a parameter's rows; a loop counting down by a
-// parameter's step, tested with `>=` on a signed index; a loop bounded by a parameter that every
+// parameter's step, tested with `>=` on a signed index; a chunk of `n / gridDim.x` elements per
+// CTA walked with a stride of `blockDim.x` (Parboil histo's prescan); a loop bounded by a parameter that every
 // thread runs the same number of times (also zero; clang counts it down to zero with `!=`, so
 // only nvcc's build takes it from the launch). Witnessed with witness_predicated(), which
 // adds no branch, so each loop stays one block.
@@ -62,6 +63,21 @@ __global__ void count_down(const int* in, int* out, int n, int step) {
         witness_predicated();
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+// Parboil histo's prescan: each CTA walks the first eighth of its chunk of n / gridDim.x
+// elements with a stride of the CTA (its start reads the CTA index, its distance to the bound
+// does not).
+__global__ void chunks(const float* in, float* out, int n) {
+    const int chunk = n / (int)gridDim.x;
+    const int end = blockIdx.x * chunk + chunk / 8;
+    float sum = 0.0f;
+#pragma unroll 1
+    for (int i = blockIdx.x * chunk + threadIdx.x; i < end; i += blockDim.x) {
+        sum += in[i];
+        witness_predicated();
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
 __global__ void same_trips(const int* in, int* out, int n) {
@@ -143,6 +159,18 @@ int main() {
             int want = 0;
             for (int i = 300 - 1 - t % 64; i >= 0; i -= step) want += ints[i];
             expect("count_down", t, iout[t], want);
+        }
+    }
+    // Chunks of 400 (an eighth: 50, over 32 threads) and 1500 (187, over 5 to 6 trips).
+    for (int n : {2000, 6000}) {
+        chunks<<<4, 32>>>(d_in, d_out, n);
+        CHECK_LAUNCH();
+        CHECK(cudaMemcpy(out.data(), d_out, 128 * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int t = 0; t < 128; ++t) {
+            const int cta = t / 32, chunk = n / 4;
+            float want = 0.0f;
+            for (int i = cta * chunk + t % 32; i < cta * chunk + chunk / 8; i += 32) want += in[i];
+            expect("chunks", t, out[t], want);
         }
     }
     for (int n : {0, 9}) {

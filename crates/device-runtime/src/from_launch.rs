@@ -218,6 +218,15 @@ pub enum IntExpr {
         amount: u32,
         arithmetic: bool,
     },
+    /// Integer division (`div.u32`, `div.s32`: truncated) of a launch constant by a divisor
+    /// that no launch makes zero (a positive literal, `%ntid`, `%nctaid`): a chunk per CTA,
+    /// `n / nctaid.x`. Like [`IntExpr::And`], not a ring operation; the compiler takes it only
+    /// where neither side depends on the thread.
+    Div {
+        value: Box<IntExpr>,
+        divisor: Box<IntExpr>,
+        signed: bool,
+    },
 }
 
 /// What an expression may read besides the thread's own indices: the launch's shape and the
@@ -324,6 +333,22 @@ impl IntExpr {
                     bits.checked_shr(*amount).unwrap_or(0)
                 }
             }
+            IntExpr::Div {
+                value,
+                divisor,
+                signed,
+            } => {
+                let (a, b) = (w(value)? & mask(width), w(divisor)? & mask(width));
+                // A zero divisor (which the compiler's choice of divisors rules out in a launch
+                // with threads; the PTX leaves the result unspecified) reads all ones.
+                if *signed {
+                    sign_extend(a, width)
+                        .checked_div(sign_extend(b, width))
+                        .map_or(u64::MAX, |q| q as u64)
+                } else {
+                    a.checked_div(b).unwrap_or(u64::MAX)
+                }
+            }
         };
         Ok(value & mask(width))
     }
@@ -364,7 +389,7 @@ impl IntExpr {
             IntExpr::Neg(a) => e(a)?.and_then(i128::checked_neg),
             IntExpr::Shl(a, s) => e(a)?.and_then(|a| a.checked_mul(1i128.checked_shl(*s)?)),
             // Not ring operations: the PTX's bits, read as the comparison reads them.
-            IntExpr::And(..) | IntExpr::Shr { .. } => {
+            IntExpr::And(..) | IntExpr::Shr { .. } | IntExpr::Div { .. } => {
                 Some(leaf(self.wrapped(width, thread, launch)?))
             }
         })
@@ -387,6 +412,10 @@ impl IntExpr {
             | IntExpr::Shl(a, _)
             | IntExpr::And(a, _)
             | IntExpr::Shr { value: a, .. } => a.dims_read(pick, out),
+            IntExpr::Div { value, divisor, .. } => {
+                value.dims_read(pick, out);
+                divisor.dims_read(pick, out);
+            }
         }
     }
 
@@ -414,6 +443,9 @@ impl IntExpr {
             | IntExpr::Shl(a, _)
             | IntExpr::And(a, _)
             | IntExpr::Shr { value: a, .. } => a.reads_special(special),
+            IntExpr::Div { value, divisor, .. } => {
+                value.reads_special(special) || divisor.reads_special(special)
+            }
         }
     }
 
@@ -473,6 +505,7 @@ impl IntExpr {
             }
             IntExpr::Neg(a) | IntExpr::Shl(a, _) => a.ring_of(under_bits),
             IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => under_bits(a),
+            IntExpr::Div { value, divisor, .. } => under_bits(value) && under_bits(divisor),
         }
     }
 
@@ -493,6 +526,10 @@ impl IntExpr {
             | IntExpr::Shl(a, _)
             | IntExpr::And(a, _)
             | IntExpr::Shr { value: a, .. } => a.params(out),
+            IntExpr::Div { value, divisor, .. } => {
+                value.params(out);
+                divisor.params(out);
+            }
         }
     }
 }

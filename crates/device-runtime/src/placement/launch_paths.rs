@@ -64,6 +64,7 @@ fn nodes(expr: &IntExpr) -> usize {
         | IntExpr::Shl(a, _)
         | IntExpr::And(a, _)
         | IntExpr::Shr { value: a, .. } => 1 + nodes(a),
+        IntExpr::Div { value, divisor, .. } => 1 + nodes(value) + nodes(divisor),
     }
 }
 
@@ -109,6 +110,8 @@ fn scales_by_large_literal(expr: &IntExpr, width: u32) -> bool {
         IntExpr::Neg(a) | IntExpr::And(a, _) | IntExpr::Shr { value: a, .. } => {
             scales_by_large_literal(a, width)
         }
+        // Of launch constants only.
+        IntExpr::Div { .. } => false,
     }
 }
 
@@ -408,6 +411,36 @@ impl State<'_> {
                             value,
                             amount,
                             arithmetic,
+                        },
+                    ),
+                )])
+            }
+            "div" => {
+                // `div.u32`/`div.s32` (integer, truncated) of launch constants by a divisor no
+                // launch makes zero: a positive literal, `%ntid` or `%nctaid` (at least 1 in a
+                // launch with threads, the only launches whose counts are computed).
+                let (ty, width) = opcode_type(instruction)?;
+                if opcode.modifiers().count() != 1 || ty.starts_with('b') {
+                    return None;
+                }
+                let value = self.int(ops.get(1)?, width)?;
+                let divisor = self.int(ops.get(2)?, width)?;
+                let never_zero = match &divisor {
+                    IntExpr::Literal(bits) => sign_extend(*bits, width) > 0,
+                    IntExpr::Special(Special::Ntid(_) | Special::Nctaid(_)) => true,
+                    _ => false,
+                };
+                if !never_zero || value.reads_thread() {
+                    return None;
+                }
+                Some(vec![(
+                    dest(0)?,
+                    int(
+                        width,
+                        IntExpr::Div {
+                            value: Box::new(value),
+                            divisor: Box::new(divisor),
+                            signed: ty.starts_with('s'),
                         },
                     ),
                 )])
@@ -931,7 +964,51 @@ fn loop_trips(
         .iter()
         .all(|&d| trips.step.reads_special(Special::Nctaid(d)));
     let representative = trips.repeats_at(1)?;
-    (grid_stride && countable_by_classes(&representative.predicate)).then_some(trips)
+    ((grid_stride || distance_ignores_ctas(&trips))
+        && countable_by_classes(&representative.predicate))
+    .then_some(trips)
+}
+
+/// Whether the distance from a loop's start to its bound is the same in every CTA, for each
+/// thread index (a chunk per CTA walked by a CTA-wide stride, `i = ctaid * chunk + tid; i <
+/// ctaid * chunk + len`): then its threads' trips spread over a CTA's at most, however large
+/// the grid. Decided by evaluating the distance for the same thread index in different CTAs
+/// under a few made-up launches: only the cost depends on it (a launch whose trips spread too
+/// far is refused by the runtime, never miscounted).
+fn distance_ignores_ctas(trips: &LoopTrips) -> bool {
+    use crate::from_launch::{LaunchValues, ThreadPoint};
+    let mut params = Vec::new();
+    for expr in trips.exprs() {
+        expr.params(&mut params);
+    }
+    let count = params.iter().map(|&(i, _)| i + 1).max().unwrap_or(0);
+    // xorshift64: made-up launch values, the same at every build.
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..4).all(|_| {
+        let launch = LaunchValues {
+            grid: [3 + (next() % 60) as u32, 2 + (next() % 5) as u32, 2],
+            block: [1 + (next() % 1024) as u32, 1 + (next() % 4) as u32, 1],
+            params: (0..count).map(|_| Some(next() % 100_000)).collect(),
+        };
+        let tid = [(next() % u64::from(launch.block[0])) as u32, 0, 0];
+        let distance = |ctaid: [u32; 3]| -> Option<u64> {
+            let thread = ThreadPoint { ctaid, tid };
+            let bound = trips.bound.wrapped(trips.width, &thread, &launch).ok()?;
+            let init = trips.init.wrapped(trips.width, &thread, &launch).ok()?;
+            Some(bound.wrapping_sub(init) & mask(trips.width))
+        };
+        let first = distance([0, 0, 0]);
+        first.is_some()
+            && [[2, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]]
+                .iter()
+                .all(|&ctaid| distance(ctaid) == first)
+    })
 }
 
 /// Pushes the successors of tree block `b` that are entered only from it, each with its path.
@@ -1541,5 +1618,51 @@ $DONE:
             .replace("mad.lo.s32 %r13, %r9, %r1, %r3", "mov.u32 %r13, %r3")
             .replace("mul.lo.s32 %r5, %r9, %r10", "mov.u32 %r5, 8");
         assert!(looped(&rows));
+    }
+
+    #[test]
+    fn a_chunk_per_cta_divides_launch_constants() {
+        // Parboil histo's prescan: `chunk = n / nctaid.x; i = ctaid.x * chunk + tid.x; if (i <
+        // ctaid.x * chunk + chunk / 8) do { ... i += ntid.x; } while (i < end)`: a guard and a
+        // loop whose distance to the bound is the same in every CTA (walked by a CTA-wide
+        // stride), both counted from the launch.
+        let body = "\tld.param.u32 %r12, [k_n];\n\tmov.u32 %r13, %nctaid.x;\n\
+            \tdiv.u32 %r14, %r12, %r13;\n\tmov.u32 %r15, %ctaid.x;\n\
+            \tmul.lo.s32 %r6, %r14, %r15;\n\tmov.u32 %r1, %tid.x;\n\tadd.s32 %r7, %r6, %r1;\n\
+            \tshr.u32 %r8, %r14, 3;\n\tadd.s32 %r3, %r6, %r8;\n\tsetp.ge.s32 %p1, %r7, %r3;\n\
+            \t@%p1 bra $DONE;\n\tmov.u32 %r4, %ntid.x;\n$LOOP:\n\tld.global.u32 %r9, [%rd1];\n\
+            \tadd.s32 %r7, %r7, %r4;\n\tsetp.lt.s32 %p2, %r7, %r3;\n\t@%p2 bra $LOOP;\n\
+            $DONE:\n\tret;";
+        let blocks = counted(body);
+        assert!(blocks.iter().any(|b| b.trips.is_none()), "{blocks:?}");
+        let looped = blocks
+            .iter()
+            .find(|b| b.trips.is_some())
+            .expect("the loop counted from the launch");
+        // 3 x 2 CTAs of 32 x 4 threads: n = 480 gives chunks of 160 (3 CTAs along x), whose
+        // first 20 elements the threads with tid.x below 20 start: 6 CTAs x 4 rows x 20.
+        assert_eq!(threads(looped, 480), 6 * 4 * 20);
+        let launch = launch(480);
+        let thread = ThreadPoint {
+            ctaid: [1, 0, 0],
+            tid: [0, 0, 0],
+        };
+        let init = looped
+            .trips
+            .as_ref()
+            .unwrap()
+            .init
+            .wrapped(32, &thread, &launch);
+        assert_eq!(init, Ok(160));
+        // A divisor a launch could make zero (a parameter), or a quotient of a thread index,
+        // is not followed: the guard and the loop are left to the device.
+        let by_param = body.replace("mov.u32 %r13, %nctaid.x", "ld.param.u32 %r13, [k_n]");
+        assert!(counted(&by_param).is_empty());
+        let of_thread = body.replace("div.u32 %r14, %r12, %r13", "div.u32 %r14, %r1, %r13");
+        assert!(counted(&of_thread).iter().all(|b| b.trips.is_none()));
+        // A CTA-index start whose distance to the bound grows with the CTA (`i < n`, not the
+        // chunk's end) needs a grid stride.
+        let whole = body.replace("setp.lt.s32 %p2, %r7, %r3", "setp.lt.s32 %p2, %r7, %r12");
+        assert!(counted(&whole).iter().all(|b| b.trips.is_none()));
     }
 }

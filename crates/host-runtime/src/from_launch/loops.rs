@@ -352,9 +352,10 @@ mod tests {
         /// The threads and warps `mode` counts, run as the PTX runs them (modulo 2^width);
         /// `None` where a thread runs past the oracle's cap (endlessly, or just long).
         counts: Option<(u64, u64)>,
-        /// Some thread of the launch, on the path or not, reads a value that is not the exact
-        /// `init + k × step` (the step as a signed number) up to its exit test, or runs
-        /// endlessly: the runtime, which bounds the values over the whole launch, may refuse.
+        /// The runtime may refuse: some thread of the launch, on the path or not, runs past the
+        /// cap, or would read a value that is not the exact `init + k × step` (the step as a
+        /// signed number) at some test up to the last exit of any thread (the runtime bounds
+        /// the values of every thread over all those tests, as its conditions evaluate them).
         may_refuse: bool,
     }
 
@@ -374,6 +375,9 @@ mod tests {
         let modulus = 1i128 << w;
         let mut may_refuse = false;
         let mut endless = false;
+        // Per thread of the launch: its start as read, and the last test it reads.
+        let mut starts: Vec<(i128, i128)> = Vec::new();
+        let mut last_test = trips.first_test();
         let (mut threads, mut warps) = (0u64, 0u64);
         let warp_limit = if mode == Mode::Warp { 32 } else { u64::MAX };
         for cz in 0..launch.grid[2] {
@@ -426,6 +430,8 @@ mod tests {
                                         break;
                                     }
                                 }
+                                starts.push((read(init), signed_step));
+                                last_test = last_test.max(k);
                                 let counted = counted_cta
                                     && linear < warp_limit
                                     && block.runs(&thread, launch).unwrap();
@@ -446,9 +452,14 @@ mod tests {
                 }
             }
         }
+        let outside = starts.iter().any(|&(start, step)| {
+            [trips.first_test(), last_test]
+                .iter()
+                .any(|&k| !(least..=greatest).contains(&(start + k * step)))
+        });
         Truth {
             counts: (!endless).then_some((threads, warps)),
-            may_refuse: may_refuse || endless,
+            may_refuse: may_refuse || endless || outside,
         }
     }
 
@@ -547,10 +558,16 @@ mod tests {
                 2 => IntExpr::Literal(rng.below(50)),
                 _ => add(param(1, 8), IntExpr::Literal(rng.below(8))),
             };
-            let bound = match rng.below(3) {
+            let bound = match rng.below(4) {
                 0 => param(0, 8),
                 1 => IntExpr::Literal(rng.below(300)),
-                _ => add(param(0, 8), special(Special::Tid(Dim::X))),
+                2 => add(param(0, 8), special(Special::Tid(Dim::X))),
+                // A chunk per CTA: `n / nctaid`, signed or not.
+                _ => IntExpr::Div {
+                    value: Box::new(param(0, 8)),
+                    divisor: Box::new(special(Special::Nctaid(Dim::X))),
+                    signed: rng.below(2) == 0,
+                },
             };
             let step = match rng.below(3) {
                 0 => IntExpr::Literal(rng.below(40).wrapping_sub(20)),
