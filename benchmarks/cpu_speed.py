@@ -14,7 +14,8 @@ are the same; only the interpreter differs. Both binaries then run alternately, 
 at two repetition scales (BENCH_REPS_SCALE=S and 2S), with
 
   CUDA_FLUX_CPU_THREADS=1        one worker thread: a per-core rate
-  CUDA_FLUX_KERNELS=<no match>   the original, uninstrumented kernels
+  CUDA_FLUX_KERNELS=<no match>   the original, uninstrumented kernels (--instrumented: unset,
+                                 every kernel instrumented, counter code included)
   CUDA_FLUX_CPU_STATS=FILE       the interpreter's exact counts and kernel times per kernel
   CUDA_FLUX_CPU_ENGINE=E         per side, with --old-engine / --new-engine E (interpreter or
                                  native; unset by default: the runtime's default engine)
@@ -148,10 +149,11 @@ def geomean(values):
 
 
 def measure(name, binaries, runs, scale, work, engines=None, native_after=None,
-            callgrind=False):
+            callgrind=False, kernels=NO_KERNEL):
     """binaries: {"old": path, "new": path}; engines: {"old": E, "new": E} (None: unset);
     native_after: CUDA_FLUX_CPU_NATIVE_AFTER (None: unset); callgrind: one run per side and
-    scale under callgrind. Returns a row, or raises on a failure."""
+    scale under callgrind; kernels: CUDA_FLUX_KERNELS as run_once. Returns a row, or raises on
+    a failure."""
     engines = engines or {}
     samples = {side: {"low": [], "high": []} for side in binaries}
     for _ in range(1 if callgrind else runs):
@@ -159,7 +161,7 @@ def measure(name, binaries, runs, scale, work, engines=None, native_after=None,
             for side, binary in binaries.items():
                 samples[side][level].append(
                     run_once(binary, s, work, engines.get(side), native_after,
-                             callgrind=callgrind))
+                             kernels=kernels, callgrind=callgrind))
     return summarize(name, samples)
 
 
@@ -215,12 +217,20 @@ def header(doc, title):
     ]
 
 
+def kernels_run(doc):
+    """Which kernels a result's runs ran, in words."""
+    if doc.get("instrumented"):
+        return "the instrumented kernels, counter code included (`CUDA_FLUX_KERNELS` unset)"
+    return "the original kernels"
+
+
 def render_callgrind(doc):
     """The table of a --callgrind run."""
+    flag = " --instrumented" if doc.get("instrumented") else ""
     lines = header(doc, "host instructions per thread-instruction") + [
-        f"- `benchmarks/cpu_speed.py --callgrind --scale {doc['scale']}`: each side run once at "
-        f"scales S and 2S under `valgrind --tool=callgrind` (`CUDA_FLUX_CPU_THREADS=1`, the "
-        f"original kernels); host instructions (callgrind's `Ir`, the whole process) added from "
+        f"- `benchmarks/cpu_speed.py --callgrind{flag} --scale {doc['scale']}`: each side run "
+        f"once at scales S and 2S under `valgrind --tool=callgrind` (`CUDA_FLUX_CPU_THREADS=1`, "
+        f"{kernels_run(doc)}); host instructions (callgrind's `Ir`, the whole process) added from "
         f"S to 2S over the thread-instructions added (identical counts on both sides, checked).",
         "",
         "| program | added thread-instructions | old host/thread | new host/thread | old/new |",
@@ -245,12 +255,14 @@ def render_callgrind(doc):
 def render(doc):
     if doc.get("callgrind"):
         return render_callgrind(doc)
+    flag = " --instrumented" if doc.get("instrumented") else ""
+    kernels = (kernels_run(doc) if doc.get("instrumented") else
+               f"`CUDA_FLUX_KERNELS={NO_KERNEL}` (the original, uninstrumented kernels)")
     lines = header(doc, "interpreter speed") + [
-        f"- `benchmarks/cpu_speed.py --runs {doc['runs']} --scale {doc['scale']}`: programs "
-        f"built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each runtime, run "
-        f"alternately with `CUDA_FLUX_CPU_THREADS=1` and `CUDA_FLUX_KERNELS={NO_KERNEL}` (the "
-        f"original, uninstrumented kernels, one worker); medians of {doc['runs']} runs per side "
-        f"and scale.",
+        f"- `benchmarks/cpu_speed.py{flag} --runs {doc['runs']} --scale {doc['scale']}`: "
+        f"programs built with `-DBENCH_SMALL` by this tree's `cuda-flux-clang` against each "
+        f"runtime, run alternately with `CUDA_FLUX_CPU_THREADS=1` and {kernels} (one worker); "
+        f"medians of {doc['runs']} runs per side and scale.",
         f"- Load average (1 min) at start {doc['load_start']}, at end {doc['load_end']}; "
         f"{doc['elapsed_s']:.0f} s in all.",
         "- Counts: `CUDA_FLUX_CPU_STATS`, all launches at scale 2S, per kernel identical on both "
@@ -306,6 +318,9 @@ def main(argv=None):
                         help="CUDA_FLUX_CPU_NATIVE_AFTER for both sides (default: unset)")
     parser.add_argument("--callgrind", action="store_true",
                         help="count host instructions under callgrind instead of timing")
+    parser.add_argument("--instrumented", action="store_true",
+                        help="run the instrumented kernels (CUDA_FLUX_KERNELS unset) instead "
+                             "of the original ones")
     parser.add_argument("--out", help="Markdown file to write (default: stdout)")
     parser.add_argument("--json", help="also write the rows as JSON")
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS)
@@ -320,7 +335,8 @@ def main(argv=None):
     doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "baseline": args.baseline,
            "runs": args.runs, "scale": args.scale, "load_start": load_average(), "rows": [],
            "engines": {"old": args.old_engine, "new": args.new_engine},
-           "native_after": args.native_after, "callgrind": args.callgrind}
+           "native_after": args.native_after, "callgrind": args.callgrind,
+           "instrumented": args.instrumented}
     failed = False
     with tempfile.TemporaryDirectory(prefix="cf-cpu-speed-") as work:
         for name in args.programs:
@@ -333,7 +349,8 @@ def main(argv=None):
                 build(driver, source, binaries["old"], baseline_lib)
                 build(driver, source, binaries["new"], None)
                 row = measure(name, binaries, args.runs, args.scale, work, doc["engines"],
-                              args.native_after, args.callgrind)
+                              args.native_after, args.callgrind,
+                              kernels=None if args.instrumented else NO_KERNEL)
             except (RuntimeError, OSError, ValueError, KeyError) as e:
                 row = {"name": name, "error": str(e)}
                 failed = True

@@ -73,6 +73,35 @@ def main():
                              "callgrind": True, "rows": [row]})
     assert "| p | 1,000,000 | 20.00 | 12.00 | 1.67 |" in text, text
     assert "**1.67**" in text, text
+    assert "the original kernels" in text and "--instrumented" not in text, text
+    # --instrumented: every run with CUDA_FLUX_KERNELS unset (kernels=None), and the tables
+    # say so.
+    seen = []
+
+    def fake_run_once(binary, scale, work, engine=None, native_after=None, kernels="",
+                      callgrind=False):
+        seen.append(kernels)
+        return dict(run(int(1_000_000 * scale), 10 * scale, scale), ir=int(20e6 * scale))
+    real_run_once = cpu_speed.run_once
+    cpu_speed.run_once = fake_run_once
+    try:
+        cpu_speed.measure("p", {"old": "a", "new": "b"}, 1, 1, "w", callgrind=True,
+                          kernels=None)
+        cpu_speed.measure("p", {"old": "a", "new": "b"}, 1, 1, "w", callgrind=True)
+    finally:
+        cpu_speed.run_once = real_run_once
+    assert seen == [None] * 4 + [cpu_speed.NO_KERNEL] * 4, seen
+    text = cpu_speed.render({"date": "2026-11-29", "machine": {"cpu": "c", "cores": 2,
+                             "os": "o", "commit": "x"}, "baseline": "b", "runs": 1, "scale": 8,
+                             "callgrind": True, "instrumented": True, "rows": [row]})
+    assert "--callgrind --instrumented" in text and "counter code included" in text, text
+    text = cpu_speed.render({"date": "2026-11-24", "machine": {"cpu": "c", "cores": 2,
+                             "os": "o", "commit": "x"}, "baseline": "b", "runs": 3, "scale": 8,
+                             "load_start": 1.0, "load_end": 2.0, "elapsed_s": 3,
+                             "instrumented": True,
+                             "rows": [cpu_speed.summarize("p", samples(30, 50))]})
+    assert "cpu_speed.py --instrumented --runs 3" in text, text
+    assert "counter code included" in text and cpu_speed.NO_KERNEL not in text, text
     print("test_cpu_speed: ok")
 
 

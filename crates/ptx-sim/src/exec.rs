@@ -348,6 +348,9 @@ impl<'a> Exec<'a, '_> {
                                 tid: self.warp.tid.as_ptr().cast(),
                                 shared_offsets: self.cta.launch.shared_offsets.as_ptr(),
                                 shared_offsets_len: self.cta.launch.shared_offsets.len() as u64,
+                                local_base: self.cta.local_base,
+                                local_len: self.cta.local_len,
+                                global_atomics: &raw mut self.warp.global_atomics,
                                 exec: (self as *mut Self).cast(),
                             };
                             // SAFETY: the run touches the rows of registers below

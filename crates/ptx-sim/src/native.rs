@@ -4,27 +4,31 @@
 //!
 //! A *run* is a maximal sequence of straight instructions ([`Op::is_straight`], none reading
 //! `%clock`), guarded or not, that no branch target or reconvergence point interrupts, with
-//! some native code in it. Its native function takes the frame's register file
-//! (register-major, 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the
-//! interpreter does for each instruction in turn, in one of three [`Form`]s: *inline* (the
-//! guard row to a mask, the operation on the lanes as vectors, the result stored into the
-//! lanes the guard lets through: ALU instructions with a [`Lowered`] form, moves, `cvta` of
-//! the global and shared windows, loads and `st.shared`; and `shfl` with immediate lane
-//! operands, a constant permutation of the source row), a call of the instruction's
-//! interpreter [`WarpKernel`] (the other ALU instructions with register or immediate sources),
-//! or a call of the interpreter itself for the instruction
-//! ([`crate::exec::interpret_for_native`]: everything else, so that runs do not end at it). A
-//! run is *segments* (each call, each memory access and each `shfl` alone, loops over lane
-//! groups of the other inline instructions), each an entry point. The interpreter (`exec.rs`)
-//! enters a run at a segment when the slice has budget for the rest of it and no reconvergence
-//! point falls inside it; the native code stops where the interpreter would (before a shared
-//! access that would fault, after the visible access that ends the slice, at an instruction
-//! the interpreter fails), and the interpreter counts what it executed exactly as it counts
-//! instructions one by one. A memory access is inline only when every running lane passes the
-//! check the interpreter makes first, which changes nothing (inside the shared window, or the
-//! warp's cached accessible host range, aligned); a host access that does not is executed by
-//! the interpreter, with whatever it then does (another range, a fault to report). The
-//! semantics of each lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests
+//! some native code in it. Its native function takes the frame's register file (register-major,
+//! 32 lanes a row, as [`crate::warp::Warp::regs`]) and does what the interpreter does for each
+//! instruction in turn, in one of three [`Form`]s: *inline* (the guard row to a mask, the
+//! operation on the lanes as vectors, the result stored into the lanes the guard lets through:
+//! ALU instructions with a [`Lowered`] form, moves, `cvta` of the global and shared windows,
+//! loads and `st.shared`; `shfl` with immediate lane operands, a constant permutation of the
+//! source row; integer `atom`/`red` on shared or host memory, a loop over the running lanes in
+//! the interpreter's order), a call of the instruction's interpreter [`WarpKernel`] (the other
+//! ALU instructions with register or immediate sources), or a call of the interpreter itself
+//! for the instruction ([`crate::exec::interpret_for_native`]: everything else, so that runs do
+//! not end at it). A run is *segments* (each call, each memory access, atomics included, and
+//! each `shfl` alone, loops over lane groups of the other inline instructions), each an entry
+//! point. The interpreter (`exec.rs`) enters a run at a segment when the slice has budget for
+//! the rest of it and no reconvergence point falls inside it; the native code stops where the
+//! interpreter would (before a shared access that would fault, after the visible access that
+//! ends the slice, at an instruction the interpreter fails), and the interpreter counts what it
+//! executed exactly as it counts instructions one by one. A memory access is inline only when
+//! every running lane passes the check the interpreter makes first, which changes nothing
+//! (inside the shared window, or the warp's cached accessible host range, aligned; for a host
+//! atomic also outside the CTA's shared and local windows, where the interpreter's atomics are
+//! private and uncounted); a host access that does not is executed by the interpreter, with
+//! whatever it then does (another range, a fault to report). Shared atomics are plain
+//! read-modify-writes (the CTA's worker alone touches its window), host ones locked and
+//! sequentially consistent, as the interpreter's (`memory::atomic_private`, `memory::atomic`).
+//! The semantics of each lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests
 //! below compare them on edge values, guards, partial masks and immediates); those of the
 //! memory accesses the interpreter's (tests below and `tests/native_engine.rs`).
 
@@ -40,10 +44,14 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::types::{IntType, VectorType};
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
-use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+use inkwell::{
+    AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntPredicate, OptimizationLevel,
+};
 
 use crate::alu::{F32Op, FloatCmp, IntCmp, IntOp, Lowered, WarpKernel};
-use crate::decode::{Addr, AluInst, DecodedFunction, Inst, Op, Space, Special, Src, NO_REG};
+use crate::decode::{
+    Addr, AluInst, AtomOp, AtomType, DecodedFunction, Inst, Op, Space, Special, Src, NO_REG,
+};
 use crate::exec::{window_base, WindowBase};
 
 /// Which engine runs a [`crate::Program`]'s kernels.
@@ -80,6 +88,12 @@ pub(crate) struct RunContext {
     /// The launch's shared variables' offsets in the window (`Launch::shared_offsets`).
     pub shared_offsets: *const u64,
     pub shared_offsets_len: u64,
+    /// The CTA's local windows, `[local_base, local_base + local_len)`: a generic atomic
+    /// there is private, neither locked nor counted as global by the interpreter.
+    pub local_base: u64,
+    pub local_len: u64,
+    /// The warp's `Warp::global_atomics` counter (a `u64`).
+    pub global_atomics: *mut u64,
 }
 
 /// The special registers the same in every lane of a launch's CTA that runs read from
@@ -110,13 +124,16 @@ enum Field {
     Tid,
     SharedOffsets,
     SharedOffsetsLen,
+    LocalBase,
+    LocalLen,
+    GlobalAtomics,
 }
 
 /// A run's native function: the frame's register file, the active mask, the context, the
 /// instruction of the run to start at (a segment's first, [`NativeRun::offset`]) and the
 /// slice's allowance of visible accesses plus [`NativeRun::visible_before`]. Returns the
-/// instruction of the run it stopped before: the run's length when it ran to the end; a load
-/// that would fault (an address outside the shared window or misaligned in some lane), which
+/// instruction of the run it stopped before: the run's length when it ran to the end; a shared
+/// access that would fault (an address outside the window or misaligned in some lane), which
 /// the interpreter then executes and reports; or the one after the visible access that used up
 /// the allowance, where the interpreter would end the slice.
 type RunEntry = unsafe extern "C" fn(
@@ -332,6 +349,34 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                     .iter()
                     .all(|s| src_ok(s) || inline_source(s))
         }
+        // Integer atomics and reductions in the shared window (plain read-modify-writes: the
+        // CTA's worker alone touches it) or on host memory (locked, as the interpreter's).
+        // Floating-point ones stay with the interpreter: its float add is one code path on
+        // purpose (the NaN a sum of two NaNs gives depends on the operands' order).
+        Op::Atom {
+            space,
+            addr,
+            ty,
+            dst,
+            b,
+            c,
+            ..
+        } => {
+            let base_ok = match (space, addr.base) {
+                (Space::Shared | Space::Host, Src::Reg(r)) => r < registers,
+                // A shared variable's own address (counter code's `[K__cf_cta+8]`).
+                (Space::Shared, Src::Shared { .. }) => true,
+                _ => false,
+            };
+            base_ok
+                && matches!(
+                    ty,
+                    AtomType::U32 | AtomType::S32 | AtomType::U64 | AtomType::S64
+                )
+                && reg_ok(*dst)
+                && src_ok(b)
+                && src_ok(c)
+        }
         _ => false,
     }
 }
@@ -340,7 +385,7 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Form {
     /// Generated code ([`translatable`]: an ALU instruction with a [`Lowered`] form, a move,
-    /// a `cvta`, a memory access or a `shfl`).
+    /// a `cvta`, a memory access (an integer atomic included) or a `shfl`).
     Inline,
     /// The instruction's interpreter [`WarpKernel`], called on the whole warp.
     Kernel,
@@ -444,9 +489,10 @@ fn alone(inst: &Inst, form: Form) -> bool {
     form != Form::Inline || memory_access(inst) || matches!(inst.op, Op::Shfl { .. })
 }
 
-/// Whether `inst` is a load or a store (their addresses are checked for all lanes first).
+/// Whether `inst` is a load, a store or an atomic (their addresses are checked for all lanes
+/// first).
 fn memory_access(inst: &Inst) -> bool {
-    matches!(inst.op, Op::Ld { .. } | Op::St { .. })
+    matches!(inst.op, Op::Ld { .. } | Op::St { .. } | Op::Atom { .. })
 }
 
 /// The first instruction of each segment of a run: the run's first, and each instruction
@@ -645,6 +691,9 @@ struct RunValues<'ctx> {
     wrote: PointerValue<'ctx>,
     specials: PointerValue<'ctx>,
     tid: PointerValue<'ctx>,
+    local_base: IntValue<'ctx>,
+    local_len: IntValue<'ctx>,
+    global_atomics: PointerValue<'ctx>,
     /// The offsets of the shared variables the run's inline code names, `(var, offset)`,
     /// looked up at the run's entry.
     shared_vars: Vec<(u32, IntValue<'ctx>)>,
@@ -785,6 +834,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             wrote: pointer(Field::Wrote, "wrote")?,
             specials: pointer(Field::Specials, "specials")?,
             tid: pointer(Field::Tid, "tid")?,
+            local_base: field(Field::LocalBase, "local_base")?,
+            local_len: field(Field::LocalLen, "local_len")?,
+            global_atomics: pointer(Field::GlobalAtomics, "global_atomics")?,
             shared_vars: self.shared_offsets(
                 function,
                 code,
@@ -798,10 +850,10 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .builder
             .build_array_alloca(self.i64t, self.i64t.const_int(LANES.into(), false), "sink")
             .map_err(error)?;
-        // Segments: kernel calls on the whole warp, each load alone after its addresses are
-        // checked for all lanes (a fault leaves the run before the load, nothing of it done),
-        // the other inline instructions in loops over lane groups. The entry jumps to the
-        // segment `start` names.
+        // Segments: kernel calls on the whole warp, each memory access alone after its
+        // addresses are checked for all lanes (a fault leaves the run before the access,
+        // nothing of it done), the other inline instructions in loops over lane groups. The
+        // entry jumps to the segment `start` names.
         let segments = segment_starts(code, forms);
         let blocks: Vec<_> = segments
             .iter()
@@ -856,13 +908,16 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     } | Op::St {
                         space: Space::Shared,
                         ..
+                    } | Op::Atom {
+                        space: Space::Shared,
+                        ..
                     }
                 ) {
                     // A shared access some lane of which fails the check faults: the run
                     // leaves before it, nothing of it done, for the interpreter to report.
                     let fault = self.check_access(inst, regs, active, &values)?;
                     self.leave_if(function, fault, index)?;
-                    self.group_loop(function, segment, regs, active, &values)?;
+                    self.access(function, segment, regs, active, &values)?;
                 } else {
                     // A host access is inline when every lane passes the interpreter's first
                     // check (which changes nothing); otherwise the interpreter executes it,
@@ -880,7 +935,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                         .build_unconditional_branch(join)
                         .map_err(error)?;
                     self.builder.position_at_end(fast_block);
-                    self.group_loop(function, segment, regs, active, &values)?;
+                    self.access(function, segment, regs, active, &values)?;
                     self.builder
                         .build_unconditional_branch(join)
                         .map_err(error)?;
@@ -911,6 +966,24 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// A memory access's segment (one instruction, its addresses checked): an atomic lane by
+    /// lane, a load or store as a loop over lane groups.
+    fn access(
+        &self,
+        function: FunctionValue<'ctx>,
+        segment: &[Inst],
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<(), CompileError> {
+        match segment {
+            [inst] if matches!(inst.op, Op::Atom { .. }) => {
+                self.atomic(function, inst, regs, active, values)
+            }
+            _ => self.group_loop(function, segment, regs, active, values),
+        }
     }
 
     fn enum_attribute(&self, name: &str) -> Attribute {
@@ -1144,23 +1217,33 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     .into_int_value();
                 self.splat_value(v, GROUP)
             }
-            Src::Shared { var, offset } => {
-                let &(_, base) = values
-                    .shared_vars
-                    .iter()
-                    .find(|&&(v, _)| v == var)
-                    .ok_or_else(|| error("a shared variable not looked up"))?;
-                let v = b
-                    .build_int_add(
-                        base,
-                        self.i64t.const_int(offset as u64, false),
-                        "shared_address",
-                    )
-                    .map_err(e)?;
-                self.splat_value(v, GROUP)
-            }
+            Src::Shared { .. } => self.splat_value(self.shared_address(values, src)?, GROUP),
             _ => Err(error("a source without inline code")),
         }
+    }
+
+    /// The value of shared-variable source `src` (its offset in the window plus the
+    /// source's own offset, wrapping: the interpreter's `read_other`).
+    fn shared_address(
+        &self,
+        values: &RunValues<'ctx>,
+        src: &Src,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let Src::Shared { var, offset } = *src else {
+            return Err(error("not a shared variable"));
+        };
+        let &(_, base) = values
+            .shared_vars
+            .iter()
+            .find(|&&(v, _)| v == var)
+            .ok_or_else(|| error("a shared variable not looked up"))?;
+        self.builder
+            .build_int_add(
+                base,
+                self.i64t.const_int(offset as u64, false),
+                "shared_address",
+            )
+            .map_err(error)
     }
 
     /// Looks up, at the insertion point, the offset of each shared variable that the inline
@@ -1516,6 +1599,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 ty,
                 ..
             } => (*space, addr, u64::from(ty.bytes) * u64::from(*count)),
+            Op::Atom {
+                space, addr, ty, ..
+            } => (*space, addr, ty.bytes()),
             _ => return Err(error("an address check for another instruction")),
         };
         let b = &self.builder;
@@ -1576,6 +1662,27 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .map_err(e)?;
         let bad = b.build_or(below, above, "bad").map_err(e)?;
         let bad = b.build_or(bad, misaligned, "bad").map_err(e)?;
+        let bad = if matches!(inst.op, Op::Atom { .. }) && space == Space::Host {
+            // A generic atomic in the CTA's shared or local windows (which the cached range
+            // may be) is a private one to the interpreter, not locked and not counted as
+            // global: the interpreter's. (`host - base < len`, unsigned: inside.)
+            let mut bad = bad;
+            for (base, len, name) in [
+                (values.shared_base, values.shared_len, "in_shared"),
+                (values.local_base, values.local_len, "in_local"),
+            ] {
+                let from = b
+                    .build_int_sub(host, self.splat_value(base, LANES)?, name)
+                    .map_err(e)?;
+                let inside = b
+                    .build_int_compare(IntPredicate::ULT, from, self.splat_value(len, LANES)?, name)
+                    .map_err(e)?;
+                bad = b.build_or(bad, inside, "bad").map_err(e)?;
+            }
+            bad
+        } else {
+            bad
+        };
         let bad = b
             .build_bit_cast(bad, self.i32t, "bad")
             .map_err(e)?
@@ -1617,6 +1724,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let base = match addr.base {
             Src::Reg(r) => self.load(self.row_at(regs, r, self.i64t.const_zero())?, LANES)?,
             Src::KernelParam(offset) => self.param_address(values, offset, LANES)?,
+            Src::Shared { .. } => {
+                self.splat_value(self.shared_address(values, &addr.base)?, LANES)?
+            }
             _ => return Err(error("an address neither register nor parameter")),
         };
         self.builder
@@ -1808,6 +1918,362 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             self.store_lanes(self.row_at(regs, dst_pred, zero)?, valid, exec, LANES)?;
         }
         Ok(())
+    }
+
+    /// `atom` or `red` of an integer type (a segment of its own, every running lane's address
+    /// checked): lane by lane from the lowest, as the interpreter executes them, so that lanes
+    /// at one address see each other's effects in its order and each lane of an `atom` gets
+    /// the old value the interpreter's would. In the shared window a plain read-modify-write
+    /// (`memory::atomic_private`: the CTA's worker alone touches the window); on host memory
+    /// a locked one, sequentially consistent as `memory::atomic`, each lane counted in
+    /// `global_atomics` (the check left the shared and local windows to the interpreter). An
+    /// `atom` sets `wrote` when the memory after a lane's operation differs from the old
+    /// value, as the interpreter's does (a `red` does not).
+    fn atomic(
+        &self,
+        function: FunctionValue<'ctx>,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<(), CompileError> {
+        let Op::Atom {
+            space,
+            addr,
+            op,
+            ty,
+            dst,
+            b: b_src,
+            c: c_src,
+        } = inst.op
+        else {
+            return Err(error("an atomic expected"));
+        };
+        let b = &self.builder;
+        let e = error;
+        let bytes = ty.bytes();
+        let width = self.ctx.custom_width_int_type((bytes * 8) as u32);
+        let bool_t = self.ctx.bool_type();
+        let exec = self.warp_exec(inst, regs, active)?;
+        let before = b
+            .get_insert_block()
+            .ok_or_else(|| error("no insertion block"))?;
+        let header = self.ctx.append_basic_block(function, "atom_lane");
+        let body = self.ctx.append_basic_block(function, "atom_body");
+        let done = self.ctx.append_basic_block(function, "atom_done");
+        b.build_unconditional_branch(header).map_err(e)?;
+        b.position_at_end(header);
+        let lanes_left = b.build_phi(self.i32t, "lanes_left").map_err(e)?;
+        let changed = b.build_phi(bool_t, "changed").map_err(e)?;
+        let m = lanes_left.as_basic_value().into_int_value();
+        let more = b
+            .build_int_compare(IntPredicate::NE, m, self.i32t.const_zero(), "more")
+            .map_err(e)?;
+        b.build_conditional_branch(more, body, done).map_err(e)?;
+        b.position_at_end(body);
+        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
+        let lane = b
+            .build_call(cttz, &[m.into(), bool_t.const_int(1, false).into()], "lane")
+            .map_err(e)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("cttz without a value"))?
+            .into_int_value();
+        let rest = b
+            .build_and(
+                m,
+                b.build_int_sub(m, self.i32t.const_int(1, false), "m1")
+                    .map_err(e)?,
+                "rest",
+            )
+            .map_err(e)?;
+        let lane = b.build_int_z_extend(lane, self.i64t, "lane").map_err(e)?;
+        let base = self.lane_value(regs, lane, &addr.base, values)?;
+        let address = b
+            .build_int_add(
+                base,
+                self.i64t.const_int(addr.offset as u64, false),
+                "address",
+            )
+            .map_err(e)?;
+        let host = match space {
+            Space::Shared => b
+                .build_int_add(address, values.shared_base, "host")
+                .map_err(e)?,
+            Space::Host => address,
+            Space::Local => return Err(error("a local atomic inline")),
+        };
+        let ptr = b
+            .build_int_to_ptr(host, self.ctx.ptr_type(AddressSpace::default()), "at")
+            .map_err(e)?;
+        let operand = |src: &Src, name: &str| -> Result<IntValue<'ctx>, CompileError> {
+            let v = self.lane_value(regs, lane, src, values)?;
+            b.build_int_truncate_or_bit_cast(v, width, name).map_err(e)
+        };
+        let bv = operand(&b_src, "b")?;
+        let cv = operand(&c_src, "c")?;
+        let align = bytes as u32;
+        let (old, after) = match space {
+            Space::Shared => {
+                let load = b.build_load(width, ptr, "old").map_err(e)?;
+                if let Some(i) = load.as_instruction_value() {
+                    i.set_alignment(align).map_err(error)?;
+                }
+                let old = load.into_int_value();
+                let new = self.atom_updated(op, ty, old, bv, cv)?;
+                b.build_store(ptr, new)
+                    .map_err(e)?
+                    .set_alignment(align)
+                    .map_err(error)?;
+                (old, new)
+            }
+            _ => {
+                let old = self.locked(function, op, ty, ptr, bv, cv)?;
+                // The interpreter reads the memory back after the operation (relaxed).
+                let after = b.build_load(width, ptr, "after").map_err(e)?;
+                if let Some(i) = after.as_instruction_value() {
+                    i.set_alignment(align).map_err(error)?;
+                    i.set_atomic_ordering(AtomicOrdering::Monotonic)
+                        .map_err(error)?;
+                }
+                (old, after.into_int_value())
+            }
+        };
+        let changed_here = if dst == NO_REG {
+            changed.as_basic_value().into_int_value()
+        } else {
+            let result = if ty == AtomType::S32 {
+                b.build_int_s_extend(old, self.i64t, "old").map_err(e)?
+            } else {
+                b.build_int_z_extend_or_bit_cast(old, self.i64t, "old")
+                    .map_err(e)?
+            };
+            let index = b
+                .build_int_add(
+                    self.i64t
+                        .const_int(u64::from(dst) * u64::from(LANES), false),
+                    lane,
+                    "index",
+                )
+                .map_err(e)?;
+            // SAFETY: in the frame (registers checked by `translatable`, lane below 32).
+            let at =
+                unsafe { b.build_in_bounds_gep(self.i64t, regs, &[index], "dst") }.map_err(e)?;
+            b.build_store(at, result).map_err(e)?;
+            let differs = b
+                .build_int_compare(IntPredicate::NE, after, old, "differs")
+                .map_err(e)?;
+            b.build_or(
+                changed.as_basic_value().into_int_value(),
+                differs,
+                "changed",
+            )
+            .map_err(e)?
+        };
+        let end = b
+            .get_insert_block()
+            .ok_or_else(|| error("no insertion block"))?;
+        b.build_unconditional_branch(header).map_err(e)?;
+        lanes_left.add_incoming(&[(&exec, before), (&rest, end)]);
+        changed.add_incoming(&[(&bool_t.const_zero(), before), (&changed_here, end)]);
+        b.position_at_end(done);
+        if dst != NO_REG {
+            let flag = self.ctx.i8_type();
+            let old = b
+                .build_load(flag, values.wrote, "wrote")
+                .map_err(e)?
+                .into_int_value();
+            let any = b
+                .build_int_z_extend(changed.as_basic_value().into_int_value(), flag, "any")
+                .map_err(e)?;
+            let wrote = b.build_or(old, any, "wrote").map_err(e)?;
+            b.build_store(values.wrote, wrote).map_err(e)?;
+        }
+        if space == Space::Host {
+            let ctpop = self.intrinsic("llvm.ctpop", &[self.i32t.into()])?;
+            let count = b
+                .build_call(ctpop, &[exec.into()], "count")
+                .map_err(e)?
+                .try_as_basic_value()
+                .left()
+                .ok_or_else(|| error("ctpop without a value"))?
+                .into_int_value();
+            let count = b.build_int_z_extend(count, self.i64t, "count").map_err(e)?;
+            let old = b
+                .build_load(self.i64t, values.global_atomics, "global_atomics")
+                .map_err(e)?
+                .into_int_value();
+            let sum = b.build_int_add(old, count, "global_atomics").map_err(e)?;
+            b.build_store(values.global_atomics, sum).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// Lane `lane`'s (`i64`) value of `src`: a register, an immediate or a shared variable's
+    /// address.
+    fn lane_value(
+        &self,
+        regs: PointerValue<'ctx>,
+        lane: IntValue<'ctx>,
+        src: &Src,
+        values: &RunValues<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        match *src {
+            Src::Reg(r) => {
+                let ptr = self.row_at(regs, r, lane)?;
+                Ok(self
+                    .builder
+                    .build_load(self.i64t, ptr, "v")
+                    .map_err(error)?
+                    .into_int_value())
+            }
+            Src::Imm(v) => Ok(self.i64t.const_int(v, false)),
+            Src::Shared { .. } => self.shared_address(values, src),
+            _ => Err(error("an atomic operand without inline code")),
+        }
+    }
+
+    /// The value `op` of type `ty` leaves in memory that held `old` (`memory::updated`'s
+    /// integer cases; the operands of the type's width).
+    fn atom_updated(
+        &self,
+        op: AtomOp,
+        ty: AtomType,
+        old: IntValue<'ctx>,
+        bv: IntValue<'ctx>,
+        cv: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let signed = matches!(ty, AtomType::S32 | AtomType::S64);
+        let t = old.get_type();
+        let pick = |predicate: IntPredicate, name: &str| -> Result<IntValue<'ctx>, CompileError> {
+            let keep = b.build_int_compare(predicate, old, bv, name).map_err(e)?;
+            Ok(b.build_select(keep, old, bv, name)
+                .map_err(e)?
+                .into_int_value())
+        };
+        Ok(match op {
+            AtomOp::Add => b.build_int_add(old, bv, "add").map_err(e)?,
+            AtomOp::Min if signed => pick(IntPredicate::SLT, "min")?,
+            AtomOp::Min => pick(IntPredicate::ULT, "min")?,
+            AtomOp::Max if signed => pick(IntPredicate::SGT, "max")?,
+            AtomOp::Max => pick(IntPredicate::UGT, "max")?,
+            AtomOp::Inc => {
+                let wraps = b
+                    .build_int_compare(IntPredicate::UGE, old, bv, "wraps")
+                    .map_err(e)?;
+                let next = b
+                    .build_int_add(old, t.const_int(1, false), "next")
+                    .map_err(e)?;
+                b.build_select(wraps, t.const_zero(), next, "inc")
+                    .map_err(e)?
+                    .into_int_value()
+            }
+            AtomOp::Dec => {
+                let zero = b
+                    .build_int_compare(IntPredicate::EQ, old, t.const_zero(), "zero")
+                    .map_err(e)?;
+                let above = b
+                    .build_int_compare(IntPredicate::UGT, old, bv, "above")
+                    .map_err(e)?;
+                let reload = b.build_or(zero, above, "reload").map_err(e)?;
+                let next = b
+                    .build_int_sub(old, t.const_int(1, false), "next")
+                    .map_err(e)?;
+                b.build_select(reload, bv, next, "dec")
+                    .map_err(e)?
+                    .into_int_value()
+            }
+            AtomOp::And => b.build_and(old, bv, "and").map_err(e)?,
+            AtomOp::Or => b.build_or(old, bv, "or").map_err(e)?,
+            AtomOp::Xor => b.build_xor(old, bv, "xor").map_err(e)?,
+            AtomOp::Exch => bv,
+            AtomOp::Cas => {
+                let equal = b
+                    .build_int_compare(IntPredicate::EQ, old, bv, "equal")
+                    .map_err(e)?;
+                b.build_select(equal, cv, old, "cas")
+                    .map_err(e)?
+                    .into_int_value()
+            }
+        })
+    }
+
+    /// `op` of type `ty` at `ptr` as one locked operation, sequentially consistent (as
+    /// `memory::atomic`): LLVM's `atomicrmw` where it has the operation, `cmpxchg` for `cas`,
+    /// a `cmpxchg` loop over [`Self::atom_updated`] for `inc` and `dec` (as the interpreter's
+    /// `fetch_update`). Returns the old value.
+    fn locked(
+        &self,
+        function: FunctionValue<'ctx>,
+        op: AtomOp,
+        ty: AtomType,
+        ptr: PointerValue<'ctx>,
+        bv: IntValue<'ctx>,
+        cv: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let order = AtomicOrdering::SequentiallyConsistent;
+        let signed = matches!(ty, AtomType::S32 | AtomType::S64);
+        let rmw = match op {
+            AtomOp::Add => Some(AtomicRMWBinOp::Add),
+            AtomOp::Min if signed => Some(AtomicRMWBinOp::Min),
+            AtomOp::Min => Some(AtomicRMWBinOp::UMin),
+            AtomOp::Max if signed => Some(AtomicRMWBinOp::Max),
+            AtomOp::Max => Some(AtomicRMWBinOp::UMax),
+            AtomOp::And => Some(AtomicRMWBinOp::And),
+            AtomOp::Or => Some(AtomicRMWBinOp::Or),
+            AtomOp::Xor => Some(AtomicRMWBinOp::Xor),
+            AtomOp::Exch => Some(AtomicRMWBinOp::Xchg),
+            AtomOp::Inc | AtomOp::Dec | AtomOp::Cas => None,
+        };
+        if let Some(rmw) = rmw {
+            return b.build_atomicrmw(rmw, ptr, bv, order).map_err(e);
+        }
+        let exchange = |expected: IntValue<'ctx>,
+                        new: IntValue<'ctx>|
+         -> Result<(IntValue<'ctx>, IntValue<'ctx>), CompileError> {
+            let pair = b
+                .build_cmpxchg(ptr, expected, new, order, order)
+                .map_err(e)?;
+            let seen = b
+                .build_extract_value(pair, 0, "seen")
+                .map_err(e)?
+                .into_int_value();
+            let ok = b
+                .build_extract_value(pair, 1, "ok")
+                .map_err(e)?
+                .into_int_value();
+            Ok((seen, ok))
+        };
+        if op == AtomOp::Cas {
+            return Ok(exchange(bv, cv)?.0);
+        }
+        // inc, dec: from a relaxed read, retried until no other thread came between.
+        let first = b.build_load(bv.get_type(), ptr, "first").map_err(e)?;
+        if let Some(i) = first.as_instruction_value() {
+            i.set_alignment(bv.get_type().get_bit_width() / 8)
+                .map_err(error)?;
+            i.set_atomic_ordering(AtomicOrdering::Monotonic)
+                .map_err(error)?;
+        }
+        let before = b
+            .get_insert_block()
+            .ok_or_else(|| error("no insertion block"))?;
+        let retry = self.ctx.append_basic_block(function, "cas_retry");
+        let after = self.ctx.append_basic_block(function, "cas_done");
+        b.build_unconditional_branch(retry).map_err(e)?;
+        b.position_at_end(retry);
+        let current = b.build_phi(bv.get_type(), "current").map_err(e)?;
+        let cur = current.as_basic_value().into_int_value();
+        let new = self.atom_updated(op, ty, cur, bv, cv)?;
+        let (seen, ok) = exchange(cur, new)?;
+        current.add_incoming(&[(&first.into_int_value(), before), (&seen, retry)]);
+        b.build_conditional_branch(ok, after, retry).map_err(e)?;
+        b.position_at_end(after);
+        Ok(seen)
     }
 
     /// An instruction through its interpreter kernel, on the whole warp.
@@ -2287,6 +2753,9 @@ mod tests {
             tid: TID.as_ptr(),
             shared_offsets: SPECIALS.as_ptr(),
             shared_offsets_len: 0,
+            local_base: 0,
+            local_len: 0,
+            global_atomics: Box::leak(Box::new(0)),
         }
     }
 
@@ -2870,6 +3339,166 @@ mod tests {
         }
     }
 
+    /// `atom`/`red.shared` of every integer operation and type in a run, against the
+    /// interpreter's lane loop over `memory::atomic_private`: lanes in order from the lowest
+    /// (a small window, so that lanes collide), each `atom` lane getting its old value
+    /// (sign-extended for `.s32`), `wrote` set exactly when some lane's operation changed the
+    /// memory (by an `atom`; a `red` leaves it), guards, partial masks, immediate operands,
+    /// and an address outside the window or misaligned in any running lane leaving the run
+    /// before the atomic with nothing of it done.
+    #[test]
+    fn shared_atomics_run_lane_by_lane_as_the_interpreter() {
+        let mut rng = Rng(0xa70b);
+        let ops = [
+            AtomOp::Add,
+            AtomOp::Min,
+            AtomOp::Max,
+            AtomOp::Inc,
+            AtomOp::Dec,
+            AtomOp::And,
+            AtomOp::Or,
+            AtomOp::Xor,
+            AtomOp::Exch,
+            AtomOp::Cas,
+        ];
+        let types = [AtomType::U32, AtomType::S32, AtomType::U64, AtomType::S64];
+        for (k, (op, ty)) in ops
+            .iter()
+            .flat_map(|&op| types.iter().map(move |&ty| (op, ty)))
+            .enumerate()
+        {
+            let bytes = ty.bytes();
+            let (dst, guard, b, offset) = match k % 4 {
+                0 => (4, NO_REG, Src::Reg(5), 0i64),
+                1 => (NO_REG, 6, Src::Reg(5), 8),
+                2 => (4, 6, Src::Imm(3), -16),
+                _ => (4, NO_REG, Src::Imm(u64::MAX - 1), 0),
+            };
+            let atom = Op::Atom {
+                space: Space::Shared,
+                addr: Addr {
+                    base: Src::Reg(0),
+                    offset,
+                },
+                op,
+                ty,
+                dst,
+                b,
+                c: if op == AtomOp::Cas {
+                    Src::Reg(7)
+                } else {
+                    Src::Imm(0)
+                },
+            };
+            // The old value used by the next instruction of the run.
+            let mov = Op::Mov {
+                dst: 2,
+                src: Src::Reg(4),
+                mask: u64::MAX,
+            };
+            let func = function(vec![inst(atom, guard, false), inst(mov, NO_REG, false)]);
+            let native = compile(&func).unwrap().expect("a run");
+            let run = native.run_at(0).expect("a run at 0");
+            assert_eq!(run.len, 2);
+            for round in 0..24 {
+                let slots = if round % 2 == 0 { 3 } else { 40 };
+                let mut window = vec![0u64; (slots * bytes as usize).div_ceil(8)];
+                for word in window.iter_mut() {
+                    *word = if round % 3 == 0 {
+                        rng.value()
+                    } else {
+                        rng.next() % 4
+                    };
+                }
+                let window_bytes = (window.len() * 8) as u64;
+                let mut regs = vec![0u64; REGISTERS as usize * 32];
+                for v in regs.iter_mut() {
+                    *v = if round % 3 == 1 {
+                        rng.value()
+                    } else {
+                        rng.next() % 4
+                    };
+                }
+                for lane in 0..32 {
+                    regs[6 * 32 + lane] = rng.next() & 1;
+                    let slot = rng.next() % (window_bytes / bytes);
+                    regs[lane] = (slot * bytes).wrapping_sub(offset as u64);
+                }
+                let active = match round % 4 {
+                    0 => u32::MAX,
+                    1 => 1 << (rng.next() % 32),
+                    _ => rng.next() as u32,
+                };
+                let exec = match guard {
+                    NO_REG => active,
+                    g => {
+                        (0..32).fold(0u32, |m, l| {
+                            m | (((regs[g as usize * 32 + l] & 1) as u32) << l)
+                        }) & active
+                    }
+                };
+                let faulty = round % 5 == 3 && exec != 0;
+                if faulty {
+                    let lane = 31 - exec.leading_zeros() as usize;
+                    let bad = if round % 10 == 3 {
+                        bytes / 2
+                    } else {
+                        window_bytes - bytes + 1
+                    };
+                    regs[lane] = bad.wrapping_sub(offset as u64);
+                }
+                // The interpreter: lane by lane, each a private read-modify-write.
+                let mut expected_memory = window.clone();
+                let mut expected_regs = regs.clone();
+                let mut expected_wrote = false;
+                if !faulty {
+                    let base = expected_memory.as_mut_ptr() as u64;
+                    for lane in 0..32 {
+                        if exec >> lane & 1 != 0 {
+                            let host = base + regs[lane].wrapping_add(offset as u64);
+                            let operand = |src: &Src| match *src {
+                                Src::Reg(r) => regs[r as usize * 32 + lane],
+                                Src::Imm(v) => v,
+                                _ => unreachable!(),
+                            };
+                            let c = if op == AtomOp::Cas {
+                                regs[7 * 32 + lane]
+                            } else {
+                                0
+                            };
+                            // SAFETY: inside the window, aligned (not `faulty`).
+                            let (old, after) = unsafe {
+                                let old =
+                                    crate::memory::atomic_private(host, op, ty, operand(&b), c);
+                                (old, crate::memory::load(host, bytes as u8))
+                            };
+                            if dst != NO_REG {
+                                expected_wrote |= after != old;
+                                expected_regs[4 * 32 + lane] = if ty == AtomType::S32 {
+                                    old as u32 as i32 as i64 as u64
+                                } else {
+                                    old
+                                };
+                            }
+                        }
+                        if active >> lane & 1 != 0 {
+                            expected_regs[2 * 32 + lane] = expected_regs[4 * 32 + lane];
+                        }
+                    }
+                }
+                let context = test_context(window.as_mut_ptr() as u64, window_bytes);
+                // SAFETY: `regs` holds the frame; the window is `window`.
+                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                let what = format!("{op:?} {ty:?} dst {dst} guard {guard} round {round}");
+                assert_eq!(done, if faulty { 0 } else { 2 }, "{what}");
+                assert!(window == expected_memory, "{what}: memory differs");
+                assert!(regs == expected_regs, "{what}: registers differ");
+                // SAFETY: the context's flag, leaked for the test.
+                assert_eq!(unsafe { *context.wrote }, expected_wrote, "{what}: wrote");
+            }
+        }
+    }
+
     /// Runs start after branch targets and stop before instructions the engine cannot run;
     /// single instructions, and runs with no native code, are left to the interpreter.
     /// An unguarded `add.s32`, inline in a run.
@@ -2975,5 +3604,112 @@ mod tests {
         ];
         let native = compile(&function(code)).expect("compiles");
         assert!(native.is_some_and(|n| n.run_at(0).is_some()));
+    }
+
+    #[test]
+    fn integer_atomics_are_inline_and_float_ones_interpreted() {
+        let atom = |space, base, op, ty| Op::Atom {
+            space,
+            addr: Addr { base, offset: 8 },
+            op,
+            ty,
+            dst: 1,
+            b: Src::Reg(2),
+            c: Src::Imm(0),
+        };
+        let shared_var = Src::Shared { var: 0, offset: 0 };
+        let form_of = |op| form(&inst(op, NO_REG, false), 8);
+        for (space, base, op, ty, expected) in [
+            (
+                Space::Shared,
+                Src::Reg(0),
+                AtomOp::Add,
+                AtomType::U32,
+                Form::Inline,
+            ),
+            (
+                Space::Shared,
+                shared_var,
+                AtomOp::Add,
+                AtomType::U64,
+                Form::Inline,
+            ),
+            (
+                Space::Shared,
+                Src::Reg(0),
+                AtomOp::Min,
+                AtomType::S32,
+                Form::Inline,
+            ),
+            (
+                Space::Host,
+                Src::Reg(0),
+                AtomOp::Cas,
+                AtomType::U64,
+                Form::Inline,
+            ),
+            (
+                Space::Host,
+                Src::Reg(0),
+                AtomOp::Inc,
+                AtomType::U32,
+                Form::Inline,
+            ),
+            // Floating-point atomics: the interpreter's one float code path.
+            (
+                Space::Shared,
+                Src::Reg(0),
+                AtomOp::Add,
+                AtomType::F32,
+                Form::Interpreter,
+            ),
+            (
+                Space::Host,
+                Src::Reg(0),
+                AtomOp::Exch,
+                AtomType::F64,
+                Form::Interpreter,
+            ),
+            // Addresses inline code does not compute for these spaces.
+            (
+                Space::Host,
+                shared_var,
+                AtomOp::Add,
+                AtomType::U32,
+                Form::Interpreter,
+            ),
+            (
+                Space::Shared,
+                Src::Imm(64),
+                AtomOp::Add,
+                AtomType::U32,
+                Form::Interpreter,
+            ),
+            (
+                Space::Host,
+                Src::KernelParam(0),
+                AtomOp::Add,
+                AtomType::U32,
+                Form::Interpreter,
+            ),
+        ] {
+            assert_eq!(
+                form_of(atom(space, base, op, ty)),
+                Some(expected),
+                "{space:?} {base:?} {op:?} {ty:?}"
+            );
+        }
+        // An atomic is a segment of its own: its addresses are checked for all lanes first.
+        let code = vec![
+            add(),
+            inst(
+                atom(Space::Shared, Src::Reg(0), AtomOp::Add, AtomType::U32),
+                NO_REG,
+                false,
+            ),
+            add(),
+        ];
+        let forms = forms_of(&code, 8).expect("forms");
+        assert_eq!(segment_starts(&code, &forms), vec![0, 1, 2]);
     }
 }

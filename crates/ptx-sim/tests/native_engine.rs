@@ -2,7 +2,8 @@
 //! kernel calls and instructions the interpreter executes inside a run: global loads that hit
 //! and miss the warp's cached range, `ld.param`, shared stores with partial masks and shared
 //! addresses, warps racing through shared memory (the slices must end at the same accesses),
-//! and faults of every kind inside a run; and warps that switch from the interpreter to the
+//! integer atomics in shared and host memory whose lanes collide, and faults of every kind
+//! inside a run; and warps that switch from the interpreter to the
 //! native code in the middle of a launch (the native engine's tiers). The interpreter is the
 //! reference: each launch runs once with it and once per threshold with the native engine on
 //! equal inputs, and the results (statistics or the error's text) and the memory after must be
@@ -27,11 +28,12 @@ const NATIVE_AFTER: [u64; 4] = [0, 1, 40, 400];
 
 /// Launches `kernel` of `text` with `engine` (the native one compiling a function after
 /// `native_after` warp-instructions): its parameters are the addresses of `buffers` (filled
-/// with `inputs` first), then `scalars`. (The same buffers for both engines, so that the
-/// addresses in errors are the same.)
+/// with `inputs` first), then `scalars`; `whole_buffers`: warps cache whole buffers
+/// ([`TestEnv::whole_buffers`]). (The same buffers for both engines, so that the addresses in
+/// errors are the same.)
 fn run(
     text: &str,
-    (engine, native_after): (Engine, u64),
+    (engine, native_after, whole_buffers): (Engine, u64, bool),
     kernel: &str,
     config: &LaunchConfig,
     (inputs, buffers): (&[Vec<u32>], &mut [Vec<u32>]),
@@ -40,7 +42,8 @@ fn run(
     let mut program: Program = load(text);
     program.set_engine(engine);
     program.set_native_after(native_after);
-    let env = TestEnv::default();
+    let mut env = TestEnv::default();
+    env.whole_buffers = whole_buffers;
     let mut args = Vec::new();
     for (buffer, input) in buffers.iter_mut().zip(inputs) {
         buffer.copy_from_slice(input);
@@ -63,10 +66,21 @@ fn agree(
     inputs: &[Vec<u32>],
     scalars: &[u32],
 ) -> Outcome {
+    agree_in(text, kernel, config, (inputs, false), scalars)
+}
+
+/// [`agree`] with warps caching whole buffers or not (`whole_buffers`).
+fn agree_in(
+    text: &str,
+    kernel: &str,
+    config: LaunchConfig,
+    (inputs, whole_buffers): (&[Vec<u32>], bool),
+    scalars: &[u32],
+) -> Outcome {
     let mut buffers = inputs.to_vec();
     let interpreted = run(
         text,
-        (Engine::Interpreter, 0),
+        (Engine::Interpreter, 0, whole_buffers),
         kernel,
         &config,
         (inputs, &mut buffers),
@@ -75,7 +89,7 @@ fn agree(
     for native_after in NATIVE_AFTER {
         let native = run(
             text,
-            (Engine::Native, native_after),
+            (Engine::Native, native_after, whole_buffers),
             kernel,
             &config,
             (inputs, &mut buffers),
@@ -84,7 +98,7 @@ fn agree(
         assert_eq!(
             native, interpreted,
             "{kernel} {scalars:?}: the native engine (compiling after {native_after} \
-             warp-instructions) differs from the interpreter"
+             warp-instructions, whole buffers {whole_buffers}) differs from the interpreter"
         );
     }
     interpreted
@@ -614,5 +628,229 @@ fn warps_switch_to_native_code_mid_launch_with_the_interpreters_results_and_coun
                 );
             }
         }
+    }
+}
+
+/// Integer atomics and reductions inline in native runs, lane by lane as the interpreter:
+/// in the shared window (every operation and type, lanes colliding on one address four at a
+/// time and at distinct ones, a shared variable's address as counter code writes it, guarded
+/// in some lanes, in none, and in a divergent region only some lanes enter) and on host memory
+/// (the warp's cached range hit and missed, `.global` and generic; generic ones into the
+/// shared window, which the interpreter treats as private: the second hits the window the
+/// first cached). The old values feed later
+/// instructions of the run. `mode` injects a fault: 1 a shared atomic outside the window in
+/// thread 37, 2 one misaligned there, 3 a global atomic outside the buffer in the CTA's last
+/// thread (the lanes before it have added: the buffer shows it).
+///
+/// Shared words (u32): 0-3 add, 4-7 max.u32, 8-11 min.s32, 12-15 or, 16-19 xor, 20-23 inc 5,
+/// 24-27 dec 7, 28-31 cas, 32-95 per lane (`tid % 64`): exch then and, 96-103 add.u64 per
+/// bin, 104-107 add.s32, 108-111 the divergent region's adds, 112-115 the guarded adds,
+/// 116-119 generic adds; `cnt`: red.u64 of the warps' populations, and of every lane's tid.
+/// Global words: 0-3 add, 4-7 max.s32, 8-11 inc 6, 12-15 dec 9, 16-17 red.u64 of the tids,
+/// 20-23 cas, 24-27 generic add, 28-29 exch.b64. Each thread writes 16 words to `out`.
+const ATOMICS: &str = r#"
+.visible .entry atomics(.param .u64 out, .param .u64 glob, .param .u32 mode)
+{
+    .shared .align 8 .b8 sh[512];
+    .shared .align 8 .b8 cnt[16];
+    .reg .pred %p<10>;
+    .reg .b32 %r<80>;
+    .reg .b64 %rd<40>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [glob];
+    ld.param.u32 %r1, [mode];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mad.lo.s32 %r4, %r3, %ntid.x, %r2;
+    mul.wide.u32 %rd3, %r4, 64;
+    add.s64 %rd4, %rd1, %rd3;
+    mov.u32 %r5, sh;
+    shl.b32 %r6, %r2, 2;
+    add.u32 %r7, %r5, %r6;
+    mov.u32 %r8, 0;
+    st.shared.u32 [%r7], %r8;
+    setp.lt.u32 %p1, %r2, 48;
+    @%p1 st.shared.u32 [%r7+320], %r8;
+    mov.u32 %r9, cnt;
+    add.u32 %r9, %r9, %r6;
+    setp.lt.u32 %p1, %r2, 4;
+    @%p1 st.shared.u32 [%r9], %r8;
+    bar.sync 0;
+    and.b32 %r10, %r2, 3;
+    shl.b32 %r11, %r10, 2;
+    add.u32 %r12, %r5, %r11;
+    setp.eq.u32 %p2, %r1, 1;
+    setp.eq.and.u32 %p2, %r2, 37, %p2;
+    selp.b32 %r60, 4096, 0, %p2;
+    setp.eq.u32 %p2, %r1, 2;
+    setp.eq.and.u32 %p2, %r2, 37, %p2;
+    selp.b32 %r61, 2, 0, %p2;
+    add.u32 %r60, %r60, %r61;
+    add.u32 %r62, %r12, %r60;
+    atom.shared.add.u32 %r13, [%r62], 1;
+    add.u32 %r14, %r2, 1;
+    atom.shared.max.u32 %r15, [%r12+16], %r14;
+    sub.s32 %r17, 40, %r2;
+    atom.shared.min.s32 %r16, [%r12+32], %r17;
+    shl.b32 %r18, 1, %r2;
+    atom.shared.or.b32 %r19, [%r12+48], %r18;
+    red.shared.xor.b32 [%r12+64], %r14;
+    atom.shared.inc.u32 %r20, [%r12+80], 5;
+    atom.shared.dec.u32 %r21, [%r12+96], 7;
+    shr.u32 %r22, %r2, 2;
+    atom.shared.cas.b32 %r23, [%r12+112], %r22, %r14;
+    and.b32 %r24, %r2, 63;
+    shl.b32 %r24, %r24, 2;
+    add.u32 %r25, %r5, %r24;
+    mad.lo.s32 %r26, %r2, 7919, 12345;
+    atom.shared.exch.b32 %r27, [%r25+128], %r26;
+    atom.shared.and.b32 %r28, [%r25+128], -16;
+    add.u32 %r29, %r27, %r28;
+    shl.b32 %r30, %r10, 3;
+    add.u32 %r30, %r5, %r30;
+    cvt.u64.u32 %rd5, %r14;
+    atom.shared.add.u64 %rd6, [%r30+384], %rd5;
+    atom.shared.add.s32 %r31, [%r12+416], %r17;
+    activemask.b32 %r32;
+    popc.b32 %r33, %r32;
+    cvt.u64.u32 %rd7, %r33;
+    and.b32 %r34, %r2, 31;
+    setp.eq.u32 %p3, %r34, 0;
+    @%p3 red.shared.add.u64 [cnt], %rd7;
+    cvt.u64.u32 %rd8, %r2;
+    red.shared.add.u64 [cnt+8], %rd8;
+    mov.u32 %r40, 57005;
+    setp.lt.u32 %p4, %r2, 8;
+    and.b32 %r35, %r2, 1;
+    setp.eq.or.u32 %p4, %r35, 1, %p4;
+    setp.lt.u32 %p5, %r2, 40;
+    and.pred %p4, %p4, %p5;
+    @%p4 atom.shared.add.u32 %r40, [%r12+448], %r14;
+    setp.lt.u32 %p5, %r2, 8;
+    @%p5 atom.shared.add.u32 %r41, [%r12+448], 100;
+    mul.wide.u32 %rd9, %r10, 4;
+    add.s64 %rd10, %rd2, %rd9;
+    setp.eq.u32 %p6, %r1, 3;
+    mov.u32 %r36, %ntid.x;
+    sub.u32 %r36, %r36, 1;
+    setp.eq.and.u32 %p6, %r2, %r36, %p6;
+    selp.b64 %rd11, 1048576, 0, %p6;
+    add.s64 %rd12, %rd10, %rd11;
+    atom.global.add.u32 %r42, [%rd12], 1;
+    atom.global.max.s32 %r43, [%rd10+16], %r17;
+    ld.global.u32 %r44, [%rd4];
+    atom.global.inc.u32 %r45, [%rd10+32], 6;
+    atom.global.dec.u32 %r46, [%rd10+48], 9;
+    red.global.add.u64 [%rd2+64], %rd8;
+    atom.global.cas.b32 %r47, [%rd10+80], %r22, %r14;
+    atom.add.u32 %r48, [%rd10+96], %r14;
+    cvt.u64.u32 %rd13, %r26;
+    atom.global.exch.b64 %rd14, [%rd2+112], %rd13;
+    mov.u64 %rd15, sh;
+    cvta.shared.u64 %rd16, %rd15;
+    cvt.u64.u32 %rd17, %r11;
+    add.s64 %rd18, %rd16, %rd17;
+    atom.add.u32 %r49, [%rd18+464], %r14;
+    atom.add.u32 %r64, [%rd18+464], %r49;
+    add.u32 %r50, %r42, %r13;
+    mov.u32 %r51, 48879;
+    and.b32 %r52, %r2, 5;
+    setp.eq.u32 %p7, %r52, 0;
+    @%p7 bra AFTER;
+    atom.shared.add.u32 %r51, [%r12+432], 3;
+    red.shared.add.u32 [%r12+432], %r2;
+    atom.shared.inc.u32 %r53, [%r12+432], 1000;
+    add.u32 %r51, %r51, %r53;
+AFTER:
+    bar.sync 0;
+    ld.shared.u32 %r54, [%r12];
+    ld.shared.u32 %r55, [%r12+16];
+    ld.shared.u32 %r56, [%r12+32];
+    ld.shared.u32 %r57, [%r12+80];
+    ld.shared.u32 %r58, [%r12+96];
+    ld.shared.u32 %r59, [cnt];
+    ld.shared.u32 %r63, [cnt+8];
+    st.global.v4.u32 [%rd4], {%r13, %r42, %r54, %r55};
+    st.global.v4.u32 [%rd4+16], {%r56, %r57, %r58, %r59};
+    st.global.v4.u32 [%rd4+32], {%r23, %r29, %r40, %r51};
+    st.global.v4.u32 [%rd4+48], {%r45, %r47, %r63, %r50};
+    ret;
+}
+"#;
+
+#[test]
+fn integer_atomics_inline_are_the_interpreters() {
+    // Two CTAs of 80 threads: two whole warps and one of 16 lanes each.
+    let (ctas, threads) = (2usize, 80usize);
+    // Warps caching whole buffers: the global atomics hit the cached range (inline) but at
+    // the first and after the load from `out`; caching the few bytes asked for: they miss (the
+    // interpreter's).
+    let cases = [(0u32, false), (1, true), (2, true), (3, true)];
+    for (whole_buffers, (mode, fails)) in [false, true]
+        .into_iter()
+        .flat_map(|w| cases.into_iter().map(move |c| (w, c)))
+    {
+        let outcome = agree_in(
+            ATOMICS,
+            "atomics",
+            config([ctas as u32, 1, 1], [threads as u32, 1, 1], 1),
+            (&[vec![0; ctas * threads * 16], vec![0; 32]], whole_buffers),
+            &[mode],
+        );
+        assert_eq!(
+            outcome.result.is_err(),
+            fails,
+            "mode {mode}: {:?}",
+            outcome.result
+        );
+        if mode == 3 {
+            // CTA 0's threads before its last added to the global bins; then it faulted.
+            assert_ne!(outcome.buffers[1][..4], [0; 4]);
+        }
+        if fails {
+            continue;
+        }
+        let stats = outcome.result.as_ref().expect("ran");
+        assert!(stats.global_atomics > 0);
+        let out = &outcome.buffers[0];
+        let glob = &outcome.buffers[1];
+        for cta in 0..ctas {
+            for t in 0..threads {
+                let row = &out[(cta * threads + t) * 16..][..16];
+                let bin = t as u32 % 4;
+                let lane = t % 32;
+                // Lanes of a warp at one bin add in lane order: each sees the one four lanes
+                // below it (shared and global alike).
+                if lane >= 4 {
+                    let below = &out[(cta * threads + t - 4) * 16..][..16];
+                    assert_eq!(row[0], below[0] + 1, "CTA {cta} thread {t}: shared add");
+                    assert_eq!(row[1], below[1] + 1, "CTA {cta} thread {t}: global add");
+                }
+                // After the barrier: 20 threads per bin; max of tid + 1; min of 40 - tid;
+                // 20 increments wrapping at 5 (period 6) and decrements at 7 (period 8).
+                assert_eq!(row[2], 20, "CTA {cta} thread {t}: bin");
+                assert_eq!(row[3], 77 + bin, "CTA {cta} thread {t}: max");
+                assert_eq!(row[4] as i32, -36 - bin as i32, "CTA {cta} thread {t}: min");
+                assert_eq!(row[5], 20 % 6, "CTA {cta} thread {t}: inc");
+                assert_eq!(row[6], 8 - 20 % 8, "CTA {cta} thread {t}: dec");
+                // Each warp's first lane adds its population: 32 + 32 + 16.
+                assert_eq!(row[7], 80, "CTA {cta} thread {t}: counter");
+                assert_eq!(row[14], (0..80).sum::<u32>(), "CTA {cta} thread {t}: tids");
+                // The guarded atomic: lanes outside the guard keep 0xdead.
+                let guarded = (t < 8 || t % 2 == 1) && t < 40;
+                assert_eq!(row[10] == 57005, !guarded, "CTA {cta} thread {t}: guard");
+                // The divergent region: lanes with `tid & 5 == 0` skip it.
+                assert_eq!(row[11] == 48879, t & 5 == 0, "CTA {cta} thread {t}: region");
+            }
+        }
+        // Both CTAs: 40 adds per bin, 40 increments wrapping at 6 (period 7), 40 decrements
+        // at 9 (period 10), the tids summed twice.
+        assert_eq!(glob[..4], [40; 4]);
+        assert_eq!(glob[8..12], [40 % 7; 4]);
+        assert_eq!(glob[12..16], [0; 4]);
+        assert_eq!(
+            u64::from(glob[16]) | u64::from(glob[17]) << 32,
+            2 * (0..80u64).sum::<u64>()
+        );
     }
 }

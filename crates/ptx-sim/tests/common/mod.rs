@@ -11,6 +11,10 @@ use ptx_sim::{Environment, LaunchConfig, LaunchStats, Program, SimError, Texture
 #[derive(Default)]
 pub struct TestEnv {
     ranges: Mutex<Vec<(u64, u64)>>,
+    /// Name each registered buffer as a whole to warps (`Environment::global_range`, as the
+    /// CPU runtime names its allocations), so that accesses all over a buffer hit the warp's
+    /// cached range; otherwise warps cache the few bytes they asked about.
+    pub whole_buffers: bool,
     pub textures: HashMap<u64, Texture>,
     pub texrefs: HashMap<String, Texture>,
 }
@@ -36,6 +40,19 @@ impl Environment for TestEnv {
             .unwrap()
             .iter()
             .any(|&(a, l)| address >= a && end <= a + l)
+    }
+
+    fn global_range(&self, address: u64, len: u64) -> Option<(u64, u64)> {
+        if !self.whole_buffers {
+            return None;
+        }
+        let end = address.checked_add(len)?;
+        self.ranges
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|&&(a, l)| address >= a && end <= a + l)
+            .map(|&(a, l)| (a, a + l))
     }
 
     fn texture(&self, texture: TextureRef<'_>) -> Option<Texture> {
