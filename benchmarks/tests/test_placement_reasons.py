@@ -3,8 +3,8 @@
 
     python3 benchmarks/tests/test_placement_reasons.py      (after cargo build -p analysis)
 
-One app with one kept sm_20 PTX unit: kernel `k`, a loop whose trip count is the thread's
-($L1, block 1, which sm_20 cannot count in registers: no shfl.sync), the entry block (counted
+One app with one kept sm_20 PTX unit: kernel `k`, a loop whose trip count is the lane's
+(`%laneid`, which the launch does not give: not counted from it; $L1, block 1, which sm_20 cannot count in registers: no shfl.sync), the entry block (counted
 from the launch) and the block after the loop (a copy of the entry). Its profile says the warps
 ran blocks 0, 1, 2 once, 10 and once; the measured counter code is 80 warp instructions and 20
 atomics. By hand, with --update-costs 7,6,4 (the code before ef69cd8): block 1's full update
@@ -32,7 +32,7 @@ PTX = """.version 7.8
 {
 \t.reg .pred %p<4>;
 \t.reg .b32 %r<8>;
-\tmov.u32 %r1, %tid.x;
+\tmov.u32 %r1, %laneid;
 \tmov.u32 %r2, 0;
 $L1:
 \tadd.s32 %r2, %r2, 1;
