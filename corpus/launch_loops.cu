@@ -8,7 +8,8 @@
 // device, a control); a loop over a tile's rows with a literal step (a stencil's halo rows: some rows take two trips, some
 // one) and one with a step of `blockDim.y` over a parameter's rows; a loop counting down by a
 // parameter's step, tested with `>=` on a signed index; a chunk of `n / gridDim.x` elements per
-// CTA walked with a stride of `blockDim.x` (Parboil histo's prescan); a loop bounded by a parameter that every
+// CTA walked with a stride of `blockDim.x` (Parboil histo's prescan); what clang makes of a
+// parameter-bounded loop it unrolls (a main loop and a remainder, tested with `!=`); a loop bounded by a parameter that every
 // thread runs the same number of times (also zero; clang counts it down to zero with `!=`, so
 // only nvcc's build takes it from the launch). Witnessed with witness_predicated(), which
 // adds no branch, so each loop stays one block.
@@ -78,6 +79,33 @@ __global__ void chunks(const float* in, float* out, int n) {
         witness_predicated();
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+// What clang makes of a parameter-bounded loop it unrolls by four (Polybench's GEMM): a main
+// loop counting up by 4 to `n & -4` and a remainder loop counting `n & 3` down to zero, both
+// tested with `!=`, written out.
+__global__ void unrolled(const float* in, float* out, int n) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+    int k = 0;
+    if ((n & -4) != 0) {
+#pragma unroll 1
+        do {
+            acc += (in[k] + in[k + 1] + in[k + 2] + in[k + 3]) * (float)(t + 1);
+            witness_predicated();
+            k += 4;
+        } while (k != (n & -4));
+    }
+    int rest = n & 3;
+    if (rest != 0) {
+#pragma unroll 1
+        do {
+            acc += in[k++] * (float)(t + 1);
+            witness_predicated();
+            rest -= 1;
+        } while (rest != 0);
+    }
+    out[t] = acc;
 }
 
 __global__ void same_trips(const int* in, int* out, int n) {
@@ -171,6 +199,19 @@ int main() {
             float want = 0.0f;
             for (int i = cta * chunk + t % 32; i < cta * chunk + chunk / 8; i += 32) want += in[i];
             expect("chunks", t, out[t], want);
+        }
+    }
+    for (int n : {0, 3, 4, 11, 64}) {
+        unrolled<<<2, 48>>>(d_in, d_out, n);
+        CHECK_LAUNCH();
+        CHECK(cudaMemcpy(out.data(), d_out, 96 * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int t = 0; t < 96; ++t) {
+            float want = 0.0f;
+            int k = 0;
+            for (; k < (n & -4); k += 4)
+                want += (in[k] + in[k + 1] + in[k + 2] + in[k + 3]) * (float)(t + 1);
+            for (; k < n; ++k) want += in[k] * (float)(t + 1);
+            expect("unrolled", t, out[t], want);
         }
     }
     for (int n : {0, 9}) {

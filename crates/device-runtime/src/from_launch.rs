@@ -93,8 +93,9 @@ impl LoopTrips {
         })
     }
 
-    /// The comparison `v OP bound` (`v` on the left) that repeats, or `None` for `eq`/`ne`
-    /// (not monotone in k).
+    /// The comparison `v OP bound` (`v` on the left) that repeats: lt, le, gt, ge, or ne
+    /// (repeat until equal, counted only where every thread's distance to the bound is the
+    /// same: `init` and `bound` read no thread index); `None` for eq (repeat while equal).
     pub fn repeat_op(&self) -> Option<CompareOp> {
         let op = if self.induction_left {
             self.op
@@ -102,11 +103,11 @@ impl LoopTrips {
             self.op.flip()
         };
         let op = if self.repeat_when { op } else { op.negate() };
-        matches!(
-            op,
-            CompareOp::Lt | CompareOp::Le | CompareOp::Gt | CompareOp::Ge
-        )
-        .then_some(op)
+        match op {
+            CompareOp::Lt | CompareOp::Le | CompareOp::Gt | CompareOp::Ge => Some(op),
+            CompareOp::Ne if !self.init.reads_thread() && !self.bound.reads_thread() => Some(op),
+            CompareOp::Ne | CompareOp::Eq => None,
+        }
     }
 
     /// Its three expressions.

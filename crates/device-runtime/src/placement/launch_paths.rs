@@ -809,8 +809,9 @@ const MAX_LOOP_WIDTH: u32 = 64;
 
 /// The trips of block `h`, a loop of one block entered from a tree block whose registers hold
 /// `state` ([`LoopTrips`]): `h` ends in a branch back to itself guarded by a predicate written
-/// once in `h`, by an unguarded integer `setp` (lt, le, gt or ge) of an induction register `v`
-/// against a value the tree knows; `v` is written in `h` only by one unguarded `add`/`sub` of a
+/// once in `h`, by an unguarded integer `setp` (lt, le, gt, ge; or ne repeating until equal,
+/// where the start and the bound read no thread index) of an induction register `v` against a
+/// value the tree knows; `v` is written in `h` only by one unguarded `add`/`sub` of a
 /// value the tree knows that reads no thread index (the step), and the tree knows `v` on entry.
 /// Nothing in `h` may end the thread or leave the function's known control flow (`ret`,
 /// `exit`, `trap`, `call`, `brx`); the test, the step and the branch lie at the body's top
@@ -884,6 +885,8 @@ fn loop_trips(
         return None;
     }
     let op = match modifiers[0] {
+        "eq" => CompareOp::Eq,
+        "ne" => CompareOp::Ne,
         "lt" | "lo" => CompareOp::Lt,
         "le" | "ls" => CompareOp::Le,
         "gt" | "hi" => CompareOp::Gt,
@@ -1597,8 +1600,11 @@ $DONE:
                 "\tld.global.u32 %r6, [%rd1];\n",
                 "\tld.global.u32 %r8, [%rd1];\n",
             ),
-            // An equality test (not monotone in the trips).
+            // A test until equal of a start that depends on the thread (the distances to the
+            // bound may not be multiples of the step).
             ("setp.lt.u32 %p2", "setp.ne.u32 %p2"),
+            // A test that repeats while equal.
+            ("setp.lt.u32 %p2", "setp.eq.u32 %p2"),
             // A start that reads the CTA index with a step that does not read the grid's
             // size (`i += 2 ntid.x`): the threads' trips would spread over the whole grid.
             ("mul.lo.s32 %r5, %r9, %r10", "mov.u32 %r5, %r9"),
@@ -1664,5 +1670,22 @@ $DONE:
         // chunk's end) needs a grid stride.
         let whole = body.replace("setp.lt.s32 %p2, %r7, %r3", "setp.lt.s32 %p2, %r7, %r12");
         assert!(counted(&whole).iter().all(|b| b.trips.is_none()));
+    }
+
+    #[test]
+    fn a_loop_until_equal_of_a_distance_every_thread_shares_is_counted_from_the_launch() {
+        // clang's remainder loop (Polybench's GEMM): `r = n & 3; if (r != 0) do { ...; r -= 1; }
+        // while (r != 0)`, as `add -1`, `setp.ne`.
+        let body = "\tld.param.u32 %r1, [k_n];\n\tand.b32 %r2, %r1, 3;\n\
+            \tsetp.eq.s32 %p1, %r2, 0;\n\t@%p1 bra $DONE;\n$LOOP:\n\tld.global.u32 %r9, [%rd1];\n\
+            \tadd.s32 %r2, %r2, -1;\n\tsetp.ne.s32 %p2, %r2, 0;\n\t@%p2 bra $LOOP;\n$DONE:\n\tret;";
+        let trips = counted(body)
+            .into_iter()
+            .find_map(|b| b.trips)
+            .expect("the loop counted from the launch");
+        assert_eq!(trips.repeat_op(), Some(CompareOp::Ne));
+        // From the thread's own index the distances differ: left to the device.
+        let own = body.replace("and.b32 %r2, %r1, 3", "mov.u32 %r2, %tid.x");
+        assert!(counted(&own).iter().all(|b| b.trips.is_none()));
     }
 }

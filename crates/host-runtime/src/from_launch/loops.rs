@@ -30,6 +30,11 @@ pub(super) struct Expanded {
     pub blocks: Vec<LaunchCounted>,
     /// Per original block: `(index in blocks, times)`.
     pub sums: Vec<Vec<(usize, u64)>>,
+    /// Loops whose trips cannot be counted under this launch: `(index in blocks of the loop's
+    /// path, why)`. Their counts are the path's, zero, where no thread enters the loop (its
+    /// guard skips it: `if (n >= 4)` before a loop to `n & -4`); otherwise the launch's counts
+    /// are refused with the reason.
+    pub uncountable: Vec<(usize, String)>,
 }
 
 /// Replaces each loop of `blocks` by its path and its mixed tests under `launch` (which has
@@ -38,6 +43,7 @@ pub(super) fn expand(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<
     let mut expanded = Expanded {
         blocks: Vec::new(),
         sums: Vec::new(),
+        uncountable: Vec::new(),
     };
     for block in blocks {
         let Some(trips) = &block.trips else {
@@ -45,14 +51,22 @@ pub(super) fn expand(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<
             expanded.blocks.push(block.clone());
             continue;
         };
-        let tests = mixed_tests(trips, launch)
-            .map_err(|why| format!("block {}: the loop's trips: {why}", block.block))?;
-        let mut sum = vec![(expanded.blocks.len(), tests.all_threads)];
+        let path_index = expanded.blocks.len();
         expanded.blocks.push(LaunchCounted {
             block: block.block,
             path: block.path.clone(),
             trips: None,
         });
+        let tests = match mixed_tests(trips, launch) {
+            Ok(tests) => tests,
+            Err(why) => {
+                let why = format!("block {}: the loop's trips: {why}", block.block);
+                expanded.uncountable.push((path_index, why));
+                expanded.sums.push(vec![(path_index, 1)]);
+                continue;
+            }
+        };
+        let mut sum = vec![(path_index, tests.all_threads)];
         for offset in tests.mixed {
             let repeats = trips
                 .repeats_at(offset)
@@ -73,6 +87,11 @@ pub(super) fn expand(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<
 
 /// The original blocks' counts from those of the expanded ones.
 pub(super) fn fold(expanded: &Expanded, counts: &[(u64, u64)]) -> Result<Vec<(u64, u64)>, String> {
+    for (path, why) in &expanded.uncountable {
+        if counts[*path].0 != 0 {
+            return Err(why.clone());
+        }
+    }
     let overflow = || "the counts of a loop counted from the launch exceed 2^64".to_string();
     expanded
         .sums
@@ -93,6 +112,51 @@ pub(super) fn fold(expanded: &Expanded, counts: &[(u64, u64)]) -> Result<Vec<(u6
             Ok(total)
         })
         .collect()
+}
+
+/// The tests of a loop that repeats until its induction register equals its bound, `init` and
+/// `bound` (exact, at the launch's corners) the same for every thread: the register reaches the
+/// bound at test `k* = (bound - init) / step` when that is a whole number from the first test on,
+/// and every value up to it is exact (no wrap-around); then every thread runs the block
+/// `1 + k* - first` times. Otherwise (it would pass the bound and wrap around, or never move)
+/// the counts are refused.
+fn until_equal(
+    init: &[i128],
+    bound: &[i128],
+    step: i128,
+    first: i128,
+    (least, greatest): (i128, i128),
+) -> Result<Tests, String> {
+    let (Some(&v), Some(&b)) = (init.first(), bound.first()) else {
+        return Err("no threads".to_string());
+    };
+    if init.iter().any(|&x| x != v) || bound.iter().any(|&x| x != b) {
+        return Err("its distance to its bound differs between threads".to_string());
+    }
+    let distance = b - v;
+    let reached = if step == 0 {
+        (distance == 0).then_some(first)
+    } else {
+        (distance % step == 0 && distance / step >= first).then(|| distance / step)
+    };
+    let Some(last) = reached else {
+        return Err(format!(
+            "its induction register steps by {step} from {v} and does not meet its bound {b}: \
+             it would wrap around"
+        ));
+    };
+    if ![first, last]
+        .iter()
+        .all(|&k| (least..=greatest).contains(&(v + k * step)))
+    {
+        return Err("its induction register would wrap around".to_string());
+    }
+    let all_threads =
+        u64::try_from(1 + (last - first)).map_err(|_| "more than 2^64 trips".to_string())?;
+    Ok(Tests {
+        all_threads,
+        mixed: Vec::new(),
+    })
 }
 
 /// What a loop's runs are made of under one launch.
@@ -144,7 +208,7 @@ fn mixed_tests(trips: &LoopTrips, launch: &LaunchValues) -> Result<Tests, String
     }
     let op = trips
         .repeat_op()
-        .ok_or("an equality test is not monotone")?;
+        .ok_or("a test that repeats while equal is not monotone")?;
     let modulus = 1i128 << width;
     let (least, greatest) = reading(width, trips.signed);
     let origin = ThreadPoint {
@@ -187,6 +251,10 @@ fn mixed_tests(trips: &LoopTrips, launch: &LaunchValues) -> Result<Tests, String
     };
     let init = placed(&trips.init)?;
     let bound = placed(&trips.bound)?;
+    let first = trips.first_test();
+    if op == CompareOp::Ne {
+        return until_equal(&init, &bound, step, first, (least, greatest));
+    }
     // Towards the bound: `forward` is the step's magnitude in the direction that ends the
     // loop, and the distance left; test k repeats while `k × forward < distance` (strict) or
     // `<=` (not).
@@ -195,7 +263,9 @@ fn mixed_tests(trips: &LoopTrips, launch: &LaunchValues) -> Result<Tests, String
         CompareOp::Le => (true, false),
         CompareOp::Gt => (false, true),
         CompareOp::Ge => (false, false),
-        CompareOp::Eq | CompareOp::Ne => return Err("an equality test is not monotone".into()),
+        CompareOp::Eq | CompareOp::Ne => {
+            return Err("a test that repeats while equal is not monotone".into())
+        }
     };
     let forward = if rising { step } else { -step };
     let distances: Vec<i128> = init
@@ -205,7 +275,6 @@ fn mixed_tests(trips: &LoopTrips, launch: &LaunchValues) -> Result<Tests, String
         .collect();
     let nearest = distances.iter().copied().min().unwrap_or(0);
     let farthest = distances.iter().copied().max().unwrap_or(0);
-    let first = trips.first_test();
     // The first test that does not repeat for a thread at this distance.
     let stop = |distance: i128| -> i128 {
         if strict {
@@ -644,6 +713,77 @@ mod tests {
         };
         let (counts, _) = count_blocks(&[block(long, false)], &launch, Mode::All).unwrap();
         assert_eq!(counts, vec![(120 * n, 6 * n)]);
+    }
+
+    #[test]
+    fn loops_until_equal_count_when_their_register_meets_the_bound() {
+        // clang's unrolled loop and its remainder (Polybench's GEMM): `for (k = 0; k != (n &
+        // -4); k += 4)` and `for (r = n & 3; r != 0; r -= 1)`, tested after the step.
+        let and = |mask: u64| IntExpr::And(Box::new(param(0, 4)), mask);
+        let ne = |init: IntExpr, step: u64, bound: IntExpr| {
+            let mut t = trips(CompareOp::Ne, true, 32, init, IntExpr::Literal(step), bound);
+            t.induction_left = false;
+            t
+        };
+        let main = ne(IntExpr::Literal(0), 4, and(0xFFFF_FFFC));
+        let rest = ne(and(3), u64::from(u32::MAX), IntExpr::Literal(0));
+        for n in [4u64, 7, 1021, 4096] {
+            let launch = LaunchValues {
+                grid: [3, 2, 1],
+                block: [40, 2, 1],
+                params: vec![Some(n)],
+            };
+            let threads = 6 * 80;
+            let warps = 6 * 3;
+            for (t, trips) in [(&main, n / 4), (&rest, n % 4)] {
+                if trips == 0 {
+                    continue; // the loop's guard skips it
+                }
+                let (counts, _) =
+                    count_blocks(&[block(t.clone(), false)], &launch, Mode::All).unwrap();
+                assert_eq!(counts, vec![(threads * trips, warps * trips)], "n = {n}");
+                assert!(agrees(&block(t.clone(), false), &launch));
+            }
+        }
+        // A loop no thread enters (its guard `n & -4 != 0` fails for n = 3: the main loop
+        // would step from 0 past its bound 0) counts zero, the launch is not refused.
+        let guarded = LaunchCounted {
+            path: vec![Condition {
+                predicate: Predicate::compare(
+                    CompareOp::Ne,
+                    true,
+                    32,
+                    and(0xFFFF_FFFC),
+                    IntExpr::Literal(0),
+                ),
+                holds: true,
+            }],
+            ..block(main.clone(), false)
+        };
+        let launch = LaunchValues {
+            grid: [2, 1, 1],
+            block: [32, 1, 1],
+            params: vec![Some(3)],
+        };
+        let (counts, _) = count_blocks(std::slice::from_ref(&guarded), &launch, Mode::All).unwrap();
+        assert_eq!(counts, vec![(0, 0)]);
+        // Entered (n = 4: the guard holds, the register reaches 4 after one trip): one trip
+        // per thread.
+        let launch = LaunchValues {
+            params: vec![Some(4)],
+            ..launch
+        };
+        let (counts, _) = count_blocks(&[guarded], &launch, Mode::All).unwrap();
+        assert_eq!(counts, vec![(64, 2)]);
+        // A register that passes its bound (0 stepped by 4 until 6) wraps around: refused.
+        let launch = LaunchValues {
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            params: vec![Some(6)],
+        };
+        let past = ne(IntExpr::Literal(0), 4, param(0, 4));
+        let refused = count_blocks(&[block(past, false)], &launch, Mode::All);
+        assert!(refused.is_err_and(|why| why.contains("does not meet its bound")));
     }
 
     #[test]
