@@ -206,7 +206,9 @@ fn the_leader_adds_the_active_lanes_sum_and_maximum_whatever_lanes_are_active() 
 
 /// Lanes leave loop `$L` at different times (their trip counts differ) and meet at `$X`, which
 /// heads a loop of its own (no block between them, as where a compiler leaves a preheader
-/// empty): the flush at the top of `$X` runs on every trip of that loop.
+/// empty): the flush at the top of `$X` runs on every trip of that loop. (`$L`'s bound is read
+/// at an offset, `[k_n+0]`, which the launch tree does not follow, so that the device counts
+/// `$L` in registers rather than the runtime from the launch.)
 const MEETING_HEADS_A_LOOP: &str = "
 .visible .entry k(.param .u64 k_p, .param .u32 k_n, .param .u32 k_m)
 {
@@ -214,7 +216,7 @@ const MEETING_HEADS_A_LOOP: &str = "
 \t.reg .b32 %r<16>;
 \t.reg .b64 %rd<8>;
 \tld.param.u64 %rd1, [k_p];
-\tld.param.u32 %r1, [k_n];
+\tld.param.u32 %r1, [k_n+0];
 \tld.param.u32 %r2, [k_m];
 \tmov.u32 %r3, %tid.x;
 \tmov.u32 %r4, 0;
