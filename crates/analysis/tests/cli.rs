@@ -10,14 +10,14 @@ use std::sync::OnceLock;
 use common::cuda_flux;
 
 /// The bundled example compiled to PTX by clang-16, once for all tests.
-fn example_ptx() -> PathBuf {
-    static PTX: OnceLock<PathBuf> = OnceLock::new();
-    PTX.get_or_init(|| {
+/// corpus/NAME.cu compiled by clang for sm_70, once per test binary.
+fn corpus_ptx(cell: &'static OnceLock<PathBuf>, name: &str) -> PathBuf {
+    cell.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-cli");
         std::fs::create_dir_all(&dir).unwrap();
-        let ptx = dir.join("saxpy.ptx");
+        let ptx = dir.join(format!("{name}.ptx"));
         support::compile(
-            &support::repo_root().join("corpus/saxpy.cu"),
+            &support::repo_root().join(format!("corpus/{name}.cu")),
             support::Compiler::Clang,
             "sm_70",
             &ptx,
@@ -28,23 +28,15 @@ fn example_ptx() -> PathBuf {
     .clone()
 }
 
+fn example_ptx() -> PathBuf {
+    static PTX: OnceLock<PathBuf> = OnceLock::new();
+    corpus_ptx(&PTX, "saxpy")
+}
+
 /// corpus/loops.cu for sm_70: loops whose trips depend on the data.
 fn loops_ptx() -> PathBuf {
     static PTX: OnceLock<PathBuf> = OnceLock::new();
-    PTX.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analysis-cli");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ptx = dir.join("loops.ptx");
-        support::compile(
-            &support::repo_root().join("corpus/loops.cu"),
-            support::Compiler::Clang,
-            "sm_70",
-            &ptx,
-        )
-        .unwrap();
-        ptx
-    })
-    .clone()
+    corpus_ptx(&PTX, "loops")
 }
 
 fn stderr_line(output: &Output) -> String {

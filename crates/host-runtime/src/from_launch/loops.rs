@@ -18,6 +18,8 @@ use device_runtime::from_launch::{
     sign_extend, CompareOp, LaunchCounted, LaunchValues, LoopTrips, ThreadPoint,
 };
 
+use super::add_scaled;
+
 /// The most tests of one loop that may repeat for some threads of a launch but not for others
 /// (its threads' trips spread over at most this many values): each is a launch condition of its
 /// own. A launch that needs more gets no counts (the runtime records why); the placement takes
@@ -92,24 +94,15 @@ pub(super) fn fold(expanded: &Expanded, counts: &[(u64, u64)]) -> Result<Vec<(u6
             return Err(why.clone());
         }
     }
-    let overflow = || "the counts of a loop counted from the launch exceed 2^64".to_string();
     expanded
         .sums
         .iter()
         .map(|sum| {
-            let mut total = (0u64, 0u64);
+            let mut total = [(0u64, 0u64)];
             for &(index, times) in sum {
-                let (threads, warps) = counts[index];
-                total.0 = threads
-                    .checked_mul(times)
-                    .and_then(|t| t.checked_add(total.0))
-                    .ok_or_else(overflow)?;
-                total.1 = warps
-                    .checked_mul(times)
-                    .and_then(|w| w.checked_add(total.1))
-                    .ok_or_else(overflow)?;
+                add_scaled(&mut total, &counts[index..=index], times)?;
             }
-            Ok(total)
+            Ok(total[0])
         })
         .collect()
 }
