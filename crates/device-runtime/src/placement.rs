@@ -1080,20 +1080,23 @@ fn decide(
         ..Plan::default()
     };
     let mut attempts = vec![Attempt::NotTried; loops.len()];
-    // Loops of one block the launch tree counts: found first (the tree's walk does not depend
-    // on what else is chosen), so that no region claims them.
-    if placement == Placement::Derived && entry_from_launch && launch_loops == LaunchLoops::Counted
-    {
-        let from_launch: Vec<usize> =
-            launch_paths::launch_counted(function, &cfg, &ipdoms, &depths, &|_| false)
-                .into_iter()
-                .filter(|l| l.trips.is_some())
-                .map(|l| l.block)
-                .collect();
-        for (l, attempt) in loops.iter().zip(&mut attempts) {
-            if l.blocks.len() == 1 && from_launch.contains(&l.header) {
-                *attempt = Attempt::FromLaunch;
-            }
+    // The launch tree, walked first (it does not depend on what else is chosen): its loops of
+    // one block are counted from the launch, so no region claims them; its other blocks are,
+    // unless counted some other way (copies).
+    let mut tree = if placement == Placement::Derived && entry_from_launch {
+        launch_paths::launch_counted(function, &cfg, &ipdoms, &depths)
+    } else {
+        Vec::new()
+    };
+    if launch_loops == LaunchLoops::OnDevice {
+        tree.retain(|l| l.trips.is_none());
+    }
+    for (l, attempt) in loops.iter().zip(&mut attempts) {
+        let from_launch = tree
+            .iter()
+            .any(|t| t.block == l.header && t.trips.is_some());
+        if l.blocks.len() == 1 && from_launch {
+            *attempt = Attempt::FromLaunch;
         }
     }
     let mut registers = 0;
@@ -1147,15 +1150,8 @@ fn decide(
         plan.copies = same_counts(function, &cfg, &loops, &ipdoms, &plan);
     }
     plan.copies = with_flush_copies(plan.copies, &plan.regions);
-    if placement == Placement::Derived && entry_from_launch {
-        plan.launch_counted =
-            launch_paths::launch_counted(function, &cfg, &ipdoms, &depths, &|b| {
-                plan.copied(b) || plan.derived(b)
-            });
-        if launch_loops == LaunchLoops::OnDevice {
-            plan.launch_counted.retain(|l| l.trips.is_none());
-        }
-    }
+    tree.retain(|l| !plan.copied(l.block) && !plan.derived(l.block));
+    plan.launch_counted = tree;
     if placement == Placement::Derived {
         let leaky = leaky_blocks(function, &cfg);
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);

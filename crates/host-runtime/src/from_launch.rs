@@ -132,20 +132,20 @@ fn count_expanded(
 /// Refuses conditions no method could evaluate: a parameter the launch lacks, or a comparison
 /// wider than the 64 bits a PTX register holds (which [`Compare::holds`] does not define).
 fn check_conditions(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<(), String> {
-    for block in blocks {
+    let check_params = |block: &LaunchCounted, exprs: &[&IntExpr]| {
         let mut params = Vec::new();
-        block.params(&mut params);
-        for (index, _) in params {
-            if launch.params.get(index).copied().flatten().is_none() {
-                return Err(format!("block {}: {}", block.block, MissingParam(index)));
-            }
+        for expr in exprs {
+            expr.params(&mut params);
         }
-        if let Some(trips) = block.trips.as_ref().filter(|t| t.width > 64) {
-            return Err(format!(
-                "block {}: a loop's test compares {} bits, more than 64",
-                block.block, trips.width
-            ));
+        match params
+            .into_iter()
+            .find(|&(index, _)| launch.params.get(index).copied().flatten().is_none())
+        {
+            Some((index, _)) => Err(format!("block {}: {}", block.block, MissingParam(index))),
+            None => Ok(()),
         }
+    };
+    for block in blocks {
         for compare in block.compares() {
             if compare.width > 64 {
                 return Err(format!(
@@ -153,14 +153,16 @@ fn check_conditions(blocks: &[LaunchCounted], launch: &LaunchValues) -> Result<(
                     block.block, compare.width
                 ));
             }
-            let mut params = Vec::new();
-            compare.lhs.params(&mut params);
-            compare.rhs.params(&mut params);
-            for (index, _) in params {
-                if launch.params.get(index).copied().flatten().is_none() {
-                    return Err(format!("block {}: {}", block.block, MissingParam(index)));
-                }
+            check_params(block, &[&compare.lhs, &compare.rhs])?;
+        }
+        if let Some(trips) = &block.trips {
+            if trips.width > 64 {
+                return Err(format!(
+                    "block {}: a loop's test compares {} bits, more than 64",
+                    block.block, trips.width
+                ));
             }
+            check_params(block, &trips.exprs())?;
         }
     }
     Ok(())
@@ -1402,11 +1404,12 @@ mod tests {
         assert_eq!(classes_along(20, 10, &[difference], 2), None);
     }
 
-    /// A small deterministic generator (SplitMix64), so that failures reproduce.
-    struct Random(u64);
+    /// A small deterministic generator (SplitMix64), so that failures reproduce (also the
+    /// loops' tests').
+    pub(super) struct Random(pub(super) u64);
 
     impl Random {
-        fn next(&mut self) -> u64 {
+        pub(super) fn next(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -1415,7 +1418,7 @@ mod tests {
         }
 
         /// In `[0, n)`.
-        fn below(&mut self, n: u64) -> u64 {
+        pub(super) fn below(&mut self, n: u64) -> u64 {
             self.next() % n
         }
 

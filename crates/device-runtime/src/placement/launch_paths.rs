@@ -615,14 +615,13 @@ fn widened_compare(op: CompareOp, signed: bool, lhs: Wide, rhs: Wide) -> Option<
 }
 
 /// The blocks of `function` (a kernel whose entry nothing branches to) that the runtime can
-/// count from the launch, with their paths, in block order. `skip(b)`: blocks counted some
-/// other way already (copies), which the tree still passes through.
+/// count from the launch, with their paths, in block order (the placement drops those it
+/// counts some other way, copies, which the tree passes through all the same).
 pub(crate) fn launch_counted(
     function: &Function,
     cfg: &Cfg,
     ipdoms: &[Option<usize>],
     depths: &[usize],
-    skip: &dyn Fn(usize) -> bool,
 ) -> Vec<LaunchCounted> {
     if function.kind() != FunctionKind::Entry || cfg.blocks.is_empty() || !cfg.preds[0].is_empty() {
         return Vec::new();
@@ -651,17 +650,15 @@ pub(crate) fn launch_counted(
                 params: &params,
             };
             if let Some(trips) = loop_trips(function, cfg, depths, b, &state) {
-                if !skip(b) {
-                    found.push(LaunchCounted {
-                        block: b,
-                        path,
-                        trips: Some(trips),
-                    });
-                }
+                found.push(LaunchCounted {
+                    block: b,
+                    path,
+                    trips: Some(trips),
+                });
             }
             continue;
         }
-        if b != 0 && !skip(b) {
+        if b != 0 {
             found.push(LaunchCounted {
                 block: b,
                 path: path.clone(),
@@ -1025,7 +1022,8 @@ fn push_successors(
     stack: &mut Vec<(usize, Vec<Condition>, HashMap<String, Value>)>,
 ) {
     let succs = &cfg.succs[b];
-    // Also a loop of one block entered only from `b` ([`loop_trips`] decides about it).
+    // Entered only from `b`, or a loop of one block entered only from `b` and itself
+    // ([`loop_trips`] decides about it).
     let entered_only_from_b = |s: usize| {
         cfg.preds[s][..] == [b]
             || (s != b
@@ -1130,7 +1128,6 @@ mod tests {
             &cfg,
             &cfg.ipdoms(),
             &crate::placement::scope_depths(function),
-            &|_| false,
         )
     }
 

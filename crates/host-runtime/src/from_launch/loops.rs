@@ -221,11 +221,12 @@ fn mixed_tests(trips: &LoopTrips, launch: &LaunchValues) -> Result<Tests, String
     // The exact values of `init` and `bound` at the corners, moved by the multiple of 2^width
     // that puts them all in the comparison's reading (where one does, the reading of every
     // thread's value is its exact value moved so: the values lie between the corners').
+    let corners = corners(launch);
     let placed = |expr: &device_runtime::from_launch::IntExpr| -> Result<Vec<i128>, String> {
         let mut values = Vec::new();
-        for corner in corners(launch) {
+        for corner in &corners {
             let value = expr
-                .exact(width, trips.signed, &corner, launch)
+                .exact(width, trips.signed, corner, launch)
                 .map_err(missing)?
                 .ok_or("a value beyond 128 bits")?;
             values.push(value);
@@ -323,6 +324,7 @@ mod tests {
     use device_runtime::from_launch::{CompareOp, Condition, Dim, IntExpr, Predicate, Special};
 
     use super::super::count_blocks;
+    use super::super::tests::Random;
     use super::*;
     use crate::config::Mode;
 
@@ -525,22 +527,6 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator (xorshift64*).
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
     /// Counts `block` under `launch` in every mode and compares with the oracle; returns
     /// whether the counts were given.
     fn agrees(block: &LaunchCounted, launch: &LaunchValues) -> bool {
@@ -599,7 +585,7 @@ mod tests {
         // 64 bits, the induction register on either side, repeating on either outcome, tested
         // before or after the step, rising and falling steps, starts spread over the CTA, the
         // grid or not at all, bounds that vary per thread.
-        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        let mut rng = Random(0x1234_5678_9ABC_DEF1);
         let ops = [CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge];
         let mut given = 0;
         for _ in 0..500 {
@@ -653,7 +639,7 @@ mod tests {
             if t.repeat_op().is_none() {
                 continue;
             }
-            let near_edge = |rng: &mut Rng| -> u64 {
+            let near_edge = |rng: &mut Random| -> u64 {
                 let base = match rng.below(4) {
                     0 => 0,
                     1 => 1 << 31,
