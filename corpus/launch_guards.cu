@@ -6,7 +6,10 @@
 // (negative in one launch: the same kernel launched with different values), a 3-D grid with a
 // condition on the CTA index alone and an unsigned bound, partial warps (CTAs of 48 threads), and
 // 32-bit indices compared with 64-bit bounds (widened: sign-extended against a `long` that is
-// negative, inside 32 bits or beyond them; zero-extended against an unsigned 64-bit one).
+// negative, inside 32 bits or beyond them; zero-extended against an unsigned 64-bit one), and
+// 64-bit indices built from 32-bit ones (a scan's tile, `(size_t)blockIdx.x * TILE +
+// threadIdx.x + k * 64` unrolled, against bounds inside and beyond 32 bits; a signed offset
+// from the thread index), which widen exactly in every launch (`mul.wide`, `cvt`, 64-bit adds).
 // The witnesses count the truth on the device; the results are checked on the host.
 #include "witness.cuh"
 #include <vector>
@@ -55,6 +58,23 @@ __global__ void widened(float* v, long n, unsigned long long limit) {
     }
 }
 
+__global__ void tiles64(unsigned* out, size_t n, long long shift) {
+    const size_t base = (size_t)blockIdx.x * 256;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const size_t i = base + threadIdx.x + k * 64;
+        if (i < n) {
+            witness();
+            out[i] += 1;
+        }
+    }
+    const long long j = (long long)((int)threadIdx.x - 10) + shift;
+    if (j >= 0) {
+        witness();
+        out[base + threadIdx.x] += 100;
+    }
+}
+
 int main() {
     const int n = 100, m = 70;
     std::vector<float> a(n * m), b(n * m, 0.0f);
@@ -86,6 +106,15 @@ int main() {
     const long wide_bounds[] = {300, -5, 1L << 40};
     const unsigned long long wide_limits[] = {20, 1ULL << 33, 40};
 
+    const int tile_ctas = 3;
+    std::vector<unsigned> tiles(tile_ctas * 256, 0);
+    unsigned* d_tiles;
+    CHECK(cudaMalloc(&d_tiles, tiles.size() * sizeof(unsigned)));
+    CHECK(cudaMemcpy(d_tiles, tiles.data(), tiles.size() * sizeof(unsigned),
+                     cudaMemcpyHostToDevice));
+    const size_t tile_bounds[] = {0, 100, 700, (size_t)1 << 33};
+    const long long tile_shifts[] = {-100, 5, 0, -30};
+
     witness_reset();
     interior<<<dim3((n + 15) / 16, (m + 15) / 16), dim3(16, 16)>>>(d_a, d_b, n, m);
     CHECK_LAUNCH();
@@ -101,13 +130,32 @@ int main() {
         widened<<<wide_ctas, wide_threads>>>(d_v, wide_bounds[k], wide_limits[k]);
         CHECK_LAUNCH();
     }
+    for (int k = 0; k < 4; ++k) {
+        tiles64<<<tile_ctas, 64>>>(d_tiles, tile_bounds[k], tile_shifts[k]);
+        CHECK_LAUNCH();
+    }
     witness_report();
 
     CHECK(cudaMemcpy(b.data(), d_b, b.size() * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(out.data(), d_out, count * sizeof(int), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(slab.data(), d_slab, slab.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(v.data(), d_v, v.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(tiles.data(), d_tiles, tiles.size() * sizeof(unsigned),
+                     cudaMemcpyDeviceToHost));
     long bad = 0;
+    for (int k = 0; k < 4; ++k) {
+        for (int c = 0; c < tile_ctas; ++c) {
+            for (int t = 0; t < 64; ++t) {
+                for (int u = 0; u < 4; ++u) {
+                    const size_t i = (size_t)c * 256 + t + u * 64;
+                    if (i < tile_bounds[k]) tiles[i] -= 1;
+                }
+                if (t - 10 + tile_shifts[k] >= 0) tiles[c * 256 + t] -= 100;
+            }
+        }
+    }
+    for (unsigned left : tiles)
+        if (left != 0) ++bad;
     for (int i = 0; i < wide_ctas * wide_threads; ++i) {
         float want = 1.0f;
         for (int k = 0; k < 3; ++k) {
@@ -149,5 +197,7 @@ int main() {
     CHECK(cudaFree(d_out));
     CHECK(cudaFree(d_slab));
     CHECK(cudaFree(d_v));
-    return report_result(bad, "interior points, guarded increments, slab counts and widened bounds");
+    CHECK(cudaFree(d_tiles));
+    return report_result(bad, "interior points, guarded increments, slab counts, widened bounds "
+                              "and 64-bit tiles");
 }

@@ -4,8 +4,9 @@
 // launch (`LoopTrips`), like the guards around them, with no counter code: a grid-stride loop
 // (SHOC's reduction: two elements per thread, a stride of the whole grid) launched with fewer
 // elements than threads, with as many and with many more; a 64-bit grid-stride loop (its index
-// a sum of widened 32-bit values, which the launch tree does not follow: counted on the
-// device, a control); a loop over a tile's rows with a literal step (a stencil's halo rows: some rows take two trips, some
+// a sum of 32-bit indices widened to 64 bits, exactly in every launch: `mul.wide`, `cvt`), and
+// one whose index widens a 32-bit global index, which wraps in a large enough grid (not
+// followed: counted on the device, a control); a loop over a tile's rows with a literal step (a stencil's halo rows: some rows take two trips, some
 // one) and one with a step of `blockDim.y` over a parameter's rows; a loop counting down by a
 // parameter's step, tested with `>=` on a signed index; a chunk of `n / gridDim.x` elements per
 // CTA walked with a stride of `blockDim.x` (Parboil histo's prescan); what clang makes of a
@@ -35,6 +36,17 @@ __global__ void grid_stride_64(const float* in, float* out, long long n) {
 #pragma unroll 1
     for (; i < n; i += (long long)blockDim.x * gridDim.x) {
         sum += 2.0f * in[i];
+        witness_predicated();
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+__global__ void grid_stride_widened(const float* in, float* out, long long n) {
+    long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    float sum = 0.0f;
+#pragma unroll 1
+    for (; i < n; i += (long long)blockDim.x * gridDim.x) {
+        sum += 3.0f * in[i];
         witness_predicated();
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
@@ -165,6 +177,14 @@ int main() {
             float want = 0.0f;
             for (long long i = t; i < n; i += 384) want += 2.0f * in[i];
             expect("grid_stride_64", t, out[t], want);
+        }
+        grid_stride_widened<<<3, 128>>>(d_in, d_out, n);
+        CHECK_LAUNCH();
+        CHECK(cudaMemcpy(out.data(), d_out, 384 * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int t = 0; t < 384; ++t) {
+            float want = 0.0f;
+            for (long long i = t; i < n; i += 384) want += 3.0f * in[i];
+            expect("grid_stride_widened", t, out[t], want);
         }
     }
     for (int rows : {3, 20}) {

@@ -189,6 +189,27 @@ pub enum Special {
     Nctaid(Dim),
 }
 
+/// The largest grid CUDA launches, per dimension (every architecture we target).
+pub const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// The largest CTA CUDA launches, per dimension.
+pub const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+
+impl Special {
+    /// The least and greatest values the register takes in any launch with threads that CUDA
+    /// accepts ([`MAX_GRID`], [`MAX_BLOCK`]): what lets the compiler widen 32-bit index
+    /// arithmetic to 64 bits exactly. The runtime refuses the counts of a launch beyond them
+    /// ([`LaunchValues::within_limits`]).
+    pub fn range(self) -> (u32, u32) {
+        match self {
+            Special::Tid(d) => (0, MAX_BLOCK[d.index()] - 1),
+            Special::Ntid(d) => (1, MAX_BLOCK[d.index()]),
+            Special::Ctaid(d) => (0, MAX_GRID[d.index()] - 1),
+            Special::Nctaid(d) => (1, MAX_GRID[d.index()]),
+        }
+    }
+}
+
 /// An integer computed from launch values, in the width of the comparison that reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -237,6 +258,15 @@ pub struct LaunchValues {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub params: Vec<Option<u64>>,
+}
+
+impl LaunchValues {
+    /// Whether the grid and the CTA are within CUDA's limits ([`MAX_GRID`], [`MAX_BLOCK`]), as
+    /// every launch that runs is.
+    pub fn within_limits(&self) -> bool {
+        let within = |dims: [u32; 3], max: [u32; 3]| dims.iter().zip(max).all(|(&d, m)| d <= m);
+        within(self.grid, MAX_GRID) && within(self.block, MAX_BLOCK)
+    }
 }
 
 /// One thread: its CTA's index and its index in the CTA.

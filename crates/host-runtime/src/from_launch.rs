@@ -33,6 +33,7 @@ use std::collections::BTreeSet;
 
 use device_runtime::from_launch::{
     Compare, CtaDependence, Dim, IntExpr, LaunchCounted, LaunchValues, MissingParam, ThreadPoint,
+    MAX_BLOCK, MAX_GRID,
 };
 
 use crate::config::Mode;
@@ -89,6 +90,13 @@ fn count_blocks(
     // Checked up front, not as threads are asked, so that the answer does not depend on which
     // threads the method happens to ask about (nor on whether an earlier condition failed).
     check_conditions(blocks, launch)?;
+    // The compiler's exact widening of index arithmetic assumes the launch is one CUDA runs.
+    if !launch.within_limits() {
+        return Err(format!(
+            "grid {:?} or block {:?} is beyond CUDA's limits (grid {:?}, block {:?})",
+            launch.grid, launch.block, MAX_GRID, MAX_BLOCK
+        ));
+    }
     if launch.grid.contains(&0) || launch.block.contains(&0) {
         return Ok((vec![(0, 0); blocks.len()], Method::Empty));
     }
@@ -1350,6 +1358,32 @@ mod tests {
         assert!(
             error.contains("too large") && error.contains("at most 4194304"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_launch_beyond_cudas_limits_is_refused() {
+        // The compiler widens index arithmetic exactly only within CUDA's limits.
+        let blocks = [counted(
+            0,
+            vec![(s32(global(Dim::X), CompareOp::Lt, param(0)), true)],
+        )];
+        for (grid, block) in [
+            ([1, 65536, 1], [32, 1, 1]),
+            ([1, 1, 65536], [32, 1, 1]),
+            ([1 << 31, 1, 1], [32, 1, 1]),
+            ([1, 1, 1], [1025, 1, 1]),
+            ([1, 1, 1], [1, 1, 65]),
+        ] {
+            let error =
+                counts_from_launch(&blocks, &launch(grid, block, &[10]), Mode::All).unwrap_err();
+            assert!(error.contains("beyond CUDA's limits"), "{error}");
+        }
+        // The largest grid is counted (its first CTA: 64 threads along z, two warps).
+        let largest = launch([(1 << 31) - 1, 65535, 65535], [1, 1, 64], &[10]);
+        assert_eq!(
+            counts_from_launch(&blocks, &largest, Mode::Cta).unwrap(),
+            [(64, 2)]
         );
     }
 

@@ -5,7 +5,8 @@
 //! along branches whose predicates the tree's own instructions compute from `%tid`, `%ntid`,
 //! `%ctaid`, `%nctaid`, kernel parameters and literals, with integer arithmetic that wraps like
 //! the host's evaluation (add, subtract, multiply low, shift left by a literal, negate,
-//! complement) and integer comparisons, of 64-bit values widened from 32-bit ones too.
+//! complement) and integer comparisons, of 64-bit values widened from 32-bit ones too (in
+//! arithmetic where the widening is exact in every launch: [`widened_exactly`]).
 //!
 //! A thread runs such a block exactly when every branch on the way went its way: every
 //! instruction before those branches ran once in that thread (no loop reaches back into the
@@ -316,8 +317,21 @@ impl State<'_> {
                 Some(vec![(dest(0)?, int(width, expr))])
             }
             "mul" | "mad" => {
-                // `.lo` only: the low half of the product is a ring operation.
+                // `.lo`: the low half of the product is a ring operation. `.wide` of 32-bit
+                // values: the 64-bit product of the widened values, followed where each widens
+                // exactly (`(size_t)blockIdx.x * TILE`).
                 let modifiers: Vec<&str> = opcode.modifiers().collect();
+                if let ["wide", ty @ ("u32" | "s32")] = modifiers[..] {
+                    let signed = ty.starts_with('s');
+                    let widen = |i: usize| widened_exactly(&self.int(ops.get(i)?, 32)?, signed);
+                    let product = IntExpr::Mul(Box::new(widen(1)?), Box::new(widen(2)?));
+                    let expr = if opcode.base() == "mad" {
+                        IntExpr::Add(Box::new(product), Box::new(self.int(ops.get(3)?, 64)?))
+                    } else {
+                        product
+                    };
+                    return Some(vec![(dest(0)?, int(64, expr))]);
+                }
                 if modifiers.len() != 2 || modifiers[0] != "lo" {
                     return None;
                 }
@@ -456,13 +470,13 @@ impl State<'_> {
                     return None;
                 }
                 let narrow = self.int(ops.get(1)?, 32)?;
-                Some(vec![(
-                    dest(0)?,
-                    Value::Widened {
-                        signed: from.starts_with('s'),
-                        narrow,
-                    },
-                )])
+                let signed = from.starts_with('s');
+                // Exact in every launch: an ordinary 64-bit value, which arithmetic may read.
+                let value = match widened_exactly(&narrow, signed) {
+                    Some(wide) => int(64, wide),
+                    None => Value::Widened { signed, narrow },
+                };
+                Some(vec![(dest(0)?, value)])
             }
             "setp" => self.setp(instruction),
             "and" | "or" | "xor" | "not" if opcode.modifiers().last() == Some("pred") => {
@@ -540,6 +554,138 @@ impl State<'_> {
         }
         Some(out)
     }
+}
+
+/// `narrow`, a 32-bit expression, widened to 64 bits (`signed`: sign-extended, else
+/// zero-extended) as a 64-bit expression that evaluates to the same value in every launch CUDA
+/// runs, where the ranges of the specials ([`Special::range`]) and of 32-bit parameters prove
+/// that; `None` otherwise.
+///
+/// The argument: [`rebuilt_with_range`] rebuilds the expression with each literal read signed
+/// and bounds its exact value `v`. Ring operations commute with reduction modulo `2^32` and
+/// `2^64`, so the PTX's 32-bit value is `v mod 2^32` and the rebuilt one's 64-bit value
+/// `v mod 2^64`. Where `v` lies in the widening's range (`[0, 2^32)` zero-extended,
+/// `[-2^31, 2^31)` sign-extended), the widened 32-bit value is `v` itself, and so is the
+/// rebuilt one.
+fn widened_exactly(narrow: &IntExpr, signed: bool) -> Option<IntExpr> {
+    let (wide, low, high) = rebuilt_with_range(narrow)?;
+    let (min, max): (i128, i128) = if signed {
+        (-(1 << 31), (1 << 31) - 1)
+    } else {
+        (0, (1 << 32) - 1)
+    };
+    (min <= low && high <= max).then_some(wide)
+}
+
+/// A 32-bit expression rebuilt for 64-bit evaluation (literals sign-extended), with the least
+/// and greatest exact values it takes in any launch ([`widened_exactly`]). A 32-bit parameter
+/// reads its bits zero-extended in 64 bits: `[0, 2^32)`. `and`, `shr` and `div`, which read
+/// their operands' bits, are followed where those operands lie in `[0, 2^31)`, where their
+/// bits are the same in 32 and 64 bits, read signed or not; so is the result.
+fn rebuilt_with_range(expr: &IntExpr) -> Option<(IntExpr, i128, i128)> {
+    let b = Box::new;
+    let non_negative = |e: &IntExpr| {
+        let (wide, low, high) = rebuilt_with_range(e)?;
+        (0 <= low && high < 1 << 31).then_some((wide, low, high))
+    };
+    let (min_max, wide) = match expr {
+        IntExpr::Literal(bits) => {
+            let value = sign_extend(*bits, 32);
+            return Some((
+                IntExpr::Literal(value as u64),
+                i128::from(value),
+                i128::from(value),
+            ));
+        }
+        IntExpr::Param { bytes: 4, .. } => return Some((expr.clone(), 0, (1 << 32) - 1)),
+        IntExpr::Param { .. } => return None,
+        IntExpr::Special(special) => {
+            let (low, high) = special.range();
+            return Some((expr.clone(), i128::from(low), i128::from(high)));
+        }
+        IntExpr::Add(x, y) | IntExpr::Sub(x, y) | IntExpr::Mul(x, y) => {
+            let (x, xl, xh) = rebuilt_with_range(x)?;
+            let (y, yl, yh) = rebuilt_with_range(y)?;
+            match expr {
+                IntExpr::Add(..) => (
+                    vec![xl.checked_add(yl)?, xh.checked_add(yh)?],
+                    IntExpr::Add(b(x), b(y)),
+                ),
+                IntExpr::Sub(..) => (
+                    vec![xl.checked_sub(yh)?, xh.checked_sub(yl)?],
+                    IntExpr::Sub(b(x), b(y)),
+                ),
+                _ => (
+                    vec![
+                        xl.checked_mul(yl)?,
+                        xl.checked_mul(yh)?,
+                        xh.checked_mul(yl)?,
+                        xh.checked_mul(yh)?,
+                    ],
+                    IntExpr::Mul(b(x), b(y)),
+                ),
+            }
+        }
+        IntExpr::Neg(x) => {
+            let (x, low, high) = rebuilt_with_range(x)?;
+            (
+                vec![high.checked_neg()?, low.checked_neg()?],
+                IntExpr::Neg(b(x)),
+            )
+        }
+        IntExpr::Shl(x, shift) => {
+            let (x, low, high) = rebuilt_with_range(x)?;
+            let scale = 1i128.checked_shl(*shift)?;
+            (
+                vec![low.checked_mul(scale)?, high.checked_mul(scale)?],
+                IntExpr::Shl(b(x), *shift),
+            )
+        }
+        IntExpr::And(x, bits) => {
+            let (x, _, high) = non_negative(x)?;
+            (
+                vec![0, high.min(i128::from(*bits))],
+                IntExpr::And(b(x), *bits),
+            )
+        }
+        IntExpr::Shr {
+            value,
+            amount,
+            arithmetic,
+        } => {
+            let (value, low, high) = non_negative(value)?;
+            (
+                vec![low >> amount, high >> amount],
+                IntExpr::Shr {
+                    value: b(value),
+                    amount: *amount,
+                    arithmetic: *arithmetic,
+                },
+            )
+        }
+        IntExpr::Div {
+            value,
+            divisor,
+            signed,
+        } => {
+            let (value, low, high) = non_negative(value)?;
+            let (divisor, least, most) = non_negative(divisor)?;
+            if least == 0 {
+                return None;
+            }
+            (
+                vec![low / most, high / least],
+                IntExpr::Div {
+                    value: b(value),
+                    divisor: b(divisor),
+                    signed: *signed,
+                },
+            )
+        }
+    };
+    let low = *min_max.iter().min()?;
+    let high = *min_max.iter().max()?;
+    Some((wide, low, high))
 }
 
 /// An operand of a 64-bit comparison.
@@ -1102,7 +1248,7 @@ fn push_successors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::from_launch::{LaunchValues, ThreadPoint};
+    use crate::from_launch::{LaunchValues, ThreadPoint, MAX_BLOCK, MAX_GRID};
 
     /// The blocks of kernel `k(.param .u32 k_n, .param .u64 k_p)` with `body` that the
     /// runtime counts from conditions (those every thread runs, with no condition, are left out:
@@ -1350,7 +1496,8 @@ $DONE:
         assert_eq!(count(&blocks[1], 50), 50 * 8);
         assert_eq!(count(&blocks[1], 20), 20 * 8);
         assert_eq!(count(&blocks[1], 1 << 40), 96 * 8);
-        // Widened values in arithmetic are not followed.
+        // Widened values in arithmetic are not followed where the widening is not exact in
+        // every launch (a CTA's offset times 32 wraps in a large grid).
         let arithmetic = body.replace(
             "	setp.ge.s64 %p1, %rd4, %rd5;",
             "	add.s64 %rd7, %rd4, 1;
@@ -1684,5 +1831,198 @@ $DONE:
         // From the thread's own index the distances differ: left to the device.
         let own = body.replace("and.b32 %r2, %r1, 3", "mov.u32 %r2, %tid.x");
         assert!(counted(&own).iter().all(|b| b.trips.is_none()));
+    }
+
+    /// A 32-bit expression of `depth` levels at most, from `next`'s bits.
+    fn random_narrow(next: &mut dyn FnMut() -> u64, depth: u32) -> IntExpr {
+        let b = Box::new;
+        let dim = |bits: u64| Dim::ALL[(bits % 3) as usize];
+        let leaf = |next: &mut dyn FnMut() -> u64| match next() % 7 {
+            0 => IntExpr::Special(Special::Tid(dim(next()))),
+            1 => IntExpr::Special(Special::Ntid(dim(next()))),
+            2 => IntExpr::Special(Special::Ctaid(dim(next()))),
+            3 => IntExpr::Special(Special::Nctaid(dim(next()))),
+            4 => IntExpr::Param { index: 0, bytes: 4 },
+            // Small literals of either sign, and any bits.
+            5 => IntExpr::Literal((next() % 2048).wrapping_sub(1024) & mask(32)),
+            _ => IntExpr::Literal(next() & mask(32)),
+        };
+        if depth == 0 || next() % 4 == 0 {
+            return leaf(next);
+        }
+        let sub = |next: &mut dyn FnMut() -> u64| random_narrow(next, depth - 1);
+        match next() % 8 {
+            0 => IntExpr::Add(b(sub(next)), b(sub(next))),
+            1 => IntExpr::Sub(b(sub(next)), b(sub(next))),
+            2 => IntExpr::Mul(b(sub(next)), b(leaf(next))),
+            3 => IntExpr::Neg(b(sub(next))),
+            4 => IntExpr::Shl(b(sub(next)), (next() % 32) as u32),
+            5 => IntExpr::And(b(sub(next)), next() & mask(32)),
+            6 => IntExpr::Shr {
+                value: b(sub(next)),
+                amount: (next() % 32) as u32,
+                arithmetic: next() % 2 == 0,
+            },
+            _ => IntExpr::Div {
+                value: b(sub(next)),
+                divisor: b(leaf(next)),
+                signed: next() % 2 == 0,
+            },
+        }
+    }
+
+    #[test]
+    fn exact_widenings_equal_the_ptxs_widened_values() {
+        // The oracle: the PTX's 32-bit value (`wrapped(32)`), zero- or sign-extended, against
+        // the rebuilt expression's 64-bit value, in launches at and inside CUDA's limits, at
+        // their extreme threads, with parameters at the edges of their ranges.
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let extreme = |next: &mut dyn FnMut() -> u64, max: u32| match next() % 4 {
+            0 => 1,
+            1 => max,
+            _ => 1 + (next() % u64::from(max)) as u32,
+        };
+        let params = [0u64, 1, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 1000];
+        let (mut exact, mut checked) = (0, 0);
+        for _ in 0..4000 {
+            let narrow = random_narrow(&mut next, 3);
+            for signed in [false, true] {
+                let Some(wide) = widened_exactly(&narrow, signed) else {
+                    continue;
+                };
+                exact += 1;
+                for _ in 0..40 {
+                    let launch = LaunchValues {
+                        grid: MAX_GRID.map(|m| extreme(&mut next, m)),
+                        block: MAX_BLOCK.map(|m| extreme(&mut next, m)),
+                        params: vec![Some(match next() % 7 {
+                            6 => next() & mask(32),
+                            k => params[k as usize],
+                        })],
+                    };
+                    let index = |next: &mut dyn FnMut() -> u64, n: u32| match next() % 3 {
+                        0 => 0,
+                        1 => n - 1,
+                        _ => (next() % u64::from(n)) as u32,
+                    };
+                    let thread = ThreadPoint {
+                        ctaid: launch.grid.map(|n| index(&mut next, n)),
+                        tid: launch.block.map(|n| index(&mut next, n)),
+                    };
+                    let bits = narrow.wrapped(32, &thread, &launch).unwrap();
+                    let widened = if signed {
+                        sign_extend(bits, 32) as u64
+                    } else {
+                        bits
+                    };
+                    assert_eq!(
+                        wide.wrapped(64, &thread, &launch).unwrap(),
+                        widened,
+                        "{narrow:?} widened {} as {wide:?} at {thread:?} of {launch:?}",
+                        if signed { "signed" } else { "unsigned" }
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(
+            exact > 1000 && checked > 40_000,
+            "{exact} exact, {checked} checked"
+        );
+        // What the widening follows, and what it leaves.
+        let special = |s: Special| IntExpr::Special(s);
+        let tid = special(Special::Tid(Dim::X));
+        let minus_ten = IntExpr::Sub(Box::new(tid.clone()), Box::new(IntExpr::Literal(10)));
+        assert!(widened_exactly(&tid, false).is_some());
+        assert!(widened_exactly(&minus_ten, true).is_some());
+        assert!(
+            widened_exactly(&minus_ten, false).is_none(),
+            "below zero at tid 0"
+        );
+        let global = IntExpr::Add(
+            Box::new(IntExpr::Mul(
+                Box::new(special(Special::Ctaid(Dim::X))),
+                Box::new(special(Special::Ntid(Dim::X))),
+            )),
+            Box::new(tid),
+        );
+        assert!(
+            widened_exactly(&global, false).is_none(),
+            "wraps in a large grid"
+        );
+        let param = IntExpr::Param { index: 0, bytes: 4 };
+        assert!(widened_exactly(&param, false).is_some());
+        assert!(
+            widened_exactly(&param, true).is_none(),
+            "read zero-extended in 64 bits"
+        );
+    }
+
+    #[test]
+    fn index_arithmetic_widened_exactly_is_followed() {
+        // A scan's `size_t i = (size_t)blockIdx.x * 1024 + threadIdx.x + 256; if (i < n)`, as
+        // clang writes it: `mul.wide.u32`, `cvt.u64.u32`, 64-bit adds, a 64-bit bound.
+        let body = "\tld.param.u64 %rd5, [k_p];\n\tmov.u32 %r1, %ctaid.x;\n\
+            \tmul.wide.u32 %rd1, %r1, 1024;\n\tmov.u32 %r2, %tid.x;\n\tcvt.u64.u32 %rd2, %r2;\n\
+            \tadd.s64 %rd3, %rd1, %rd2;\n\tadd.s64 %rd4, %rd3, 256;\n\
+            \tsetp.ge.u64 %p1, %rd4, %rd5;\n\t@%p1 bra $DONE;\n\tst.global.u32 [%rd1], %r1;\n\
+            $DONE:\n\tret;";
+        let blocks = counted(body);
+        assert_eq!(blocks.iter().map(|b| b.block).collect::<Vec<_>>(), [1]);
+        let with = |n: u64| LaunchValues {
+            grid: [3, 2, 1],
+            block: [32, 4, 1],
+            params: vec![Some(0), Some(n)],
+        };
+        // Thread x of CTA c (x < 32) runs it when c * 1024 + x + 256 < n; 2 x 4 threads share
+        // each (c, x).
+        let expected = |n: u64| {
+            let mut count = 0;
+            for c in 0..3u64 {
+                for x in 0..32u64 {
+                    count += 8 * usize::from(c * 1024 + x + 256 < n);
+                }
+            }
+            count
+        };
+        for n in [0, 256, 270, 1300, 2304, 2400, 1 << 33, u64::MAX] {
+            assert_eq!(threads_in(&blocks[0], &with(n)), expected(n), "n = {n}");
+        }
+        // `mad.wide` and `cvt.s64.s32` of a value inside 32 bits signed: followed too.
+        let mad = body.replace(
+            "\tmul.wide.u32 %rd1, %r1, 1024;\n\tmov.u32 %r2, %tid.x;\n\tcvt.u64.u32 %rd2, %r2;\n\
+             \tadd.s64 %rd3, %rd1, %rd2;\n",
+            "\tmov.u32 %r2, %tid.x;\n\tadd.s32 %r3, %r2, -5;\n\tcvt.s64.s32 %rd2, %r3;\n\
+             \tmad.wide.u32 %rd3, %r1, 1024, %rd2;\n",
+        );
+        let blocks = counted(&mad);
+        assert_eq!(blocks.len(), 1, "{mad}");
+        let expected = |n: u64| {
+            let mut count = 0;
+            for c in 0..3i64 {
+                for x in 0..32i64 {
+                    count += 8 * usize::from(((c * 1024 + x - 5 + 256) as u64) < n);
+                }
+            }
+            count
+        };
+        for n in [0, 251, 260, 1300, 1 << 40] {
+            assert_eq!(threads_in(&blocks[0], &with(n)), expected(n), "n = {n}");
+        }
+        // A widening the launch limits do not make exact: zero-extending `tid - 5`, a product
+        // of two CTA-wide values (`mul.wide` of 32-bit products).
+        let below_zero = mad.replace("cvt.s64.s32 %rd2, %r3", "cvt.u64.u32 %rd2, %r3");
+        assert!(counted(&below_zero).is_empty());
+        let product = body.replace(
+            "\tmul.wide.u32 %rd1, %r1, 1024;\n",
+            "\tmul.lo.s32 %r4, %r1, 2048;\n\tmul.wide.u32 %rd1, %r4, 1024;\n",
+        );
+        assert!(counted(&product).is_empty());
     }
 }
