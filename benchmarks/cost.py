@@ -216,10 +216,12 @@ def parse_ptxas(text):
     return functions
 
 
-def kernel_row(name, original, clone, resources=None, configs=()):
+def kernel_row(name, original, clone, resources=None, configs=(), profiled=None):
     """Per-kernel comparison. `original` and `clone`: statistics entries (cuda-flux-cpu-stats/1)
     of the original kernel's and the clone's launches; `resources`: parse_ptxas of the
-    instrumented PTX; `configs`: distinct (block threads, dynamic shared bytes) of its launches."""
+    instrumented PTX; `configs`: distinct (block threads, dynamic shared bytes) of its launches;
+    `profiled`: profile_counts' entry for the kernel (what the profile says it executed), which
+    `profile_exact` compares with what the original kernel executed (None: not compared)."""
     ow, cw = original["warp_instructions"], clone["warp_instructions"]
     counter_atomics = clone["global_atomics"] - original["global_atomics"]
     row = {
@@ -238,6 +240,9 @@ def kernel_row(name, original, clone, resources=None, configs=()):
         "original_kernel_ns": original["kernel_ns"],
         "clone_kernel_ns": clone["kernel_ns"],
         "kernel_time_ratio": ratio(clone["kernel_ns"], original["kernel_ns"]),
+        "profile_exact": None if profiled is None else (
+            profiled["warp_instructions"] == ow
+            and profiled["thread_instructions"] == original["thread_instructions"]),
     }
     resources = resources or {}
     o_res, c_res = resources.get(name), resources.get(name + CLONE_SUFFIX)
@@ -319,9 +324,16 @@ def summarize(programs, heavy_ms=20.0, heavy_share=0.5, kinds=None):
         programs={p["name"]: kinds[p["name"]] for p in of_kind},
     )
 
+    compared = [k for k in rows if k.get("profile_exact") is not None]
     return {
         "programs": len(programs),
         "programs_passed": len(ok),
+        "profile_exact": {
+            "compared": len(compared),
+            "equal": sum(1 for k in compared if k["profile_exact"]),
+            "differ": [{"program": k.get("program"), "kernel": k["kernel"]}
+                       for k in compared if not k["profile_exact"]],
+        },
         "kernels": len(counted),
         "expansion": dict(stat_block(k["expansion"] for k in counted),
                           aggregate=ratio(total_orig + total_counter, total_orig),
@@ -514,6 +526,30 @@ def read_stats(path):
     return {k["name"]: k for k in doc["kernels"]}
 
 
+def profile_counts(profile_path):
+    """Kernel name -> the warp and thread instructions the profile says its launches executed
+    (each launch's per-instruction counts summed), for kernels whose every launch was counted
+    whole (instrumented, mode `all`); the others are left out."""
+    try:
+        with open(profile_path) as f:
+            profile = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    counts = {}
+    for kernel in profile.get("kernels", []):
+        launches = kernel.get("launches", [])
+        if not launches or not all(launch.get("instrumented") and launch.get("mode") == "all"
+                                   for launch in launches):
+            continue
+        total = {"warp_instructions": 0, "thread_instructions": 0}
+        for launch in launches:
+            for count in (launch.get("instructions") or {}).values():
+                total["warp_instructions"] += count["warps"]
+                total["thread_instructions"] += count["threads"]
+        counts[kernel["name"]] = total
+    return counts
+
+
 def launch_configs(profile_path):
     """Kernel name -> distinct (block threads, dynamic shared bytes) of its profiled launches."""
     configs = {}
@@ -598,6 +634,7 @@ def measure(program, runs, timeout, work, reps_scale=None):
                         f"{variant}: {name}'s warp instructions differ between runs "
                         f"(first run's counts used)")
     configs = launch_configs(profile)
+    profiled = profile_counts(profile)
     resources, errors = ptxas_resources(program["keep"], program["ptxas"])
     record["notes"].extend(f"ptxas: {e}" for e in errors)
 
@@ -615,7 +652,7 @@ def measure(program, runs, timeout, work, reps_scale=None):
             continue
         o = dict(original, kernel_ns=median_ns(orig, name))
         c = dict(clone, kernel_ns=median_ns(inst, name + CLONE_SUFFIX))
-        row = kernel_row(name, o, c, resources, configs.get(name, ()))
+        row = kernel_row(name, o, c, resources, configs.get(name, ()), profiled.get(name))
         row["program"] = program["name"]
         kernels.append(row)
     record["kernels"] = kernels
@@ -796,6 +833,16 @@ def render_markdown(doc):
                  + (f"{fmt(h['geomean'])}x / {fmt(h['worst'])}x ({h['worst_program']}; "
                     f"{h['count']} programs: {', '.join(h['programs'])}) |" if h["count"]
                     else "none measured |"))
+    x = s.get("profile_exact")
+    if x and x["compared"]:
+        lines.append(
+            "| kernels whose profile (instrumented run) counts exactly the warp and thread "
+            "instructions the original kernel executed (the interpreter's own count, other run) | "
+            f"**{x['equal']}** of {x['compared']}"
+            + ("; differ: " + ", ".join(f"`{short(d['kernel'])}` ({d['program']})"
+                                        for d in x["differ"])
+               + " (a program whose control flow depends on timing runs differently each time)"
+               if x["differ"] else "") + " |")
     kinds = s.get("kernel_time_kinds")
     if kinds:
         named = ", ".join(f"{name} ({kind})" for name, kind in kinds["programs"].items())

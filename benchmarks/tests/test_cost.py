@@ -30,9 +30,11 @@ failed and is left out.
                  5 ms, gamma 30 ms of 1 s)
   occupancy      k1 48 -> 54 registers at 256 threads: 5 -> 4 CTAs, a drop; only k1 has ptxas data
 """
+import json
 import math
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,9 +72,10 @@ def programs():
                  "k1__cf": {"registers": 54, "shared_bytes": 0, "stack_bytes": 8,
                             "spill_store_bytes": 4}}
     k1 = cost.kernel_row("k1", stats(1000, 20000, 10, 1), stats(3000, 50000, 410, 1), resources,
-                         [(256, 0)])
+                         [(256, 0)], {"warp_instructions": 1000, "thread_instructions": 20000})
     k2 = cost.kernel_row("k2", stats(4000, 100000, 0, 1), stats(6000, 150000, 300, 1))
-    k3 = cost.kernel_row("k3", stats(500, 1000, 0, 1), stats(2000, 4000, 250, 1))
+    k3 = cost.kernel_row("k3", stats(500, 1000, 0, 1), stats(2000, 4000, 250, 1), None, (),
+                         {"warp_instructions": 500, "thread_instructions": 999})
     k4 = cost.kernel_row("k4", stats(2000, 9000, 0, 1), stats(2000, 9000, 0, 1))
     for program, rows in [("alpha", [k1, k2]), ("beta", [k3]), ("gamma", [k4])]:
         for r in rows:
@@ -146,6 +149,35 @@ class KernelRowTest(unittest.TestCase):
         self.assertEqual(k2["occupancy"], [])
         self.assertFalse(k2["occupancy_drops"])
         self.assertIsNone(k2["clone_registers"])
+
+
+class ProfileExactTest(unittest.TestCase):
+    def test_profile_counts_sum_each_launch_of_kernels_counted_whole(self):
+        def launch(counts, mode="all", instrumented=True):
+            return {"mode": mode, "instrumented": instrumented, "instructions": {
+                op: {"warps": w, "threads": t} for op, (w, t) in counts.items()}}
+        profile = {"kernels": [
+            {"name": "a", "launches": [launch({"add.s32": (3, 96), "ret": (1, 32)}),
+                                       launch({"add.s32": (2, 40)})]},
+            {"name": "cta", "launches": [launch({"ret": (1, 32)}, mode="cta")]},
+            {"name": "skipped", "launches": [launch({}, instrumented=False)]},
+        ]}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "profile.json")
+            with open(path, "w") as f:
+                json.dump(profile, f)
+            self.assertEqual(cost.profile_counts(path),
+                             {"a": {"warp_instructions": 6, "thread_instructions": 168}})
+            self.assertEqual(cost.profile_counts(os.path.join(d, "missing.json")), {})
+
+    def test_rows_and_summary(self):
+        rows = {k["kernel"]: k for p in programs() for k in p.get("kernels", [])}
+        self.assertIs(rows["k1"]["profile_exact"], True)
+        self.assertIs(rows["k3"]["profile_exact"], False, "one thread-instruction short")
+        self.assertIsNone(rows["k2"]["profile_exact"])
+        x = cost.summarize(programs())["profile_exact"]
+        self.assertEqual((x["compared"], x["equal"]), (2, 1))
+        self.assertEqual(x["differ"], [{"program": "beta", "kernel": "k3"}])
 
 
 class SummaryTest(unittest.TestCase):
