@@ -592,6 +592,9 @@ def measure(program, runs, timeout, work, reps_scale=None):
     for var in ["CUDA_FLUX_KERNELS", "CUDA_FLUX_MODE", "CUDA_FLUX_BANKS"]:
         base.pop(var, None)
     base["CUDA_FLUX_CPU_THREADS"] = "1"
+    # Kernel times are the interpreter's unless the environment names an engine: the native
+    # engine's tiers would compile some kernels mid-run, clone or original, and not others.
+    base.setdefault("CUDA_FLUX_CPU_ENGINE", "interpreter")
     base.pop("BENCH_REPS_SCALE", None)
     if reps_scale is not None:
         base["BENCH_REPS_SCALE"] = str(reps_scale)

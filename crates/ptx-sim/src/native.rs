@@ -65,6 +65,25 @@ pub enum Engine {
     Native,
 }
 
+impl Engine {
+    /// The engine that runs long programs fastest on this host, with the native engine's
+    /// tiers keeping short ones interpreted: the native engine where the host has AVX-512
+    /// (`avx512f`: a warp's 32 lanes of 32 bits fill two vector registers), the interpreter
+    /// elsewhere. Measured on the instrumented benchmark programs at 256 times their test size
+    /// (`benchmarks/results/2026-11-29-cpu-engine-default.md`): with AVX-512, 0.88x the
+    /// interpreter's CPU time (geometric mean, compilation included; 0.71x in total); the same
+    /// code compiled for an AVX2 target, 1.04x (the interpreter's time, within noise, but gemm
+    /// 1.43x); at test size and 32 times it, 1.02x either way (nothing compiled).
+    pub fn fastest_on_this_host() -> Engine {
+        let (_, features) = host();
+        if features.split(',').any(|f| f == "+avx512f") {
+            Engine::Native
+        } else {
+            Engine::Interpreter
+        }
+    }
+}
+
 /// What a run reads besides the registers: the CTA's shared window, and the interpreter
 /// executing the warp, for the instructions the run has it execute
 /// ([`crate::exec::interpret_for_native`]).
