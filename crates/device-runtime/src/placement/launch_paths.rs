@@ -1115,6 +1115,16 @@ fn loop_trips(
     .then_some(trips)
 }
 
+/// xorshift64 from `seed` (not zero): a generator of made-up values, the same at every build.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 /// Whether the distance from a loop's start to its bound is the same in every CTA, for each
 /// thread index (a chunk per CTA walked by a CTA-wide stride, `i = ctaid * chunk + tid; i <
 /// ctaid * chunk + len`): then its threads' trips spread over a CTA's at most, however large
@@ -1128,14 +1138,8 @@ fn distance_ignores_ctas(trips: &LoopTrips) -> bool {
         expr.params(&mut params);
     }
     let count = params.iter().map(|&(i, _)| i + 1).max().unwrap_or(0);
-    // xorshift64: made-up launch values, the same at every build.
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    // Made-up launch values, the same at every build.
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     (0..4).all(|_| {
         let launch = LaunchValues {
             grid: [3 + (next() % 60) as u32, 2 + (next() % 5) as u32, 2],
@@ -1876,13 +1880,7 @@ $DONE:
         // The oracle: the PTX's 32-bit value (`wrapped(32)`), zero- or sign-extended, against
         // the rebuilt expression's 64-bit value, in launches at and inside CUDA's limits, at
         // their extreme threads, with parameters at the edges of their ranges.
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         let extreme = |next: &mut dyn FnMut() -> u64, max: u32| match next() % 4 {
             0 => 1,
             1 => max,
