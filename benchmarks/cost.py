@@ -526,15 +526,19 @@ def read_stats(path):
     return {k["name"]: k for k in doc["kernels"]}
 
 
-def profile_counts(profile_path):
-    """Kernel name -> the warp and thread instructions the profile says its launches executed
-    (each launch's per-instruction counts summed), for kernels whose every launch was counted
-    whole (instrumented, mode `all`); the others are left out."""
+def load_profile(profile_path):
+    """The run's profile (cuda-flux's JSON), or an empty one where there is none to read."""
     try:
         with open(profile_path) as f:
-            profile = json.load(f)
+            return json.load(f)
     except (OSError, ValueError):
         return {}
+
+
+def profile_counts(profile):
+    """Kernel name -> the warp and thread instructions `profile` (load_profile's) says its
+    launches executed (each launch's per-instruction counts summed), for kernels whose every
+    launch was counted whole (instrumented, mode `all`); the others are left out."""
     counts = {}
     for kernel in profile.get("kernels", []):
         launches = kernel.get("launches", [])
@@ -550,14 +554,10 @@ def profile_counts(profile_path):
     return counts
 
 
-def launch_configs(profile_path):
-    """Kernel name -> distinct (block threads, dynamic shared bytes) of its profiled launches."""
+def launch_configs(profile):
+    """Kernel name -> distinct (block threads, dynamic shared bytes) of the launches in
+    `profile` (load_profile's)."""
     configs = {}
-    try:
-        with open(profile_path) as f:
-            profile = json.load(f)
-    except (OSError, ValueError):
-        return configs
     for kernel in profile.get("kernels", []):
         for launch in kernel.get("launches", []):
             b = launch["block"]
@@ -636,8 +636,9 @@ def measure(program, runs, timeout, work, reps_scale=None):
                     record["notes"].append(
                         f"{variant}: {name}'s warp instructions differ between runs "
                         f"(first run's counts used)")
-    configs = launch_configs(profile)
-    profiled = profile_counts(profile)
+    profile_doc = load_profile(profile)
+    configs = launch_configs(profile_doc)
+    profiled = profile_counts(profile_doc)
     resources, errors = ptxas_resources(program["keep"], program["ptxas"])
     record["notes"].extend(f"ptxas: {e}" for e in errors)
 

@@ -166,9 +166,10 @@ class ProfileExactTest(unittest.TestCase):
             path = os.path.join(d, "profile.json")
             with open(path, "w") as f:
                 json.dump(profile, f)
-            self.assertEqual(cost.profile_counts(path),
+            self.assertEqual(cost.profile_counts(cost.load_profile(path)),
                              {"a": {"warp_instructions": 6, "thread_instructions": 168}})
-            self.assertEqual(cost.profile_counts(os.path.join(d, "missing.json")), {})
+            missing = cost.load_profile(os.path.join(d, "missing.json"))
+            self.assertEqual(cost.profile_counts(missing), {})
 
     def test_rows_and_summary(self):
         rows = {k["kernel"]: k for p in programs() for k in p.get("kernels", [])}
