@@ -158,6 +158,23 @@ pub(crate) enum AtomOp {
     Cas,
 }
 
+impl AtomOp {
+    /// Every operation, for tests that try each (one that is added is tried too).
+    #[cfg(test)]
+    pub(crate) const ALL: [AtomOp; 10] = [
+        AtomOp::Add,
+        AtomOp::Min,
+        AtomOp::Max,
+        AtomOp::Inc,
+        AtomOp::Dec,
+        AtomOp::And,
+        AtomOp::Or,
+        AtomOp::Xor,
+        AtomOp::Exch,
+        AtomOp::Cas,
+    ];
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AtomType {
     U32,

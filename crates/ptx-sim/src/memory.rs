@@ -375,18 +375,7 @@ mod tests {
 
     #[test]
     fn private_atomics_match_the_locked_ones() {
-        let ops = [
-            AtomOp::Add,
-            AtomOp::Min,
-            AtomOp::Max,
-            AtomOp::Inc,
-            AtomOp::Dec,
-            AtomOp::And,
-            AtomOp::Or,
-            AtomOp::Xor,
-            AtomOp::Exch,
-            AtomOp::Cas,
-        ];
+        let ops = AtomOp::ALL;
         let types = [
             AtomType::U32,
             AtomType::S32,

@@ -3368,18 +3368,7 @@ mod tests {
     #[test]
     fn shared_atomics_run_lane_by_lane_as_the_interpreter() {
         let mut rng = Rng(0xa70b);
-        let ops = [
-            AtomOp::Add,
-            AtomOp::Min,
-            AtomOp::Max,
-            AtomOp::Inc,
-            AtomOp::Dec,
-            AtomOp::And,
-            AtomOp::Or,
-            AtomOp::Xor,
-            AtomOp::Exch,
-            AtomOp::Cas,
-        ];
+        let ops = AtomOp::ALL;
         let types = [AtomType::U32, AtomType::S32, AtomType::U64, AtomType::S64];
         for (k, (op, ty)) in ops
             .iter()
