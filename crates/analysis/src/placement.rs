@@ -191,7 +191,6 @@ fn counting_name(counting: BlockCounting) -> &'static str {
         BlockCounting::Flushed { .. } => "flushed",
         BlockCounting::Difference { .. } => "difference",
         BlockCounting::WarpUpdate => "warp-update",
-        BlockCounting::LaneCounted => "lane-counted",
         BlockCounting::PackedUpdate => "packed-update",
         BlockCounting::FullUpdate => "full-update",
     }
@@ -312,9 +311,6 @@ fn counting_words(counting: BlockCounting, name: &dyn Fn(usize) -> String) -> St
             name(sibling)
         ),
         BlockCounting::WarpUpdate => update("warp update (threads by flow conservation)"),
-        BlockCounting::LaneCounted => {
-            update("threads in a lane counter flushed as lanes leave the loop, warp update")
-        }
         BlockCounting::PackedUpdate => update("packed update"),
         BlockCounting::FullUpdate => update("full update"),
     }

@@ -20,9 +20,9 @@ use crate::placement::{self, BlockCounting, EdgeSite, Induction, Placement, Plan
 use crate::ThreadFlow;
 use crate::{
     block_update, counter_increment, counter_params, cta_entry_prologue, declare_registers,
-    entry_prologue, function_prologue, guarded, induction_count, induction_snapshot, lane_flush,
-    lane_update, packed_update, region_flush, shrinking_flush, shrinking_flush_fast, warp_update,
-    BankParams, CountForm, CounterRegisters, WarpReductions,
+    entry_prologue, function_prologue, guarded, induction_count, induction_snapshot, packed_update,
+    region_flush, shrinking_flush, shrinking_flush_fast, warp_update, BankParams, CountForm,
+    CounterRegisters, WarpReductions,
 };
 
 /// What a kernel's counting clone is called: the kernel's name and this (`K__cf`).
@@ -527,12 +527,6 @@ fn place_counters(
                 Some(packed_update(regs, counter))
             }
             BlockCounting::FullUpdate => Some(block_update(regs, counter)),
-            BlockCounting::LaneCounted => {
-                let lane = plan
-                    .lane_counter(b)
-                    .ok_or_else(|| RewriteError::NoPlaceForBlock(function.name().to_string()))?;
-                Some(lane_update(regs, counter, lane))
-            }
             BlockCounting::Unreachable
             | BlockCounting::FromLaunch
             | BlockCounting::LaunchConditions { .. }
@@ -545,28 +539,8 @@ fn place_counters(
             inserts.push((block.insertion_point(), 2, update));
         }
     }
-    // Where code on an edge out of `from` goes: before its branch, or after its last
-    // instruction (after its label, for a block of a label alone).
-    let terminator = |from: usize| {
-        cfg.blocks[from].instructions.last().copied().filter(|&s| {
-            statements[s]
-                .as_instruction()
-                .is_some_and(|i| i.is_terminator())
-        })
-    };
-    let end_of = |from: usize| {
-        let block = &cfg.blocks[from];
-        terminator(from).unwrap_or_else(|| {
-            block
-                .instructions
-                .last()
-                .map_or(block.insertion_point(), |&s| s + 1)
-        })
-    };
     let mut exit_labels = 0usize;
     let mut first_counter = 0usize;
-    // Code on edges out of loops: regions' flushes, then lane counters'.
-    let mut exit_code: Vec<(RegionEdge, Vec<Statement>)> = Vec::new();
     for region in &plan.regions {
         let counters: Vec<usize> = (first_counter..first_counter + region.counted.len()).collect();
         first_counter += region.counted.len();
@@ -582,6 +556,24 @@ fn place_counters(
                 .iter()
                 .position(|&e| e == j)
                 .map(|k| exit_counters[k])
+        };
+        // Where code on an edge out of `from` goes: before its branch, or after its last
+        // instruction (after its label, for a block of a label alone).
+        let terminator = |from: usize| {
+            cfg.blocks[from].instructions.last().copied().filter(|&s| {
+                statements[s]
+                    .as_instruction()
+                    .is_some_and(|i| i.is_terminator())
+            })
+        };
+        let end_of = |from: usize| {
+            let block = &cfg.blocks[from];
+            terminator(from).unwrap_or_else(|| {
+                block
+                    .instructions
+                    .last()
+                    .map_or(block.insertion_point(), |&s| s + 1)
+            })
         };
         // Where code on an edge goes, in line, and the guard that makes it run only on it.
         let in_line = |edge: &RegionEdge| match edge.site {
@@ -763,58 +755,32 @@ fn place_counters(
                 .collect();
             let mut flush = induction_counts(j);
             flush.append(&mut region_flush(regs, &forms, &reset));
-            exit_code.push((edge.clone(), flush));
-        }
-    }
-    // Lane counters: each lane adds its own on every edge out of their loop.
-    for lane_loop in &plan.lane_loops {
-        let counters: Vec<(u64, usize)> = lane_loop
-            .blocks
-            .iter()
-            .filter_map(|&b| Some((offset + b as u64, plan.lane_counter(b)?)))
-            .collect();
-        for edge in &lane_loop.exits {
-            exit_code.push((edge.clone(), lane_flush(regs, &counters)));
-        }
-    }
-    // Code on exit edges; a taken edge's (of all loops it leaves) goes in one block of its own
-    // at the end of the body (after its final unconditional transfer), ending in a branch to
-    // the exit's target.
-    let mut taken: Vec<(usize, usize, Vec<Statement>)> = Vec::new();
-    for (edge, mut code) in exit_code {
-        match edge.site {
-            EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, code)),
-            EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, code)),
-            EdgeSite::Taken => {
-                let to = edge.exit_to.unwrap_or(0);
-                match taken
-                    .iter_mut()
-                    .find(|(f, t, _)| (*f, *t) == (edge.from, to))
-                {
-                    Some((_, _, existing)) => existing.append(&mut code),
-                    None => taken.push((edge.from, to, code)),
+            match edge.site {
+                EdgeSite::EndOfSource => inserts.push((end_of(edge.from), 0, flush)),
+                EdgeSite::FallThrough => inserts.push((end_of(edge.from) + 1, 0, flush)),
+                EdgeSite::Taken => {
+                    // A block of its own at the end of the body (after its final unconditional
+                    // transfer), ending in a branch to the exit's target.
+                    let branch = end_of(edge.from);
+                    let target = edge
+                        .exit_to
+                        .and_then(|t| cfg.blocks[t].label.clone())
+                        .ok_or_else(|| RewriteError::NoSuchEdge {
+                            function: function.name().to_string(),
+                            from: edge.from,
+                            to: edge.exit_to.unwrap_or(0),
+                        })?;
+                    let label = fresh_label(function, "$__cf_exit", &mut exit_labels);
+                    new_blocks.push(Statement::label(label.clone()));
+                    new_blocks.append(&mut flush);
+                    new_blocks.push(Statement::instruction(Instruction::simple(
+                        "bra.uni",
+                        vec![Operand::sym(target.to_string())],
+                    )));
+                    retargets.push((branch, target.to_string(), label));
                 }
             }
         }
-    }
-    for (from, to, mut code) in taken {
-        let branch = end_of(from);
-        let target = cfg.blocks[to]
-            .label
-            .clone()
-            .ok_or_else(|| RewriteError::NoSuchEdge {
-                function: function.name().to_string(),
-                from,
-                to,
-            })?;
-        let label = fresh_label(function, "$__cf_exit", &mut exit_labels);
-        new_blocks.push(Statement::label(label.clone()));
-        new_blocks.append(&mut code);
-        new_blocks.push(Statement::instruction(Instruction::simple(
-            "bra.uni",
-            vec![Operand::sym(target.to_string())],
-        )));
-        retargets.push((branch, target.to_string(), label));
     }
     for (at, old, new) in retargets {
         if let StatementKind::Instruction(branch) = function.statements_mut()[at].kind_mut() {

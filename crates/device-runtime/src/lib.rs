@@ -580,34 +580,6 @@ pub fn warp_update(regs: &CounterRegisters, block: u64) -> Vec<Statement> {
     code
 }
 
-/// The update at the top of block `block` whose thread count each lane keeps in counter
-/// register `counter` (`placement::assign_lane_counters`): `{counter}counter += 1` in every
-/// lane that runs it, then the warp update.
-pub fn lane_update(regs: &CounterRegisters, block: u64, counter: usize) -> Vec<Statement> {
-    let mut code = vec![counter_increment(regs, counter, None)];
-    code.extend(warp_update(regs, block));
-    code
-}
-
-/// On an edge out of a loop with lane counters (`placement::LaneLoop`): every counted lane that
-/// takes it (the mode gives uncounted lanes a zero mask) adds each lane counter (`counters`:
-/// block, counter register) to its block's thread counter, one reduction per lane.
-pub fn lane_flush(regs: &CounterRegisters, counters: &[(u64, usize)]) -> Vec<Statement> {
-    let mut code = vec![ins(
-        "setp.ne.u32",
-        vec![regs.p(3), regs.r32(LANES_UP_TO_HERE), Operand::int(0)],
-    )];
-    for &(block, counter) in counters {
-        code.push(counter_add(
-            regs,
-            3,
-            block * COUNTER_PAIR_BYTES,
-            regs.c(counter),
-        ));
-    }
-    code
-}
-
 /// `{counter}i += 1` on a counted edge of a register-counted loop, guarded like the branch it
 /// follows where it sits before one.
 pub fn counter_increment(

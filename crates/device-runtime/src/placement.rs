@@ -920,17 +920,6 @@ pub(crate) struct Plan {
     pub thread_flows: Vec<ThreadFlow>,
     /// Whether blocks of counter code can be added to the body ([`append_point`]).
     pub appendable: bool,
-    /// Outermost loops whose blocks keep their thread counts per lane ([`assign_lane_counters`]).
-    pub lane_loops: Vec<LaneLoop>,
-}
-
-/// An outermost loop some of whose blocks (`blocks`) each lane counts in a counter register of
-/// its own (their warps are updated at their tops), added to the blocks' thread counters on
-/// every edge out of the loop (`exits`).
-#[derive(Debug, Clone)]
-pub(crate) struct LaneLoop {
-    pub blocks: Vec<usize>,
-    pub exits: Vec<RegionEdge>,
 }
 
 /// Where blocks of counter code can go: right after the body's last instruction, when that is
@@ -963,15 +952,7 @@ pub(crate) struct Difference {
 
 impl Plan {
     pub fn counter_registers(&self) -> usize {
-        self.regions
-            .iter()
-            .map(Region::counter_registers)
-            .sum::<usize>()
-            + self
-                .lane_loops
-                .iter()
-                .map(|l| l.blocks.len())
-                .sum::<usize>()
+        self.regions.iter().map(Region::counter_registers).sum()
     }
 
     /// Whether block `b` is counted by a region's flush (and not at its top).
@@ -1005,26 +986,6 @@ impl Plan {
 
     fn in_region(&self, b: usize) -> bool {
         self.regions.iter().any(|r| r.blocks.contains(&b))
-    }
-
-    /// The counter register that keeps block `b`'s thread count per lane, if it has one: after
-    /// the regions', in the order of [`Plan::lane_loops`] and their blocks.
-    pub fn lane_counter(&self, b: usize) -> Option<usize> {
-        let first: usize = self.regions.iter().map(Region::counter_registers).sum();
-        let k = self
-            .lane_loops
-            .iter()
-            .flat_map(|l| &l.blocks)
-            .position(|&x| x == b)?;
-        Some(first + k)
-    }
-
-    /// The blocks with lane counters.
-    #[cfg(test)]
-    pub fn lane_counted(&self) -> impl Iterator<Item = usize> + '_ {
-        self.lane_loops
-            .iter()
-            .flat_map(|l| l.blocks.iter().copied())
     }
 }
 
@@ -1195,7 +1156,6 @@ fn decide(
         let leaky = leaky_blocks(function, &cfg);
         plan.differences = differences(function, &cfg, &divergence, &leaky, &plan);
         plan.thread_flows = thread_flows_of(&cfg, &loops, &leaky, &mut plan);
-        assign_lane_counters(function, &cfg, &depths, &loops, &mut plan);
     }
     Decided {
         plan,
@@ -1203,117 +1163,6 @@ fn decide(
         attempts,
         unanalysed: None,
     }
-}
-
-/// Gives blocks on a cycle that would take the full update at their tops a lane counter,
-/// deepest in loops first, while counter registers are left after the regions'
-/// ([`MAX_COUNTER_REGISTERS`]): the block's update is then its warp count's alone
-/// (`lane_update`: 4 instructions and 1 reduction per warp, against 6 and 2), and each lane
-/// adds its counters once it leaves the outermost loop that holds the block (`lane_flush`, one
-/// reduction per counter and lane, on each exit edge).
-///
-/// Exact whatever the lanes do: a lane adds 1 to its own register each time it runs the block,
-/// so the registers' sum over the lanes is the block's thread count. The loop holds nothing
-/// that ends a thread or calls (a callee could), so every lane that runs the block leaves the
-/// loop by an exit edge, where it adds its registers; and being outermost, the loop is not
-/// entered again after (a path back to its header would make a larger loop), so the registers
-/// need no reset: zeroed in the prologue, they are added once. Loops whose exits have no place
-/// for code are left out ([`lane_loop_exits`]).
-fn assign_lane_counters(
-    function: &Function,
-    cfg: &Cfg,
-    depths: &[usize],
-    loops: &[NaturalLoop],
-    plan: &mut Plan,
-) {
-    let unreachable = unreachable_blocks(function, cfg);
-    let packable = function.kind() == FunctionKind::Entry;
-    let depth = |b: usize| loops.iter().filter(|l| l.blocks.contains(&b)).count();
-    // `loops` is sorted largest first: the first that holds a block is its outermost.
-    let outermost = |b: usize| loops.iter().position(|l| l.blocks.contains(&b));
-    let exits: Vec<Option<Vec<RegionEdge>>> = loops
-        .iter()
-        .map(|l| lane_loop_exits(function, cfg, depths, plan.appendable, l))
-        .collect();
-    let mut candidates: Vec<(usize, usize)> = (0..cfg.blocks.len())
-        .filter(|&b| {
-            block_counting(plan, cfg, &unreachable, packable, b) == BlockCounting::FullUpdate
-        })
-        .filter_map(|b| {
-            let l = outermost(b)?;
-            exits[l].is_some().then_some((b, l))
-        })
-        .collect();
-    candidates.sort_by_key(|&(b, _)| (std::cmp::Reverse(depth(b)), b));
-    candidates.truncate(MAX_COUNTER_REGISTERS.saturating_sub(plan.counter_registers()));
-    candidates.sort_unstable_by_key(|&(b, l)| (l, b));
-    let mut lane_loops: Vec<LaneLoop> = Vec::new();
-    for (i, (b, l)) in candidates.iter().enumerate() {
-        if i > 0 && candidates[i - 1].1 == *l {
-            if let Some(last) = lane_loops.last_mut() {
-                last.blocks.push(*b);
-            }
-        } else if let Some(exits) = &exits[*l] {
-            lane_loops.push(LaneLoop {
-                blocks: vec![*b],
-                exits: exits.clone(),
-            });
-        }
-    }
-    plan.lane_loops = lane_loops;
-}
-
-/// The edges out of loop `l`, each with a place for code, if every lane that enters it leaves
-/// by one of them: nothing in it ends a thread, calls or jumps through a table, and each exit
-/// has a place; a taken exit's code is a block after the body (`appendable`) that must see the
-/// exit's target label.
-fn lane_loop_exits(
-    function: &Function,
-    cfg: &Cfg,
-    depths: &[usize],
-    appendable: bool,
-    l: &NaturalLoop,
-) -> Option<Vec<RegionEdge>> {
-    let statements = function.statements();
-    let leaves_or_calls = l.blocks.iter().any(|&b| {
-        cfg.blocks[b]
-            .instructions
-            .iter()
-            .filter_map(|&s| statements[s].as_instruction())
-            .any(|i| matches!(i.opcode.base(), "call" | "ret" | "exit" | "trap" | "brx"))
-    });
-    // (A path from an exit back to the header outside any natural loop, in irreducible
-    // control flow, would run the flush twice.)
-    let targets: Vec<usize> = l
-        .blocks
-        .iter()
-        .flat_map(|&b| cfg.succs[b].iter().copied())
-        .filter(|t| !l.blocks.contains(t))
-        .collect();
-    if leaves_or_calls || reaches(cfg, &targets, l.header) {
-        return None;
-    }
-    let mut exits = Vec::new();
-    for &b in &l.blocks {
-        for &t in cfg.succs[b].iter().filter(|t| !l.blocks.contains(t)) {
-            let site = edge_site(function, cfg, b, t)?;
-            if site == EdgeSite::Taken {
-                let label_nested = cfg.blocks[t]
-                    .label_statement
-                    .is_some_and(|i| depths[i] != 0);
-                if !appendable || label_nested {
-                    return None;
-                }
-            }
-            exits.push(RegionEdge {
-                from: b,
-                to: None,
-                exit_to: Some(t),
-                site,
-            });
-        }
-    }
-    (!exits.is_empty()).then_some(exits)
 }
 
 /// The rules a loop that [`region_of`] accepts must also pass in this function on this target:
@@ -2938,100 +2787,6 @@ $L2:
         assert_all_shrinking(src, 1);
     }
 
-    /// `ifs` divergent `if`s (each on a bit of the thread index, `%r4`), labels `{label}{i}`.
-    fn divergent_ifs(ifs: usize, label: &str) -> String {
-        (0..ifs)
-            .map(|i| {
-                format!("\tand.b32 %r6, %r4, {};\n\tsetp.eq.u32 %p2, %r6, 0;\n\t@%p2 bra ${label}{i};\n\tadd.s32 %r3, %r3, 1;\n${label}{i}:\n", 1 << i)
-            })
-            .collect()
-    }
-
-    /// A uniform loop with 6 divergent ifs around a uniform inner loop with 4 (ten blocks on a
-    /// cycle between a branch and its join), then `tail`.
-    fn loops_with_divergent_ifs(tail: &str) -> String {
-        format!(
-            "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$O:\n{}\tmov.u32 %r7, 0;\n$I:\n{}\tadd.s32 %r7, %r7, 1;\n\tsetp.lt.u32 %p3, %r7, %r1;\n\t@%p3 bra $I;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $O;\n{tail}",
-            divergent_ifs(6, "OS"),
-            divergent_ifs(4, "IS")
-        )
-    }
-
-    #[test]
-    fn blocks_on_cycles_take_the_counter_registers_left_deepest_first() {
-        let src = loops_with_divergent_ifs("\tret;");
-        let module = function(&src);
-        let k = module.function("k").unwrap();
-        let cfg = Cfg::of(k);
-        let plan = plan_of(&src, Placement::Derived);
-        assert_eq!(plan.regions.len(), 1);
-        let region = &plan.regions[0];
-        let own = region.counter_registers();
-        assert_eq!(region.direct.len(), 10);
-        assert_eq!(plan.counter_registers(), MAX_COUNTER_REGISTERS);
-        assert_eq!(plan.lane_counted().count(), MAX_COUNTER_REGISTERS - own);
-        // The inner loop's four first, then outer ones.
-        let loops = cfg.loops();
-        let inner = loops
-            .iter()
-            .find(|l| l.blocks.len() < region.blocks.len())
-            .unwrap();
-        let inside = plan
-            .lane_counted()
-            .filter(|b| inner.blocks.contains(b))
-            .count();
-        assert_eq!(inside, 4);
-        // Each its own register, after the regions'; the others keep the full update.
-        let registers: Vec<usize> = plan
-            .lane_counted()
-            .map(|b| plan.lane_counter(b).unwrap())
-            .collect();
-        assert_eq!(registers, (own..MAX_COUNTER_REGISTERS).collect::<Vec<_>>());
-        let unreachable = unreachable_blocks(k, &cfg);
-        for &b in &region.direct {
-            let expected = if plan.lane_counted().any(|x| x == b) {
-                BlockCounting::LaneCounted
-            } else {
-                BlockCounting::FullUpdate
-            };
-            assert_eq!(block_counting(&plan, &cfg, &unreachable, true, b), expected);
-        }
-        // Lane counters belong to the derived placement, like regions with divergent parts.
-        let uniform = plan_of(&src, Placement::UniformLoops);
-        assert!(uniform.regions.is_empty());
-        assert_eq!(uniform.lane_counted().count(), 0);
-    }
-
-    #[test]
-    fn a_loop_that_a_lane_may_leave_other_than_by_an_exit_edge_has_no_lane_counters() {
-        // Two divergent ifs in a loop with `inside` in its body, and a call after it.
-        let plan = |inside: &str| {
-            let body = format!(
-                "\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$O:\n{}{inside}\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $O;\n\tcall f;\n\tret;",
-                divergent_ifs(2, "OS")
-            );
-            let module = ptx_lexer::parse(format!(
-                ".version 7.8\n.target sm_70\n.address_size 64\n.func f()\n{{\n\tret;\n}}\n.visible .entry k(.param .u32 k_n)\n{{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n{body}\n}}\n"
-            ))
-            .unwrap();
-            decide(
-                module.function("k").unwrap(),
-                Placement::Derived,
-                Some(WarpReductions::Redux),
-                LaunchLoops::OnDevice,
-            )
-            .plan
-        };
-        // A call after the loop is no obstacle: the lanes add their counters as they leave.
-        assert_eq!(plan("").lane_counted().count(), 2);
-        // In the loop, a call (the callee could end the thread) or a `ret` is.
-        for inside in ["\tcall f;\n", "\tsetp.eq.u32 %p3, %r4, 7;\n\t@%p3 ret;\n"] {
-            let plan = plan(inside);
-            assert!(plan.regions.is_empty(), "{inside}");
-            assert_eq!(plan.lane_counted().count(), 0, "{inside}");
-        }
-    }
-
     #[test]
     fn a_uniform_loop_inside_a_thread_guard_is_a_region() {
         let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;";
@@ -3122,11 +2877,10 @@ $L2:
         assert_eq!(nested.blocks.iter().copied().collect::<Vec<_>>(), vec![3]);
         assert!(nested.shrinking_to.is_none() && nested.direct.is_empty());
         assert!(plan.derived(1) && plan.derived(3) && plan.derived(4) && !plan.derived(2));
-        // Each region has its own counter registers; $L2 (on the outer cycle) a lane counter.
-        assert_eq!(plan.lane_counted().collect::<Vec<_>>(), vec![2]);
+        // Each region has its own counter registers.
         assert_eq!(
             plan.counter_registers(),
-            outer.counter_registers() + nested.counter_registers() + 1
+            outer.counter_registers() + nested.counter_registers()
         );
         assert!(nested.counter_registers() >= 1);
     }

@@ -10,9 +10,7 @@ use super::{
     decide, in_cycle, unreachable_blocks, Attempt, Cfg, LaunchLoops, Placement, Plan,
     MAX_BLOCKS_FOR_ANALYSIS, MAX_COUNTER_REGISTERS, MAX_SHRINKING_COUNTS,
 };
-use crate::{
-    block_update, lane_update, packed_update, warp_update, CounterRegisters, WarpReductions,
-};
+use crate::{block_update, packed_update, warp_update, CounterRegisters, WarpReductions};
 
 /// Why a natural loop is not counted in registers (one variant per rule of the placement;
 /// blocks are indices into the function's blocks, in layout order).
@@ -352,10 +350,6 @@ pub enum BlockCounting {
     Difference { branch: usize, sibling: usize },
     /// Its warp count is updated at its top; its thread count follows by flow conservation.
     WarpUpdate,
-    /// On a cycle: its warp count is updated at its top, its thread count kept per lane in a
-    /// counter register that each lane adds to the block's counter as it leaves the outermost
-    /// loop holding the block.
-    LaneCounted,
     /// On no cycle of a kernel: one reduction at its top adds threads and warps, packed.
     PackedUpdate,
     /// The full update at its top: threads and warps, two reductions.
@@ -373,8 +367,7 @@ pub struct UpdateCost {
 
 impl BlockCounting {
     /// The update at the block's top, measured on the code the instrumentation inserts
-    /// (`block_update`, `packed_update`, `warp_update`, `lane_update`); zero for a block without
-    /// one.
+    /// (`block_update`, `packed_update`, `warp_update`); zero for a block without one.
     pub fn update_cost(self) -> UpdateCost {
         let regs = CounterRegisters {
             b32: "%cf_r".into(),
@@ -387,7 +380,6 @@ impl BlockCounting {
             BlockCounting::FullUpdate => block_update(&regs, 0),
             BlockCounting::PackedUpdate => packed_update(&regs, 0),
             BlockCounting::WarpUpdate => warp_update(&regs, 0),
-            BlockCounting::LaneCounted => lane_update(&regs, 0, 0),
             _ => return UpdateCost::default(),
         };
         let instructions: Vec<_> = code.iter().filter_map(|s| s.as_instruction()).collect();
@@ -530,8 +522,6 @@ pub(crate) fn block_counting(
     }
     if plan.threads_derived(b) {
         BlockCounting::WarpUpdate
-    } else if plan.lane_counter(b).is_some() {
-        BlockCounting::LaneCounted
     } else if packable && !in_cycle(cfg, b) {
         BlockCounting::PackedUpdate
     } else {
@@ -877,14 +867,7 @@ mod tests {
             rejected.decision,
             Decision::Rejected(Rejection::CounterRegistersTaken { needed: 5, free: 3 })
         );
-        // The 3 left count threads of the rejected loop's blocks, one each.
-        assert_eq!(e.counter_registers, MAX_COUNTER_REGISTERS);
-        let lane_counted = e
-            .blocks
-            .iter()
-            .filter(|&&c| c == BlockCounting::LaneCounted)
-            .count();
-        assert_eq!(lane_counted, 3);
+        assert_eq!(e.counter_registers, 5);
     }
 
     #[test]
@@ -902,8 +885,7 @@ mod tests {
             rejection(&e, 1),
             &Rejection::ShrinkingNeedsShuffles { meeting: 2 }
         );
-        // Counted at its top, its threads in a lane counter (no warp reduction needed).
-        assert_eq!(e.blocks[1], BlockCounting::LaneCounted);
+        assert_eq!(e.blocks[1], BlockCounting::FullUpdate);
         let shuffles = Some(WarpReductions::Shuffles);
         assert!(matches!(
             decision(&explained_with(SHRINKING, Placement::Derived, shuffles), 1),
@@ -948,8 +930,7 @@ mod tests {
             inner.decision,
             Decision::Region { nested: true, .. }
         ));
-        // On a cycle, between a divergent branch and its join: its threads in a lane counter.
-        assert_eq!(e.blocks[2], BlockCounting::LaneCounted);
+        assert_eq!(e.blocks[2], BlockCounting::FullUpdate);
         assert_eq!(e.blocks[3], BlockCounting::Flushed { region: 3 });
         // The latch runs as often as the header: the flush writes one count for both.
         assert_eq!(e.blocks[4], BlockCounting::Copied { from: 1 });
@@ -982,7 +963,6 @@ mod tests {
         assert_eq!(cost(BlockCounting::FullUpdate), (6, 2));
         assert_eq!(cost(BlockCounting::PackedUpdate), (5, 1));
         assert_eq!(cost(BlockCounting::WarpUpdate), (3, 1));
-        assert_eq!(cost(BlockCounting::LaneCounted), (4, 1));
         assert_eq!(cost(BlockCounting::Flushed { region: 1 }), (0, 0));
     }
 
