@@ -2787,6 +2787,129 @@ $L2:
         assert_all_shrinking(src, 1);
     }
 
+    /// `ifs` divergent `if`s (each on a bit of the thread index, `%r4`), labels `{label}{i}`;
+    /// with `nested`, each inside the one before.
+    fn divergent_ifs(ifs: usize, label: &str, nested: bool) -> String {
+        let mut code = String::new();
+        for i in 0..ifs {
+            let skip = if nested {
+                format!("{label}0")
+            } else {
+                format!("{label}{i}")
+            };
+            code += &format!(
+                "\tand.b32 %r6, %r4, {};\n\tsetp.eq.u32 %p2, %r6, 0;\n\t@%p2 bra ${skip};\n\tadd.s32 %r3, %r3, 1;\n",
+                1 << i
+            );
+            if !nested {
+                code += &format!("${skip}:\n");
+            }
+        }
+        if nested && ifs > 0 {
+            code += &format!("${label}0:\n");
+        }
+        code
+    }
+
+    /// Each lane's path through `region` as the program's control flow allows it (a random
+    /// successor at each branch, from the header until an exit): (visits per block, traversals
+    /// per counted edge, the exit taken).
+    fn random_lane_path(
+        cfg: &Cfg,
+        region: &Region,
+        seed: &mut u64,
+    ) -> (HashMap<usize, i64>, Vec<i64>, usize) {
+        let mut visits: HashMap<usize, i64> = HashMap::new();
+        let mut edges = vec![0i64; region.counted.len()];
+        let mut at = region.header;
+        for _ in 0..10_000 {
+            *visits.entry(at).or_default() += 1;
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            let succs = &cfg.succs[at];
+            let next = succs[(*seed % succs.len() as u64) as usize];
+            if let Some(j) = region
+                .exits
+                .iter()
+                .position(|e| e.from == at && e.exit_to == Some(next))
+            {
+                return (visits, edges, j);
+            }
+            if let Some(i) = region
+                .counted
+                .iter()
+                .position(|e| e.from == at && e.to == Some(next))
+            {
+                edges[i] += 1;
+            }
+            at = next;
+        }
+        panic!("no exit in 10000 steps");
+    }
+
+    /// A loop that lanes leave when their value `%r4` reaches 1, with `steps` if/else on its
+    /// parity in a row.
+    fn collatz(steps: usize) -> String {
+        let step = |i: usize| {
+            format!("\tand.b32 %r6, %r4, 1;\n\tsetp.eq.u32 %p2, %r6, 0;\n\t@%p2 bra $E{i};\n\tmad.lo.s32 %r4, %r4, 3, 1;\n\tbra.uni $J{i};\n$E{i}:\n\tshr.u32 %r4, %r4, 1;\n$J{i}:\n")
+        };
+        let body: String = (0..steps).map(step).collect();
+        format!("\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n{body}\tadd.s32 %r2, %r2, 1;\n\tsetp.gt.u32 %p1, %r4, 1;\n\t@%p1 bra $L1;\n$L2:\n\tret;")
+    }
+
+    #[test]
+    fn each_lanes_registers_give_its_count_of_every_block_a_flush_writes() {
+        let outer_inner = |outer: &str, inner: &str| {
+            format!("\tld.param.u32 %r1, [k_n];\n\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$O:\n{outer}\tmov.u32 %r7, 0;\n$I:\n{inner}\tadd.s32 %r7, %r7, 1;\n\tsetp.lt.u32 %p3, %r7, %r1;\n\t@%p3 bra $I;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $O;\n\tret;")
+        };
+        let sources = [
+            outer_inner(&divergent_ifs(3, "A", false), &divergent_ifs(2, "B", false)),
+            outer_inner(&divergent_ifs(3, "A", true), &divergent_ifs(3, "B", true)),
+            outer_inner("", &divergent_ifs(4, "B", true)),
+            // Lanes leave at different times (the trip count is the thread index).
+            format!("\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n{}\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L2:\n\tret;", divergent_ifs(3, "A", false)),
+            format!("\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n{}\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L2:\n\tret;", divergent_ifs(2, "A", true)),
+            // Collatz steps: an if/else on the lane's value before a test it leaves by.
+            collatz(1),
+            collatz(2),
+        ];
+        let mut checked = 0;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for src in &sources {
+            let module = function(src);
+            let k = module.function("k").unwrap();
+            let cfg = Cfg::of(k);
+            let plan = plan_of(src, Placement::Derived);
+            for region in &plan.regions {
+                checked += 1;
+                for _ in 0..200 {
+                    let (visits, edges, exit) = random_lane_path(&cfg, region, &mut seed);
+                    for (b, form) in region
+                        .counts
+                        .iter()
+                        .filter(|(b, _)| !region.direct.contains(b))
+                    {
+                        let value: i64 = form
+                            .counters
+                            .iter()
+                            .zip(&edges)
+                            .map(|(k, n)| k * n)
+                            .sum::<i64>()
+                            + form.exits[exit];
+                        assert_eq!(
+                            value,
+                            visits.get(b).copied().unwrap_or(0),
+                            "block {b} in {src}"
+                        );
+                    }
+                }
+            }
+        }
+        // Uniform and shrinking regions, nested ones among them.
+        assert!(checked >= sources.len(), "{checked}");
+    }
+
     #[test]
     fn a_uniform_loop_inside_a_thread_guard_is_a_region() {
         let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tsetp.ge.u32 %p2, %r1, %r4;\n\t@%p2 bra $L9;\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r4;\n\t@%p1 bra $L1;\n$L9:\n\tret;";
