@@ -2858,6 +2858,10 @@ $L2:
         format!("\tmov.u32 %r4, %tid.x;\n\tmov.u32 %r2, 0;\n$L1:\n{body}\tadd.s32 %r2, %r2, 1;\n\tsetp.gt.u32 %p1, %r4, 1;\n\t@%p1 bra $L1;\n$L2:\n\tret;")
     }
 
+    /// The flushes read each block's count off the registers of one lane (the leader) or of
+    /// each lane (where lanes leave at different times): by per-lane flow conservation, a
+    /// lane's counted edges and exit give its own count of every block the flush writes,
+    /// whatever path it took. Random lane paths through each region, against the visits.
     #[test]
     fn each_lanes_registers_give_its_count_of_every_block_a_flush_writes() {
         let outer_inner = |outer: &str, inner: &str| {
