@@ -2817,33 +2817,30 @@ $L2:
     fn random_lane_path(
         cfg: &Cfg,
         region: &Region,
-        seed: &mut u64,
+        next: &mut impl FnMut() -> u64,
     ) -> (HashMap<usize, i64>, Vec<i64>, usize) {
         let mut visits: HashMap<usize, i64> = HashMap::new();
         let mut edges = vec![0i64; region.counted.len()];
         let mut at = region.header;
         for _ in 0..10_000 {
             *visits.entry(at).or_default() += 1;
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
             let succs = &cfg.succs[at];
-            let next = succs[(*seed % succs.len() as u64) as usize];
+            let to = succs[(next() % succs.len() as u64) as usize];
             if let Some(j) = region
                 .exits
                 .iter()
-                .position(|e| e.from == at && e.exit_to == Some(next))
+                .position(|e| e.from == at && e.exit_to == Some(to))
             {
                 return (visits, edges, j);
             }
             if let Some(i) = region
                 .counted
                 .iter()
-                .position(|e| e.from == at && e.to == Some(next))
+                .position(|e| e.from == at && e.to == Some(to))
             {
                 edges[i] += 1;
             }
-            at = next;
+            at = to;
         }
         panic!("no exit in 10000 steps");
     }
@@ -2879,7 +2876,7 @@ $L2:
             collatz(2),
         ];
         let mut checked = 0;
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = launch_paths::xorshift(0x9e37_79b9_7f4a_7c15);
         for src in &sources {
             let module = function(src);
             let k = module.function("k").unwrap();
@@ -2888,7 +2885,7 @@ $L2:
             for region in &plan.regions {
                 checked += 1;
                 for _ in 0..200 {
-                    let (visits, edges, exit) = random_lane_path(&cfg, region, &mut seed);
+                    let (visits, edges, exit) = random_lane_path(&cfg, region, &mut next);
                     for (b, form) in region
                         .counts
                         .iter()

@@ -1116,7 +1116,7 @@ fn loop_trips(
 }
 
 /// xorshift64 from `seed` (not zero): a generator of made-up values, the same at every build.
-fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+pub(super) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
     move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
