@@ -593,10 +593,12 @@ pub(crate) struct Inst {
     pub line: u32,
     /// Index of the statement in the function body (for the instruction's text in errors).
     pub statement: u32,
-    /// A load, store or atomic (not `red`) on global, shared or generic memory: an access
-    /// other warps can see, where the scheduler may switch warps. (Counter code has none:
-    /// it reduces with `red` and reads its base from `.param`, so instrumentation does not
-    /// move the switches.)
+    /// A load, store or atomic (not `red`) on global, shared or generic memory, but a
+    /// read-only load (`ld.global.nc`, `ldu`): an access other warps can see, where the
+    /// scheduler may switch warps. (Counter code reduces with `red` and reads its base from
+    /// `.param`; its only such accesses are the CTA counters' zeroing, before the CTA's first
+    /// barrier, and their exit count and flush, after a warp's last instruction of its own: so
+    /// instrumentation moves no switch inside the kernel's own code.)
     pub visible: bool,
 }
 
@@ -855,7 +857,14 @@ pub(crate) fn decode_function(
                         }
                     },
                 };
-                let visible = matches!(instruction.opcode.base(), "ld" | "ldu" | "st" | "atom")
+                let base = instruction.opcode.base();
+                // `ld.global.nc` and `ldu` read data that stays the same while the kernel runs
+                // (the PTX ISA: read-only for its lifetime), which no other warp's write can
+                // reach: where they fall in the schedule changes nothing.
+                let read_only =
+                    base == "ldu" || (base == "ld" && instruction.opcode.has_modifier("nc"));
+                let visible = matches!(base, "ld" | "st" | "atom")
+                    && !read_only
                     && !matches!(
                         instruction.facts.state_space,
                         Some(StateSpace::Param | StateSpace::Local | StateSpace::Const)

@@ -21,8 +21,9 @@
 //! interpreter would (before a shared access that would fault, after the visible access that
 //! ends the slice, at an instruction the interpreter fails), and the interpreter counts what it
 //! executed exactly as it counts instructions one by one. A memory access is inline only when
-//! every running lane passes the check the interpreter makes first, which changes nothing
-//! (inside the shared window, or the warp's cached accessible host range, aligned; for a host
+//! every running lane passes a check the interpreter makes, here changing nothing (inside the
+//! shared window, or the warp's cached accessible host range or, the interpreter's next try,
+//! the first of its recent ranges holding the first running lane's access; aligned; for a host
 //! atomic also outside the CTA's shared and local windows, where the interpreter's atomics are
 //! private and uncounted); a host access that does not is executed by the interpreter, with
 //! whatever it then does (another range, a fault to report). Shared atomics are plain
@@ -113,6 +114,10 @@ pub(crate) struct RunContext {
     pub local_len: u64,
     /// The warp's `Warp::global_atomics` counter (a `u64`).
     pub global_atomics: *mut u64,
+    /// The warp's earlier accessible host ranges (`Warp::recent`: [`crate::warp::RECENT_RANGES`]
+    /// pairs `lo`, `hi`), where a host access outside the cached range looks next, as the
+    /// interpreter does.
+    pub recent: *const u64,
 }
 
 /// The special registers the same in every lane of a launch's CTA that runs read from
@@ -146,7 +151,29 @@ enum Field {
     LocalBase,
     LocalLen,
     GlobalAtomics,
+    Recent,
 }
+
+// `Field` is `RunContext`'s layout: each field 8 bytes, in order.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(RunContext, shared_base) == 8 * Field::SharedBase as usize);
+    assert!(offset_of!(RunContext, shared_len) == 8 * Field::SharedLen as usize);
+    assert!(offset_of!(RunContext, exec) == 8 * Field::Exec as usize);
+    assert!(offset_of!(RunContext, params) == 8 * Field::Params as usize);
+    assert!(offset_of!(RunContext, accessible_lo) == 8 * Field::AccessibleLo as usize);
+    assert!(offset_of!(RunContext, accessible_hi) == 8 * Field::AccessibleHi as usize);
+    assert!(offset_of!(RunContext, wrote) == 8 * Field::Wrote as usize);
+    assert!(offset_of!(RunContext, specials) == 8 * Field::Specials as usize);
+    assert!(offset_of!(RunContext, tid) == 8 * Field::Tid as usize);
+    assert!(offset_of!(RunContext, shared_offsets) == 8 * Field::SharedOffsets as usize);
+    assert!(offset_of!(RunContext, shared_offsets_len) == 8 * Field::SharedOffsetsLen as usize);
+    assert!(offset_of!(RunContext, local_base) == 8 * Field::LocalBase as usize);
+    assert!(offset_of!(RunContext, local_len) == 8 * Field::LocalLen as usize);
+    assert!(offset_of!(RunContext, global_atomics) == 8 * Field::GlobalAtomics as usize);
+    assert!(offset_of!(RunContext, recent) == 8 * Field::Recent as usize);
+    assert!(size_of::<RunContext>() == 8 * (Field::Recent as usize + 1));
+};
 
 /// A run's native function: the frame's register file, the active mask, the context, the
 /// instruction of the run to start at (a segment's first, [`NativeRun::offset`]) and the
@@ -350,10 +377,10 @@ fn translatable(inst: &Inst, registers: u32) -> bool {
                 && total.is_power_of_two()
                 && dsts[..usize::from(*count)].iter().all(|&d| reg_ok(d))
         }
-        // Global stores stay with the interpreter: a kernel that loads one array and stores
-        // another misses the cached range at every store, where the check would only add.
+        // Global stores too: a kernel that loads one array and stores another misses the
+        // cached range at every store, and finds the other among the recent ranges.
         Op::St {
-            space: Space::Shared,
+            space: Space::Shared | Space::Host,
             addr,
             srcs,
             count,
@@ -713,9 +740,30 @@ struct RunValues<'ctx> {
     local_base: IntValue<'ctx>,
     local_len: IntValue<'ctx>,
     global_atomics: PointerValue<'ctx>,
+    recent: PointerValue<'ctx>,
     /// The offsets of the shared variables the run's inline code names, `(var, offset)`,
     /// looked up at the run's entry.
     shared_vars: Vec<(u32, IntValue<'ctx>)>,
+}
+
+/// A memory access's lanes, as its checks see them ([`Gen::access_lanes`]).
+struct AccessLanes<'ctx> {
+    space: Space,
+    /// Bytes per lane.
+    total: u64,
+    atomic: bool,
+    /// The lanes that run it (`i32`).
+    exec: IntValue<'ctx>,
+    /// Every lane's address (32 lanes).
+    address: VectorValue<'ctx>,
+}
+
+/// The first running lane's access of a host access ([`Gen::first_lane_access`]).
+struct FirstAccess<'ctx> {
+    address: IntValue<'ctx>,
+    end: IntValue<'ctx>,
+    /// `end` wrapped around.
+    wraps: IntValue<'ctx>,
 }
 
 /// IR generation for one module.
@@ -856,6 +904,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             local_base: field(Field::LocalBase, "local_base")?,
             local_len: field(Field::LocalLen, "local_len")?,
             global_atomics: pointer(Field::GlobalAtomics, "global_atomics")?,
+            recent: pointer(Field::Recent, "recent")?,
             shared_vars: self.shared_offsets(
                 function,
                 code,
@@ -941,10 +990,44 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     // A host access is inline when every lane passes the interpreter's first
                     // check (which changes nothing); otherwise the interpreter executes it,
                     // with whatever it does then (another cached range, a fault to report).
-                    let slow = self.check_access(inst, regs, active, &values)?;
+                    // The interpreter checks the lanes against its cached range, then
+                    // against the recent range holding the first running lane's access: the
+                    // range holding that lane's access, the cached one first, is the one both
+                    // tries can pass with. So a loop over a few arrays in turn stays inline
+                    // with one check of the lanes per access.
+                    let lanes = self.access_lanes(inst, regs, active, &values)?;
+                    let first = self.first_lane_access(&lanes)?;
+                    let (lo, hi) = self.first_range(&lanes, &values)?;
+                    let cached = self.holds(lo, hi, &first)?;
+                    let from = self
+                        .builder
+                        .get_insert_block()
+                        .ok_or_else(|| error("no insertion block"))?;
+                    let recent_block = self.ctx.append_basic_block(function, "recent");
+                    let check_block = self.ctx.append_basic_block(function, "check");
                     let slow_block = self.ctx.append_basic_block(function, "slow");
                     let fast_block = self.ctx.append_basic_block(function, "fast");
                     let join = self.ctx.append_basic_block(function, "join");
+                    self.builder
+                        .build_conditional_branch(cached, check_block, recent_block)
+                        .map_err(error)?;
+                    self.builder.position_at_end(recent_block);
+                    let (recent_lo, recent_hi) = self.recent_range(&first, &values)?;
+                    let recent_end = self
+                        .builder
+                        .get_insert_block()
+                        .ok_or_else(|| error("no insertion block"))?;
+                    self.builder
+                        .build_unconditional_branch(check_block)
+                        .map_err(error)?;
+                    self.builder.position_at_end(check_block);
+                    let mut bounds = Vec::with_capacity(2);
+                    for (cached, recent, name) in [(lo, recent_lo, "lo"), (hi, recent_hi, "hi")] {
+                        let phi = self.builder.build_phi(self.i64t, name).map_err(error)?;
+                        phi.add_incoming(&[(&cached, from), (&recent, recent_end)]);
+                        bounds.push(phi.as_basic_value().into_int_value());
+                    }
+                    let slow = self.outside(&lanes, bounds[0], bounds[1], &values)?;
                     self.builder
                         .build_conditional_branch(slow, slow_block, fast_block)
                         .map_err(error)?;
@@ -1010,7 +1093,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
     }
 
-    /// `code` (inline instructions only) as a loop over the warp's lane groups.
+    /// `code` (inline instructions only) as a loop over the warp's lane groups, skipping those
+    /// without an active lane: they would change nothing (every inline instruction writes
+    /// the lanes it runs in only), and a divergent loop's warp often has a few lanes left.
     fn group_loop(
         &self,
         function: FunctionValue<'ctx>,
@@ -1020,43 +1105,52 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         values: &RunValues<'ctx>,
     ) -> Result<(), CompileError> {
         let b = &self.builder;
+        let e = error;
         let before = b
             .get_insert_block()
             .ok_or_else(|| error("no insertion block"))?;
-        let body = self.ctx.append_basic_block(function, "group");
+        let head = self.ctx.append_basic_block(function, "group");
+        let body = self.ctx.append_basic_block(function, "group_body");
+        let latch = self.ctx.append_basic_block(function, "group_next");
         let after = self.ctx.append_basic_block(function, "after");
-        b.build_unconditional_branch(body).map_err(error)?;
-        b.position_at_end(body);
-        let group = b.build_phi(self.i64t, "g").map_err(error)?;
+        b.build_unconditional_branch(head).map_err(e)?;
+        b.position_at_end(head);
+        let group = b.build_phi(self.i64t, "g").map_err(e)?;
         let g = group.as_basic_value().into_int_value();
         let first = b
             .build_int_mul(g, self.i64t.const_int(GROUP.into(), false), "first")
-            .map_err(error)?;
-        let shift = b
-            .build_int_truncate(first, self.i32t, "shift")
-            .map_err(error)?;
+            .map_err(e)?;
+        let shift = b.build_int_truncate(first, self.i32t, "shift").map_err(e)?;
         let shifted = b
             .build_right_shift(active, shift, false, "shifted")
-            .map_err(error)?;
+            .map_err(e)?;
+        let group_type = self.ctx.custom_width_int_type(GROUP);
         let bits = b
-            .build_int_truncate(shifted, self.ctx.custom_width_int_type(GROUP), "bits")
-            .map_err(error)?;
-        let active = b
+            .build_int_truncate(shifted, group_type, "bits")
+            .map_err(e)?;
+        let empty = b
+            .build_int_compare(IntPredicate::EQ, bits, group_type.const_zero(), "empty")
+            .map_err(e)?;
+        b.build_conditional_branch(empty, latch, body).map_err(e)?;
+        b.position_at_end(body);
+        let group_active = b
             .build_bit_cast(bits, self.boolv(GROUP), "active")
-            .map_err(error)?
+            .map_err(e)?
             .into_vector_value();
         let lanes = GroupLanes {
             regs,
             first,
-            active,
+            active: group_active,
             context: values,
         };
         for inst in code {
             self.inline_instruction(inst, &lanes)?;
         }
+        b.build_unconditional_branch(latch).map_err(e)?;
+        b.position_at_end(latch);
         let next = b
             .build_int_add(g, self.i64t.const_int(1, false), "next")
-            .map_err(error)?;
+            .map_err(e)?;
         let more = b
             .build_int_compare(
                 IntPredicate::ULT,
@@ -1064,13 +1158,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 self.i64t.const_int((LANES / GROUP).into(), false),
                 "more",
             )
-            .map_err(error)?;
-        let end = b
-            .get_insert_block()
-            .ok_or_else(|| error("no insertion block"))?;
-        b.build_conditional_branch(more, body, after)
-            .map_err(error)?;
-        group.add_incoming(&[(&self.i64t.const_zero(), before), (&next, end)]);
+            .map_err(e)?;
+        b.build_conditional_branch(more, head, after).map_err(e)?;
+        group.add_incoming(&[(&self.i64t.const_zero(), before), (&next, latch)]);
         b.position_at_end(after);
         Ok(())
     }
@@ -1592,17 +1682,15 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         b.build_and(active, holds, "exec").map_err(error)
     }
 
-    /// Whether some lane that runs memory access `inst` fails the interpreter's first check
-    /// of its address (`Exec::lane_hosts`' first attempt, which changes nothing): the whole
-    /// access inside the CTA's shared window (shared) or the warp's cached accessible range
-    /// (host), and aligned to its size.
-    fn check_access(
+    /// The lanes that run memory access `inst` (`i32`), their addresses and the access's size
+    /// in bytes.
+    fn access_lanes(
         &self,
         inst: &Inst,
         regs: PointerValue<'ctx>,
         active: IntValue<'ctx>,
         values: &RunValues<'ctx>,
-    ) -> Result<IntValue<'ctx>, CompileError> {
+    ) -> Result<AccessLanes<'ctx>, CompileError> {
         let (space, addr, total) = match &inst.op {
             Op::Ld {
                 space,
@@ -1623,22 +1711,219 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             } => (*space, addr, ty.bytes()),
             _ => return Err(error("an address check for another instruction")),
         };
+        Ok(AccessLanes {
+            space,
+            total,
+            atomic: matches!(inst.op, Op::Atom { .. }),
+            exec: self.warp_exec(inst, regs, active)?,
+            address: self.warp_address(regs, addr, values)?,
+        })
+    }
+
+    /// Whether some lane that runs memory access `inst` fails the interpreter's first check
+    /// of its address (`Exec::lane_hosts`' first attempt, which changes nothing): the whole
+    /// access inside the CTA's shared window (shared) or the warp's cached accessible range
+    /// (host), and aligned to its size.
+    fn check_access(
+        &self,
+        inst: &Inst,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let lanes = self.access_lanes(inst, regs, active, values)?;
+        let (lo, hi) = self.first_range(&lanes, values)?;
+        self.outside(&lanes, lo, hi, values)
+    }
+
+    /// The range a memory access is checked against first: the CTA's shared window (as
+    /// offsets), or the warp's cached accessible host range.
+    fn first_range(
+        &self,
+        lanes: &AccessLanes<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CompileError> {
         let b = &self.builder;
-        let e = error;
-        let exec = self.warp_exec(inst, regs, active)?;
-        let address = self.warp_address(regs, addr, values)?;
-        let (lo, hi) = match space {
-            Space::Shared => (self.i64t.const_zero(), values.shared_len),
-            Space::Host => (
+        match lanes.space {
+            Space::Shared => Ok((self.i64t.const_zero(), values.shared_len)),
+            Space::Host => Ok((
                 b.build_load(self.i64t, values.accessible_lo, "lo")
-                    .map_err(e)?
+                    .map_err(error)?
                     .into_int_value(),
                 b.build_load(self.i64t, values.accessible_hi, "hi")
+                    .map_err(error)?
+                    .into_int_value(),
+            )),
+            Space::Local => Err(error("a local access inline")),
+        }
+    }
+
+    /// The first running lane's access of a host access: its address, its end, and whether
+    /// it wraps around the address space (then no range holds it).
+    fn first_lane_access(
+        &self,
+        lanes: &AccessLanes<'ctx>,
+    ) -> Result<FirstAccess<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        // `& 31` keeps the index in the vector whatever the mask (no lane runs: any lane's
+        // address does, every lane then passing the check).
+        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
+        let first = b
+            .build_call(
+                cttz,
+                &[lanes.exec.into(), self.ctx.bool_type().const_zero().into()],
+                "first",
+            )
+            .map_err(e)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("cttz without a value"))?
+            .into_int_value();
+        let first = b
+            .build_and(first, self.i32t.const_int(31, false), "first")
+            .map_err(e)?;
+        let address = b
+            .build_extract_element(lanes.address, first, "first_address")
+            .map_err(e)?
+            .into_int_value();
+        let total = self.i64t.const_int(lanes.total, false);
+        let end = b.build_int_add(address, total, "end").map_err(e)?;
+        let wraps = b
+            .build_int_compare(IntPredicate::ULT, end, address, "wraps")
+            .map_err(e)?;
+        Ok(FirstAccess {
+            address,
+            end,
+            wraps,
+        })
+    }
+
+    /// Whether `[lo, hi)` holds the first running lane's access.
+    fn holds(
+        &self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        first: &FirstAccess<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let from_lo = b
+            .build_int_compare(IntPredicate::UGE, first.address, lo, "from_lo")
+            .map_err(e)?;
+        let to_hi = b
+            .build_int_compare(IntPredicate::ULE, first.end, hi, "to_hi")
+            .map_err(e)?;
+        let inside = b.build_and(from_lo, to_hi, "inside").map_err(e)?;
+        let whole = b.build_not(first.wraps, "whole").map_err(e)?;
+        b.build_and(inside, whole, "holds").map_err(e)
+    }
+
+    /// The host range a host access outside the cached one is checked against next, as the
+    /// interpreter does (`Exec::lane_hosts`' second attempt): the first of the warp's recent
+    /// ranges ([`RunContext::recent`]) that holds the first running lane's access, or an
+    /// empty range when none does. Unlike the interpreter, the native code leaves the ranges
+    /// where they are (the interpreter's next check looks there too): which of them is
+    /// current changes no result, every one of them being accessible.
+    fn recent_range(
+        &self,
+        first: &FirstAccess<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let (address, end, wraps) = (first.address, first.end, first.wraps);
+        // The ranges as two vectors (`recent` is `lo, hi` pairs), tested at once; the first
+        // that holds the access wins, as in `Warp::promote_recent`.
+        let n = crate::warp::RECENT_RANGES as u32;
+        let pairs = b
+            .build_load(self.i64v(2 * n), values.recent, "recent")
+            .map_err(e)?
+            .into_vector_value();
+        if let Some(load) = pairs.as_instruction_value() {
+            load.set_alignment(8).map_err(error)?;
+        }
+        let picks = |odd: u64| {
+            VectorType::const_vector(
+                &(0..u64::from(n))
+                    .map(|i| self.i32t.const_int(2 * i + odd, false))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let undef = self.i64v(2 * n).get_undef();
+        let los = b
+            .build_shuffle_vector(pairs, undef, picks(0), "los")
+            .map_err(e)?;
+        let his = b
+            .build_shuffle_vector(pairs, undef, picks(1), "his")
+            .map_err(e)?;
+        let from_lo = b
+            .build_int_compare(
+                IntPredicate::UGE,
+                self.splat_value(address, n)?,
+                los,
+                "from_lo",
+            )
+            .map_err(e)?;
+        let to_hi = b
+            .build_int_compare(IntPredicate::ULE, self.splat_value(end, n)?, his, "to_hi")
+            .map_err(e)?;
+        let holds = b.build_and(from_lo, to_hi, "holds").map_err(e)?;
+        let bits = b
+            .build_bit_cast(holds, self.ctx.custom_width_int_type(n), "holds")
+            .map_err(e)?
+            .into_int_value();
+        let bits = b.build_int_z_extend(bits, self.i32t, "holds").map_err(e)?;
+        let none = b
+            .build_int_compare(IntPredicate::EQ, bits, self.i32t.const_zero(), "none")
+            .map_err(e)?;
+        let none = b.build_or(none, wraps, "none").map_err(e)?;
+        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
+        let index = b
+            .build_call(
+                cttz,
+                &[bits.into(), self.ctx.bool_type().const_zero().into()],
+                "index",
+            )
+            .map_err(e)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("cttz without a value"))?
+            .into_int_value();
+        // In the vector whatever `bits` (none: `index` is 32, and the result is not used).
+        let index = b
+            .build_and(index, self.i32t.const_int(u64::from(n - 1), false), "index")
+            .map_err(e)?;
+        let zero = self.i64t.const_zero();
+        let mut bounds = Vec::with_capacity(2);
+        for (v, name) in [(los, "lo"), (his, "hi")] {
+            let found = b
+                .build_extract_element(v, index, name)
+                .map_err(e)?
+                .into_int_value();
+            bounds.push(
+                b.build_select(none, zero, found, name)
                     .map_err(e)?
                     .into_int_value(),
-            ),
-            Space::Local => return Err(error("a local access inline")),
-        };
+            );
+        }
+        let (lo, hi) = (bounds[0], bounds[1]);
+        Ok((lo, hi))
+    }
+
+    /// Whether some running lane of an access fails the interpreter's check against the range
+    /// `[lo, hi)` (offsets in the shared window, or host addresses): the whole access inside,
+    /// aligned to its size (and a host atomic outside the CTA's shared and local windows).
+    fn outside(
+        &self,
+        lanes: &AccessLanes<'ctx>,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        values: &RunValues<'ctx>,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let b = &self.builder;
+        let e = error;
+        let (space, total, address) = (lanes.space, lanes.total, lanes.address);
         // `lo <= address <= hi - total`, none when the range is smaller than the access.
         let too_small = b
             .build_int_compare(
@@ -1681,7 +1966,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .map_err(e)?;
         let bad = b.build_or(below, above, "bad").map_err(e)?;
         let bad = b.build_or(bad, misaligned, "bad").map_err(e)?;
-        let bad = if matches!(inst.op, Op::Atom { .. }) && space == Space::Host {
+        let bad = if lanes.atomic && space == Space::Host {
             // A generic atomic in the CTA's shared or local windows (which the cached range
             // may be) is a private one to the interpreter, not locked and not counted as
             // global: the interpreter's. (`host - base < len`, unsigned: inside.)
@@ -1711,7 +1996,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .build_select(too_small, all, bad, "bad")
             .map_err(e)?
             .into_int_value();
-        let bad = b.build_and(bad, exec, "bad").map_err(e)?;
+        let bad = b.build_and(bad, lanes.exec, "bad").map_err(e)?;
         b.build_int_compare(IntPredicate::NE, bad, self.i32t.const_zero(), "slow")
             .map_err(e)
     }
@@ -2758,6 +3043,8 @@ mod tests {
     /// that lives for the program.
     fn test_context(base: u64, len: u64) -> RunContext {
         static EMPTY: [u64; 2] = [0, 0];
+        static NO_RANGES: [u64; 2 * crate::warp::RECENT_RANGES] =
+            [0; 2 * crate::warp::RECENT_RANGES];
         static SPECIALS: [u64; 9] = [0; 9];
         static TID: [u32; 96] = [0; 96];
         RunContext {
@@ -2775,6 +3062,7 @@ mod tests {
             local_base: 0,
             local_len: 0,
             global_atomics: Box::leak(Box::new(0)),
+            recent: NO_RANGES.as_ptr(),
         }
     }
 

@@ -19,7 +19,9 @@ pub(crate) struct Entry {
 }
 
 /// How many earlier accessible host ranges a warp keeps besides the current one.
-pub(crate) const RECENT_RANGES: usize = 4;
+/// (A power of two: the native engine searches them as one vector, `native::Gen::recent_range`.)
+pub(crate) const RECENT_RANGES: usize = 8;
+const _: () = assert!(RECENT_RANGES.is_power_of_two() && RECENT_RANGES <= 16);
 
 /// One activation of a function.
 #[derive(Debug, Clone)]
@@ -93,8 +95,9 @@ pub(crate) struct Warp {
     /// range is not kept in `recent` once another replaces it).
     pub accessible_heap: bool,
     /// Host ranges found accessible before `accessible` (not heap blocks), so that a kernel
-    /// alternating between a few arrays does not query the environment on every switch.
-    pub recent: [(u64, u64); RECENT_RANGES],
+    /// alternating between a few arrays does not query the environment on every switch; each
+    /// `[lo, hi)` as an array, not a tuple (the native engine reads them: `RunContext::recent`).
+    pub recent: [[u64; 2]; RECENT_RANGES],
     /// The entry of `recent` the next evicted range replaces.
     pub recent_next: usize,
     /// Set when a store or atomic of the warp wrote a value different from the one in
@@ -122,7 +125,7 @@ impl Warp {
             global_atomics: 0,
             accessible: (0, 0),
             accessible_heap: false,
-            recent: [(0, 0); RECENT_RANGES],
+            recent: [[0, 0]; RECENT_RANGES],
             recent_next: 0,
             wrote: false,
             scratch: Box::new(Scratch {
@@ -211,10 +214,15 @@ impl Warp {
         self.clock = 0;
         self.thread_instructions = 0;
         self.global_atomics = 0;
-        self.accessible = (0, 0);
-        self.accessible_heap = false;
-        self.recent = [(0, 0); RECENT_RANGES];
-        self.recent_next = 0;
+        // The host ranges found accessible stay: a warp starts again only in a CTA slot of the
+        // same launch (`launch::worker_loop`'s), whose windows are the slot's own buffers, and
+        // the launch's allocations and module do not change while it runs; only a block of the
+        // device heap goes, which the last CTA may have freed. (Short warps that find their
+        // arrays again from scratch spend much of their time doing so.)
+        if self.accessible_heap {
+            self.accessible = (0, 0);
+            self.accessible_heap = false;
+        }
     }
 
     /// Makes `range` the current accessible host range, keeping the one it replaces in
@@ -222,7 +230,7 @@ impl Warp {
     pub fn set_accessible(&mut self, range: (u64, u64), heap: bool) {
         let old = std::mem::replace(&mut self.accessible, range);
         if !self.accessible_heap && old.1 > old.0 {
-            self.recent[self.recent_next] = old;
+            self.recent[self.recent_next] = [old.0, old.1];
             self.recent_next = (self.recent_next + 1) % RECENT_RANGES;
         }
         self.accessible_heap = heap;
@@ -236,10 +244,14 @@ impl Warp {
             return false;
         };
         for i in 0..RECENT_RANGES {
-            let (lo, hi) = self.recent[i];
+            let [lo, hi] = self.recent[i];
             if address >= lo && end <= hi {
                 let old = std::mem::replace(&mut self.accessible, (lo, hi));
-                self.recent[i] = if self.accessible_heap { (0, 0) } else { old };
+                self.recent[i] = if self.accessible_heap {
+                    [0, 0]
+                } else {
+                    [old.0, old.1]
+                };
                 self.accessible_heap = false;
                 return true;
             }

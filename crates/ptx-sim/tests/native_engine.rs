@@ -854,3 +854,218 @@ fn integer_atomics_inline_are_the_interpreters() {
         );
     }
 }
+
+/// Arrays a kernel of [`many_arrays`] reads in turn: more than a warp's cached range and its
+/// recent ranges hold (1 + 8), so that some loads find their array in the recent ranges and
+/// others in none.
+const MANY: usize = 10;
+
+/// Elements of each array.
+const MANY_LEN: u32 = 64;
+
+/// A loop reading [`MANY`] arrays in turn, a loop whose lanes leave at different times: lanes
+/// 8-15 of each warp (one lane group) run 9 trips, the others 0 to 3, so that most trips run
+/// with the other groups empty; then each thread writes its sum. Per `mode`: 0 nothing else;
+/// 1 lane 12 reads one element past the first array at trip 5 (its group's first running
+/// lane, 8, finds the array among the recent ranges: the fault is the interpreter's to
+/// report); 2 the odd lanes read the second array where the even ones read the first (one
+/// load over two arrays, each accessible, neither holding every lane: the interpreter's).
+fn many_arrays() -> String {
+    let params: Vec<String> = (0..MANY).map(|i| format!(".param .u64 a{i}")).collect();
+    let mut text = format!(
+        ".visible .entry many({}, .param .u64 out, .param .u32 mode)\n{{\n\
+         .reg .pred %p<8>;\n.reg .b32 %r<40>;\n.reg .b64 %rd<40>;\n",
+        params.join(", ")
+    );
+    for i in 0..MANY {
+        text += &format!("ld.param.u64 %rd{i}, [a{i}];\n");
+    }
+    text += r#"
+    ld.param.u64 %rd20, [out];
+    ld.param.u32 %r1, [mode];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r5, %r3, %r4, %r2;
+    and.b32 %r6, %r2, 31;
+    mul.lo.u32 %r7, %r2, 5;
+    and.b32 %r7, %r7, 3;
+    setp.ge.u32 %p1, %r6, 8;
+    setp.lt.u32 %p2, %r6, 16;
+    and.pred %p1, %p1, %p2;
+    selp.b32 %r8, 9, %r7, %p1;
+    and.b32 %r13, %r6, 1;
+    setp.eq.u32 %p6, %r1, 2;
+    setp.eq.and.u32 %p6, %r13, 1, %p6;
+    selp.b64 %rd21, %rd1, %rd0, %p6;
+    mov.u32 %r9, 0;
+    mov.u32 %r10, 0;
+    setp.eq.u32 %p3, %r8, 0;
+    @%p3 bra DONE;
+LOOP:
+    mad.lo.s32 %r11, %r5, 3, %r9;
+    rem.u32 %r11, %r11, 64;
+    mul.wide.u32 %rd22, %r11, 4;
+    setp.eq.u32 %p4, %r1, 1;
+    setp.eq.and.u32 %p4, %r9, 5, %p4;
+    setp.eq.and.u32 %p4, %r6, 12, %p4;
+    selp.b32 %r12, 64, %r11, %p4;
+    mul.wide.u32 %rd23, %r12, 4;
+    add.s64 %rd24, %rd21, %rd23;
+    ld.global.u32 %r14, [%rd24];
+    add.u32 %r10, %r10, %r14;
+"#;
+    for i in 1..MANY {
+        text += &format!(
+            "add.s64 %rd24, %rd{i}, %rd22;\nld.global.nc.u32 %r14, [%rd24];\n\
+             mad.lo.s32 %r10, %r10, 3, %r14;\n"
+        );
+    }
+    text += r#"
+    add.u32 %r9, %r9, 1;
+    setp.lt.u32 %p5, %r9, %r8;
+    @%p5 bra LOOP;
+DONE:
+    mul.wide.u32 %rd25, %r5, 4;
+    add.s64 %rd26, %rd20, %rd25;
+    st.global.u32 [%rd26], %r10;
+    ret;
+}
+"#;
+    text
+}
+
+#[test]
+fn loads_over_many_arrays_with_few_lanes_running_are_the_interpreters() {
+    let text = many_arrays();
+    let ctas = 6u32;
+    let threads = 64u32;
+    let arrays: Vec<Vec<u32>> = (0..MANY as u32)
+        .map(|a| {
+            (0..MANY_LEN)
+                .map(|i| (i + 1).wrapping_mul(2_654_435_761) ^ a)
+                .collect()
+        })
+        .collect();
+    for (mode, fails) in [(0u32, false), (1, true), (2, false)] {
+        // Two workers race to a fault: which CTA's is reported first is not determined.
+        let workers: &[usize] = if fails { &[1] } else { &[1, 2] };
+        for &workers in workers {
+            for whole_buffers in [false, true] {
+                let mut inputs = arrays.clone();
+                inputs.push(vec![0; (ctas * threads) as usize]);
+                let outcome = agree_in(
+                    &text,
+                    "many",
+                    config([ctas, 1, 1], [threads, 1, 1], workers),
+                    (&inputs, whole_buffers),
+                    &[mode],
+                );
+                assert_eq!(
+                    outcome.result.is_err(),
+                    fails,
+                    "mode {mode}: {:?}",
+                    outcome.result
+                );
+                if fails {
+                    continue;
+                }
+                // Each thread's sum, computed here.
+                let out = &outcome.buffers[MANY];
+                for g in 0..ctas * threads {
+                    let lane = g % threads % 32;
+                    let trips = if (8..16).contains(&lane) {
+                        9
+                    } else {
+                        (g % threads).wrapping_mul(5) & 3
+                    };
+                    let first = usize::from(mode == 2 && lane % 2 == 1);
+                    let mut sum = 0u32;
+                    for k in 0..trips {
+                        let i = ((g * 3 + k) % MANY_LEN) as usize;
+                        sum = sum.wrapping_add(arrays[first][i]);
+                        for array in &arrays[1..] {
+                            sum = sum.wrapping_mul(3).wrapping_add(array[i]);
+                        }
+                    }
+                    assert_eq!(out[g as usize], sum, "mode {mode}: thread {g}");
+                }
+            }
+        }
+    }
+}
+
+/// CTA 0 stores each thread's `%tid` (`tid | 3` with `same`) at `out[tid / 4]` (four lanes at
+/// each address: the highest lane's value stays) until CTA 1 sets `flag`. With `same`, the
+/// stores change nothing from the second trip on, so that a grid where CTA 1 cannot start
+/// makes no progress.
+const SPIN: &str = r#"
+.visible .entry spin(.param .u64 out, .param .u64 flag, .param .u32 same)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [flag];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    setp.ne.u32 %p1, %r2, 0;
+    @%p1 bra SETTER;
+    shr.u32 %r3, %r1, 2;
+    mul.wide.u32 %rd3, %r3, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.param.u32 %r6, [same];
+    setp.ne.u32 %p1, %r6, 0;
+    or.b32 %r7, %r1, 3;
+    selp.b32 %r1, %r7, %r1, %p1;
+WAIT:
+    st.global.u32 [%rd4], %r1;
+    ld.volatile.global.u32 %r4, [%rd2];
+    setp.eq.u32 %p2, %r4, 0;
+    @%p2 bra WAIT;
+    ret;
+SETTER:
+    mov.u32 %r5, 1;
+    st.global.u32 [%rd2], %r5;
+    ret;
+}
+"#;
+
+#[test]
+fn global_stores_inline_order_lanes_and_see_unchanged_memory_as_the_interpreter() {
+    for (resident, whole_buffers) in [(2usize, false), (2, true), (1, false), (1, true)] {
+        let config = LaunchConfig {
+            grid: [2, 1, 1],
+            block: [64, 1, 1],
+            dynamic_shared_bytes: 0,
+            // One worker: with two, how long CTA 0 spins would depend on the threads' timing.
+            workers: 1,
+            resident_ctas: resident,
+        };
+        // A store that set `wrote` without changing memory would keep the lone resident CTA
+        // spinning for ever: wait for the outcome on another thread, for a while.
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let same = u32::from(resident == 1);
+            let inputs = [vec![0; 16], vec![0]];
+            let _ = send.send(agree_in(
+                SPIN,
+                "spin",
+                config,
+                (&inputs, whole_buffers),
+                &[same],
+            ));
+        });
+        let outcome = receive
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the launches ended (a warp that only stores what memory holds waits)");
+        if resident == 1 {
+            let error = outcome.result.expect_err("CTA 1 never starts");
+            assert!(error.contains("without changing memory"), "{error}");
+        } else {
+            assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+            let expected: Vec<u32> = (0..16).map(|k| 4 * k + 3).collect();
+            assert_eq!(outcome.buffers[0], expected);
+        }
+    }
+}
