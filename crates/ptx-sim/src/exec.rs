@@ -351,7 +351,7 @@ impl<'a> Exec<'a, '_> {
                                 local_base: self.cta.local_base,
                                 local_len: self.cta.local_len,
                                 global_atomics: &raw mut self.warp.global_atomics,
-                                recent: self.warp.recent.as_ptr().cast(),
+                                recent: (&raw const self.warp.recent).cast(),
                                 exec: (self as *mut Self).cast(),
                             };
                             // SAFETY: the run touches the rows of registers below

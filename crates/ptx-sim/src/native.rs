@@ -987,14 +987,14 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     self.leave_if(function, fault, index)?;
                     self.access(function, segment, regs, active, &values)?;
                 } else {
-                    // A host access is inline when every lane passes the interpreter's first
-                    // check (which changes nothing); otherwise the interpreter executes it,
-                    // with whatever it does then (another cached range, a fault to report).
-                    // The interpreter checks the lanes against its cached range, then
-                    // against the recent range holding the first running lane's access: the
-                    // range holding that lane's access, the cached one first, is the one both
-                    // tries can pass with. So a loop over a few arrays in turn stays inline
-                    // with one check of the lanes per access.
+                    // A host access is inline when every lane passes a check the interpreter
+                    // makes (here changing nothing); otherwise the interpreter executes it,
+                    // with whatever it does then (another range, a fault to report). The
+                    // interpreter checks the lanes against its cached range, then against the
+                    // recent range holding the first running lane's access: the range holding
+                    // that lane's access, the cached one first, is the one either try can
+                    // pass with. So a loop over a few arrays in turn stays inline, with one
+                    // check of the lanes per access.
                     let lanes = self.access_lanes(inst, regs, active, &values)?;
                     let first = self.first_lane_access(&lanes)?;
                     let (lo, hi) = self.first_range(&lanes, &values)?;
