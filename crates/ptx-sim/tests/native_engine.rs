@@ -104,6 +104,16 @@ fn agree_in(
     interpreted
 }
 
+/// Checks that the launch of `mode` failed when it `fails`, and ran otherwise.
+fn assert_fails(outcome: &Outcome, fails: bool, mode: u32) {
+    assert_eq!(
+        outcome.result.is_err(),
+        fails,
+        "mode {mode}: {:?}",
+        outcome.result
+    );
+}
+
 /// One straight run from the entry to `ret` (no branch): `ld.param`, `%tid` and a shared
 /// variable's address executed by the interpreter inside the run, then per `mode` a fault:
 /// 0 a global load out of the buffer in some lanes, 1 a misaligned global load, 2 a shared
@@ -169,12 +179,7 @@ fn faults_inside_a_run_are_reported_as_the_interpreter_reports_them() {
             // CTA 0's lanes 0-14 stored before lane 15 faulted.
             assert_ne!(outcome.buffers[0][1], input[1]);
         }
-        assert_eq!(
-            outcome.result.is_err(),
-            fails,
-            "mode {mode}: {:?}",
-            outcome.result
-        );
+        assert_fails(&outcome, fails, mode);
     }
 }
 
@@ -797,12 +802,7 @@ fn integer_atomics_inline_are_the_interpreters() {
             (&[vec![0; ctas * threads * 16], vec![0; 32]], whole_buffers),
             &[mode],
         );
-        assert_eq!(
-            outcome.result.is_err(),
-            fails,
-            "mode {mode}: {:?}",
-            outcome.result
-        );
+        assert_fails(&outcome, fails, mode);
         if mode == 3 {
             // CTA 0's threads before its last added to the global bins; then it faulted.
             assert_ne!(outcome.buffers[1][..4], [0; 4]);
@@ -961,12 +961,7 @@ fn loads_over_many_arrays_with_few_lanes_running_are_the_interpreters() {
                     (&inputs, whole_buffers),
                     &[mode],
                 );
-                assert_eq!(
-                    outcome.result.is_err(),
-                    fails,
-                    "mode {mode}: {:?}",
-                    outcome.result
-                );
+                assert_fails(&outcome, fails, mode);
                 if fails {
                     continue;
                 }
