@@ -593,7 +593,7 @@ pub(crate) struct Inst {
     pub line: u32,
     /// Index of the statement in the function body (for the instruction's text in errors).
     pub statement: u32,
-    /// A load, store or atomic (not `red`) on global, shared or generic memory, but a
+    /// A load, store or atomic (not `red`) on global, shared or generic memory, other than a
     /// read-only load (`ld.global.nc`, `ldu`): an access other warps can see, where the
     /// scheduler may switch warps. (Counter code reduces with `red` and reads its base from
     /// `.param`; its only such accesses are the CTA counters' zeroing, before the CTA's first
