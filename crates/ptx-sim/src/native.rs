@@ -1768,18 +1768,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let e = error;
         // `& 31` keeps the index in the vector whatever the mask (no lane runs: any lane's
         // address does, every lane then passing the check).
-        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
-        let first = b
-            .build_call(
-                cttz,
-                &[lanes.exec.into(), self.ctx.bool_type().const_zero().into()],
-                "first",
-            )
-            .map_err(e)?
-            .try_as_basic_value()
-            .left()
-            .ok_or_else(|| error("cttz without a value"))?
-            .into_int_value();
+        let first = self.trailing_zeros(lanes.exec, false, "first")?;
         let first = b
             .build_and(first, self.i32t.const_int(31, false), "first")
             .map_err(e)?;
@@ -1878,18 +1867,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .build_int_compare(IntPredicate::EQ, bits, self.i32t.const_zero(), "none")
             .map_err(e)?;
         let none = b.build_or(none, wraps, "none").map_err(e)?;
-        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
-        let index = b
-            .build_call(
-                cttz,
-                &[bits.into(), self.ctx.bool_type().const_zero().into()],
-                "index",
-            )
-            .map_err(e)?
-            .try_as_basic_value()
-            .left()
-            .ok_or_else(|| error("cttz without a value"))?
-            .into_int_value();
+        let index = self.trailing_zeros(bits, false, "index")?;
         // In the vector whatever `bits` (none: `index` is 32, and the result is not used).
         let index = b
             .build_and(index, self.i32t.const_int(u64::from(n - 1), false), "index")
@@ -2108,6 +2086,29 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .ok_or_else(|| error(format!("no {name} for these types")))
     }
 
+    /// The trailing zero bits of `value` (`i32`, `llvm.cttz`); with `zero_is_poison`, a zero
+    /// `value` gives poison rather than 32.
+    fn trailing_zeros(
+        &self,
+        value: IntValue<'ctx>,
+        zero_is_poison: bool,
+        name: &str,
+    ) -> Result<IntValue<'ctx>, CompileError> {
+        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
+        let poison = self
+            .ctx
+            .bool_type()
+            .const_int(u64::from(zero_is_poison), false);
+        Ok(self
+            .builder
+            .build_call(cttz, &[value.into(), poison.into()], name)
+            .map_err(error)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("cttz without a value"))?
+            .into_int_value())
+    }
+
     /// Returns `done` from the run when `condition` holds; continues in a new block otherwise.
     fn leave_if(
         &self,
@@ -2275,14 +2276,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .map_err(e)?;
         b.build_conditional_branch(more, body, done).map_err(e)?;
         b.position_at_end(body);
-        let cttz = self.intrinsic("llvm.cttz", &[self.i32t.into()])?;
-        let lane = b
-            .build_call(cttz, &[m.into(), bool_t.const_int(1, false).into()], "lane")
-            .map_err(e)?
-            .try_as_basic_value()
-            .left()
-            .ok_or_else(|| error("cttz without a value"))?
-            .into_int_value();
+        let lane = self.trailing_zeros(m, true, "lane")?;
         let rest = b
             .build_and(
                 m,
