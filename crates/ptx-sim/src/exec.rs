@@ -288,6 +288,32 @@ impl<'a> Exec<'a, '_> {
         mut budget: u64,
         mut visible: u64,
     ) -> Result<Yield, SimError> {
+        // What native runs read besides the registers, the same for the whole slice (the
+        // CTA's windows, the launch's parameters, the warp's fields and this `Exec` by address):
+        // made once, the loop fields set at each run's entry. Raw pointers only: the native
+        // code reads and writes them, and has the interpreter execute some instructions through
+        // `exec` ([`interpret_for_native`]), never both at once.
+        let mut context = RunContext {
+            shared_base: self.cta.shared_base,
+            shared_len: self.cta.shared_len,
+            params: self.cta.launch.params.address(),
+            accessible_lo: &raw const self.warp.accessible.0,
+            accessible_hi: &raw const self.warp.accessible.1,
+            wrote: &raw mut self.warp.wrote,
+            specials: self.specials.as_ptr(),
+            tid: self.warp.tid.as_ptr().cast(),
+            shared_offsets: self.cta.launch.shared_offsets.as_ptr(),
+            shared_offsets_len: self.cta.launch.shared_offsets.len() as u64,
+            local_base: self.cta.local_base,
+            local_len: self.cta.local_len,
+            global_atomics: &raw mut self.warp.global_atomics,
+            recent: (&raw const self.warp.recent).cast(),
+            exec: (self as *mut Self).cast(),
+            loop_budget: 0,
+            looped_warp: 0,
+            looped_thread: 0,
+            looped_active: 0,
+        };
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
                 self.warp.state = WarpState::Done;
@@ -317,6 +343,8 @@ impl<'a> Exec<'a, '_> {
                 // In a local: `straight` takes `self` mutably, so the field would be reloaded
                 // at every instruction.
                 let native = if NATIVE { self.native } else { None };
+                // Whether a native run went round its loop: the stack's top may have changed.
+                let mut looped = false;
                 let result = loop {
                     // A run translated to native code, entered at its first instruction when
                     // the slice has budget for all of it and a visible access left, and no
@@ -326,34 +354,27 @@ impl<'a> Exec<'a, '_> {
                     // faults, which the loop below then executes.
                     if let Some(run) = native.and_then(|native| native.run_at(pc)) {
                         let end = pc + run.len;
+                        let first = pc - run.offset;
                         if u64::from(run.len) <= budget
                             && visible > 0
                             && (rpc <= pc || rpc >= end)
                             && self.warp.regs.len()
                                 >= self.reg_base + self.func.registers as usize * 32
                         {
-                            // Raw pointers only: the native code reads and writes the frame's
-                            // registers through `regs`, and has the interpreter execute some
-                            // instructions through `exec` ([`interpret_for_native`]), never
-                            // both at once.
+                            // The frame's registers, by address as the context's fields.
                             let regs = self.warp.regs.as_mut_ptr().wrapping_add(self.reg_base);
-                            let context = RunContext {
-                                shared_base: self.cta.shared_base,
-                                shared_len: self.cta.shared_len,
-                                params: self.cta.launch.params.address(),
-                                accessible_lo: &raw const self.warp.accessible.0,
-                                accessible_hi: &raw const self.warp.accessible.1,
-                                wrote: &raw mut self.warp.wrote,
-                                specials: self.specials.as_ptr(),
-                                tid: self.warp.tid.as_ptr().cast(),
-                                shared_offsets: self.cta.launch.shared_offsets.as_ptr(),
-                                shared_offsets_len: self.cta.launch.shared_offsets.len() as u64,
-                                local_base: self.cta.local_base,
-                                local_len: self.cta.local_len,
-                                global_atomics: &raw mut self.warp.global_atomics,
-                                recent: (&raw const self.warp.recent).cast(),
-                                exec: (self as *mut Self).cast(),
+                            // A loop's body goes round in the native code only if the entry's
+                            // reconvergence point is not met on the way (the branches'
+                            // entries have theirs outside, `native::loop_back`).
+                            let rounds = run.loop_branches > 0
+                                && (rpc < first || rpc >= end + run.loop_branches);
+                            context.loop_budget = if rounds {
+                                budget - u64::from(run.len)
+                            } else {
+                                0
                             };
+                            context.looped_warp = 0;
+                            context.looped_thread = 0;
                             // SAFETY: the run touches the rows of registers below
                             // `func.registers` only (checked at compilation), all in the
                             // frame (checked above), shared memory inside the CTA's window
@@ -362,8 +383,34 @@ impl<'a> Exec<'a, '_> {
                                 .unwrap_or(u32::MAX)
                                 .saturating_add(run.visible_before);
                             let stopped = unsafe {
-                                (run.entry)(regs, active, &context, run.offset, allowance)
+                                (run.entry)(regs, active, &mut context, run.offset, allowance)
                             };
+                            if context.looped_warp > 0 {
+                                // It went round (a run without visible accesses): counted as
+                                // the loop below and the branches count, its last pass from
+                                // the run's first instruction with the lanes that went round,
+                                // and the warp goes on from the stack's top (a divergent branch
+                                // pushed an entry for those lanes).
+                                let lanes = context.looped_active as u32;
+                                let done = stopped.min(run.offset + run.len);
+                                let warp = context.looped_warp + u64::from(done);
+                                budget = budget.saturating_sub(warp);
+                                self.warp.clock += warp;
+                                self.warp.thread_instructions += context.looped_thread
+                                    + u64::from(lanes.count_ones()) * u64::from(done);
+                                pc = first + done;
+                                looped = true;
+                                if let Some(top) = self.frame().stack.last_mut() {
+                                    top.pc = pc;
+                                }
+                                if let Some(error) = self.native_error.take() {
+                                    budget = budget.saturating_sub(1);
+                                    self.warp.clock += 1;
+                                    self.warp.thread_instructions += u64::from(lanes.count_ones());
+                                    break Err(error);
+                                }
+                                break Ok(());
+                            }
                             let done = stopped.saturating_sub(run.offset).min(run.len);
                             let executed = &func.code[pc as usize..(pc + done) as usize];
                             let seen = if done == run.len {
@@ -415,13 +462,13 @@ impl<'a> Exec<'a, '_> {
                         break Ok(());
                     }
                 };
-                if pc != start {
+                if pc != start && !looped {
                     if let Some(top) = self.frame().stack.last_mut() {
                         top.pc = pc;
                     }
                 }
                 result?;
-                if pc != start {
+                if pc != start || looped {
                     continue;
                 }
             }
@@ -2075,6 +2122,29 @@ unsafe extern "C" fn interpret_for_native_plain(
 ) -> u32 {
     // SAFETY: per the caller.
     unsafe { interpret_for_native_body(exec, pc, active) }
+}
+
+/// The native code's divergent loop branch (`native::Gen::go_round`): the branch at `pc`, the
+/// lanes `taken` of `active` taking it, as the run loop's [`Exec::branch`] takes it.
+///
+/// # Safety
+/// `exec` is the [`Exec`] running the native code, which has no other reference to it in use.
+pub(crate) unsafe extern "C" fn branch_for_native(
+    exec: *mut std::ffi::c_void,
+    pc: u32,
+    active: u32,
+    taken: u32,
+) {
+    // SAFETY: per the caller.
+    let exec = unsafe { &mut *exec.cast::<Exec<'_, '_>>() };
+    // The native code calls it for its run's loop branch only, a `bra` of this function.
+    if let Some(Inst {
+        op: Op::Bra { target, reconverge },
+        ..
+    }) = exec.func.code.get(pc as usize)
+    {
+        exec.branch(pc, active, taken, *target, *reconverge);
+    }
 }
 
 /// The native code's entry into the interpreter ([`interpret_for_native_body`]), for this CPU.

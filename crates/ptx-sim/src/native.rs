@@ -32,6 +32,11 @@
 //! The semantics of each lowered form are [`crate::alu::AluOp::eval`]'s bit for bit (the tests
 //! below compare them on edge values, guards, partial masks and immediates); those of the
 //! memory accesses the interpreter's (tests below and `tests/native_engine.rs`).
+//!
+//! A run that is a loop's body ([`loop_back`]) goes round without returning to the
+//! interpreter while the interpreter would send the warp round ([`Gen::go_round`]): a
+//! divergent loop's trips cost the interpreter's branch handling only where the branch
+//! pushes more than the lanes going round, and the run's entry only once per slice.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
@@ -118,6 +123,15 @@ pub(crate) struct RunContext {
     /// pairs `lo`, `hi`), where a host access outside the cached range looks next, as the
     /// interpreter does.
     pub recent: *const u64,
+    /// Warp-instructions the run may execute after its end by going round its loop again
+    /// ([`NativeRun::loop_branches`]; 0: it does not go round), less those it executed so.
+    pub loop_budget: u64,
+    /// Out: the warp- and thread-instructions of the passes through the run it completed and
+    /// went round after, their branches included (0: it did not go round).
+    pub looped_warp: u64,
+    pub looped_thread: u64,
+    /// Out, where it went round: the lanes of its last pass.
+    pub looped_active: u64,
 }
 
 /// The special registers the same in every lane of a launch's CTA that runs read from
@@ -152,6 +166,10 @@ enum Field {
     LocalLen,
     GlobalAtomics,
     Recent,
+    LoopBudget,
+    LoopedWarp,
+    LoopedThread,
+    LoopedActive,
 }
 
 // `Field` is `RunContext`'s layout: each field 8 bytes, in order.
@@ -172,7 +190,11 @@ const _: () = {
     assert!(offset_of!(RunContext, local_len) == 8 * Field::LocalLen as usize);
     assert!(offset_of!(RunContext, global_atomics) == 8 * Field::GlobalAtomics as usize);
     assert!(offset_of!(RunContext, recent) == 8 * Field::Recent as usize);
-    assert!(size_of::<RunContext>() == 8 * (Field::Recent as usize + 1));
+    assert!(offset_of!(RunContext, loop_budget) == 8 * Field::LoopBudget as usize);
+    assert!(offset_of!(RunContext, looped_warp) == 8 * Field::LoopedWarp as usize);
+    assert!(offset_of!(RunContext, looped_thread) == 8 * Field::LoopedThread as usize);
+    assert!(offset_of!(RunContext, looped_active) == 8 * Field::LoopedActive as usize);
+    assert!(size_of::<RunContext>() == 8 * (Field::LoopedActive as usize + 1));
 };
 
 /// A run's native function: the frame's register file, the active mask, the context, the
@@ -181,11 +203,13 @@ const _: () = {
 /// instruction of the run it stopped before: the run's length when it ran to the end; a shared
 /// access that would fault (an address outside the window or misaligned in some lane), which
 /// the interpreter then executes and reports; or the one after the visible access that used up
-/// the allowance, where the interpreter would end the slice.
+/// the allowance, where the interpreter would end the slice. A run that went round its loop
+/// ([`NativeRun::loop_branches`]) returns where its last pass stopped, and says in the context
+/// what it executed before.
 type RunEntry = unsafe extern "C" fn(
     regs: *mut u64,
     active: u32,
-    context: *const RunContext,
+    context: *mut RunContext,
     start: u32,
     allowance: u32,
 ) -> u32;
@@ -204,6 +228,11 @@ pub(crate) struct NativeRun {
     pub visible: u32,
     /// Visible accesses in the run before the entry.
     pub visible_before: u32,
+    /// The branches after the run that go back to its first instruction, where the run is a
+    /// loop's body ([`loop_back`]; 0: it is not): the native code goes round the loop while
+    /// the interpreter would, the slice has budget for a whole pass and
+    /// [`RunContext::loop_budget`] allows it.
+    pub loop_branches: u32,
 }
 
 /// "No run starts here" in [`NativeCode::starts`].
@@ -522,6 +551,73 @@ fn find_runs(func: &DecodedFunction) -> Vec<(u32, u32)> {
     runs
 }
 
+/// How a run that is a loop's body goes round: the branch right after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LoopBack {
+    /// The branch right after the run (its function's instruction).
+    branch: u32,
+    /// `@p bra start` (the lanes that take the branch go round; 1 branch), or `@p bra out;
+    /// bra start` (the lanes that do not; 2 branches).
+    round_when_taken: bool,
+    /// Whether the native code goes on with the lanes that go round where the branch diverges:
+    /// where the interpreter then pushes one entry on the warp's stack, those lanes, its
+    /// reconvergence point outside the loop (the others wait there). Otherwise it leaves
+    /// the divergent branch to the interpreter.
+    diverges: bool,
+}
+
+impl LoopBack {
+    fn branches(&self) -> u32 {
+        if self.round_when_taken {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// The loop the run `(start, len)` of `func` is the body of, if it is one: its last
+/// instruction followed by `@p bra start`, or by `@p bra out; bra start` (a loop that ends on
+/// a test, as compilers lay them out). Not for runs with visible accesses (the allowance of a
+/// slice counts them; going round would need it per pass).
+fn loop_back(func: &DecodedFunction, start: u32, len: u32) -> Option<LoopBack> {
+    let end = start.checked_add(len)?;
+    let body = func.code.get(start as usize..end as usize)?;
+    if visible_in(body) > 0 {
+        return None;
+    }
+    let branch = func.code.get(end as usize)?;
+    let Op::Bra { target, reconverge } = branch.op else {
+        return None;
+    };
+    let outside = |pc: u32, last: u32| pc < start || pc > last;
+    if target == start {
+        // Lanes that do not take it wait at `end + 1`: no entry for them.
+        return Some(LoopBack {
+            branch: end,
+            round_when_taken: true,
+            diverges: reconverge == end + 1,
+        });
+    }
+    if branch.guard == NO_REG {
+        return None;
+    }
+    let again = func.code.get(end as usize + 1)?;
+    match again.op {
+        Op::Bra { target: back, .. } if back == start && again.guard == NO_REG => {
+            // The lanes that take it wait at its target, the reconvergence point.
+            Some(LoopBack {
+                branch: end,
+                round_when_taken: false,
+                diverges: target == reconverge
+                    && reconverge != end + 1
+                    && outside(reconverge, end + 1),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Visible accesses among `code`.
 fn visible_in(code: &[Inst]) -> u32 {
     code.iter().filter(|inst| inst.visible).count() as u32
@@ -584,7 +680,9 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             for (i, &(start, len)) in runs.iter().enumerate() {
                 let name = format!("run{i}");
                 let code = &func.code[start as usize..(start + len) as usize];
-                gen.run_function(&name, code, &forms_of(code, func.registers)?, start)?;
+                let back = loop_back(func, start, len)
+                    .map(|back| (back, &func.code[back.branch as usize]));
+                gen.run_function(&name, code, &forms_of(code, func.registers)?, start, back)?;
                 names.push(name);
             }
         }
@@ -604,6 +702,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             // convention.
             let entry = unsafe { std::mem::transmute::<usize, RunEntry>(address) };
             let code = &func.code[start as usize..(start + len) as usize];
+            let loop_branches = loop_back(func, start, len).map_or(0, |back| back.branches());
             for offset in segment_starts(code, &forms_of(code, func.registers)?) {
                 let visible_before = visible_in(&code[..offset as usize]);
                 compiled.push(NativeRun {
@@ -612,6 +711,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
                     len: len - offset,
                     visible: visible_in(&code[offset as usize..]),
                     visible_before,
+                    loop_branches,
                 });
                 pcs.push(start + offset);
             }
@@ -654,11 +754,12 @@ fn host() -> &'static (String, String) {
 }
 
 /// The IR passes the runs get: the generated code is straight vector code in small loops, so
-/// that what matters is forwarding a register's value from the instruction that writes it to
-/// those that read it (`early-cse` with memory SSA), folding (`instcombine`) and dropping the
+/// that what matters is the pass's lanes in a register (`mem2reg`: a loop's body going round
+/// changes them), forwarding a register's value from the instruction that writes it to those
+/// that read it (`early-cse` with memory SSA), folding (`instcombine`) and dropping the
 /// stores later ones overwrite (`dse`). The standard `default<O2>` pipeline gives no faster
 /// code here and takes about twice as long (measured on the benchmark programs).
-const PASSES: &str = "function(early-cse<memssa>,instcombine,dse)";
+const PASSES: &str = "function(mem2reg,early-cse<memssa>,instcombine,dse)";
 
 /// Runs [`PASSES`] on `module` for the host CPU.
 fn optimize(module: &Module<'_>) -> Result<(), CompileError> {
@@ -756,6 +857,8 @@ struct AccessLanes<'ctx> {
     exec: IntValue<'ctx>,
     /// Every lane's address (32 lanes).
     address: VectorValue<'ctx>,
+    /// The address operand.
+    addr: Addr,
 }
 
 /// The first running lane's access of a host access ([`Gen::first_lane_access`]).
@@ -776,6 +879,20 @@ struct Gen<'ctx, 'm> {
     call_kernel: FunctionValue<'ctx>,
     /// The declaration of [`crate::exec::interpret_for_native`]'s type.
     call_interpreter: FunctionValue<'ctx>,
+    /// The declaration of [`crate::exec::branch_for_native`]'s type.
+    call_branch: FunctionValue<'ctx>,
+}
+
+/// What the end of a loop's body needs to go round ([`Gen::go_round`]).
+struct Round<'ctx> {
+    context: PointerValue<'ctx>,
+    exec: PointerValue<'ctx>,
+    /// Where the lanes of the pass live (`i32`), and the instruction it started at (`i32`:
+    /// the entry's on the first pass, 0 on the others).
+    active_slot: PointerValue<'ctx>,
+    pass_slot: PointerValue<'ctx>,
+    /// The run's first segment.
+    head: inkwell::basic_block::BasicBlock<'ctx>,
 }
 
 /// Whether `inst` runs through its interpreter kernel rather than inline code.
@@ -808,6 +925,12 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             i32t.fn_type(&[ptr.into(), i32t.into(), i32t.into()], false),
             None,
         );
+        let call_branch = module.add_function(
+            "cuda_flux_branch_for_native",
+            ctx.void_type()
+                .fn_type(&[ptr.into(), i32t.into(), i32t.into(), i32t.into()], false),
+            None,
+        );
         Ok(Gen {
             ctx,
             module,
@@ -816,6 +939,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             i32t,
             call_kernel,
             call_interpreter,
+            call_branch,
         })
     }
 
@@ -830,13 +954,15 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     /// Generates the function `name` for the instructions `code` (of forms `forms`, the
     /// first at `first_pc` in the function): inline instructions in loops over lane groups,
     /// instructions without a lowered form as kernel calls between them, the others as calls
-    /// into the interpreter.
+    /// into the interpreter; where `code` is a loop's body (`back`, with its branch), going
+    /// round it at the end ([`Gen::go_round`]).
     fn run_function(
         &self,
         name: &str,
         code: &[Inst],
         forms: &[Form],
         first_pc: u32,
+        back: Option<(LoopBack, &Inst)>,
     ) -> Result<(), CompileError> {
         let ptr = self.ctx.ptr_type(AddressSpace::default());
         let fn_type = self.i32t.fn_type(
@@ -865,7 +991,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         self.builder.position_at_end(entry);
         let param = |n: u32| function.get_nth_param(n).ok_or_else(|| error("parameter"));
         let regs = param(0)?.into_pointer_value();
-        let active = param(1)?.into_int_value();
+        let entry_active = param(1)?.into_int_value();
         let context = param(2)?.into_pointer_value();
         let field = |field: Field, name: &str| -> Result<IntValue<'ctx>, CompileError> {
             // SAFETY: `RunContext` is `u64`s and pointers, 8 bytes each, in `Field`'s order.
@@ -918,6 +1044,21 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .builder
             .build_array_alloca(self.i64t, self.i64t.const_int(LANES.into(), false), "sink")
             .map_err(error)?;
+        // The lanes of the pass through the run, and its first instruction: a loop's body
+        // goes round with fewer lanes where its branch diverges. Slots (made registers by
+        // `mem2reg`), read at each segment's start.
+        let active_slot = self
+            .builder
+            .build_alloca(self.i32t, "active_slot")
+            .map_err(error)?;
+        let pass_slot = self
+            .builder
+            .build_alloca(self.i32t, "pass_slot")
+            .map_err(error)?;
+        self.builder
+            .build_store(active_slot, entry_active)
+            .map_err(error)?;
+        self.builder.build_store(pass_slot, start).map_err(error)?;
         // Segments: kernel calls on the whole warp, each memory access alone after its
         // addresses are checked for all lanes (a fault leaves the run before the access,
         // nothing of it done), the other inline instructions in loops over lane groups. The
@@ -944,6 +1085,11 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 .map_or(code.len(), |&next| next as usize);
             let first = first as usize;
             self.builder.position_at_end(block);
+            let active = self
+                .builder
+                .build_load(self.i32t, active_slot, "active")
+                .map_err(error)?
+                .into_int_value();
             let segment = &code[first..end];
             let inst = &code[first];
             if forms[first] == Form::Kernel {
@@ -996,7 +1142,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                     // pass with. So a loop over a few arrays in turn stays inline, with one
                     // check of the lanes per access.
                     let lanes = self.access_lanes(inst, regs, active, &values)?;
-                    let first = self.first_lane_access(&lanes)?;
+                    let first = self.first_lane_access(&lanes, regs)?;
                     let (lo, hi) = self.first_range(&lanes, &values)?;
                     let cached = self.holds(lo, hi, &first)?;
                     let from = self
@@ -1054,13 +1200,29 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             } else {
                 self.group_loop(function, segment, regs, active, &values)?;
             }
-            match blocks.get(k + 1) {
-                Some(&next) => self
+            match (blocks.get(k + 1), back) {
+                (Some(&next), _) => self
                     .builder
                     .build_unconditional_branch(next)
                     .map(|_| ())
                     .map_err(error)?,
-                None => self
+                (None, Some((back, branch))) => {
+                    let pass = self
+                        .builder
+                        .build_load(self.i32t, pass_slot, "pass")
+                        .map_err(error)?
+                        .into_int_value();
+                    let round = Round {
+                        context,
+                        exec: values.exec,
+                        active_slot,
+                        pass_slot,
+                        head: blocks[0],
+                    };
+                    let len = code.len() as u32;
+                    self.go_round(function, back, branch, len, regs, active, pass, &round)?;
+                }
+                (None, None) => self
                     .builder
                     .build_return(Some(&self.i32t.const_int(code.len() as u64, false)))
                     .map(|_| ())
@@ -1068,6 +1230,173 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// The end of a loop's body of `len` instructions, `branch` after it (`back`): goes round
+    /// from the run's first segment where the interpreter would (the lanes that go round are
+    /// all of the pass's `active`, or some and `back.diverges`: then with those, after the
+    /// interpreter's stack took the branch as it would, [`crate::exec::branch_for_native`])
+    /// and the context's budget has room for the branches and a whole pass, counting in the
+    /// context what the pass (started at instruction `pass`) and the branches executed, as
+    /// the interpreter counts them; otherwise returns `len`, the interpreter then executing
+    /// the branch.
+    #[allow(clippy::too_many_arguments)]
+    fn go_round(
+        &self,
+        function: FunctionValue<'ctx>,
+        back: LoopBack,
+        branch: &Inst,
+        len: u32,
+        regs: PointerValue<'ctx>,
+        active: IntValue<'ctx>,
+        pass: IntValue<'ctx>,
+        round: &Round<'ctx>,
+    ) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let taken = self.warp_exec(branch, regs, active)?;
+        let again = if back.round_when_taken {
+            taken
+        } else {
+            let not_taken = b.build_not(taken, "not_taken").map_err(error)?;
+            b.build_and(active, not_taken, "again").map_err(error)?
+        };
+        let branches = back.branches();
+        let cost = self.i64t.const_int(u64::from(branches + len), false);
+        let budget_ptr = self.context_field(round.context, Field::LoopBudget)?;
+        let budget = b
+            .build_load(self.i64t, budget_ptr, "loop_budget")
+            .map_err(error)?
+            .into_int_value();
+        let enough = b
+            .build_int_compare(IntPredicate::UGE, budget, cost, "enough")
+            .map_err(error)?;
+        let some = b
+            .build_int_compare(IntPredicate::NE, again, self.i32t.const_zero(), "some")
+            .map_err(error)?;
+        let all = b
+            .build_int_compare(IntPredicate::EQ, again, active, "all")
+            .map_err(error)?;
+        let mut go = b.build_and(enough, some, "go").map_err(error)?;
+        if !back.diverges {
+            go = b.build_and(go, all, "go").map_err(error)?;
+        }
+        let stop = b.build_not(go, "stop").map_err(error)?;
+        self.leave_if(function, stop, self.i32t.const_int(len.into(), false))?;
+        if back.diverges {
+            let diverge = self.ctx.append_basic_block(function, "diverge");
+            let join = self.ctx.append_basic_block(function, "join");
+            b.build_conditional_branch(all, join, diverge)
+                .map_err(error)?;
+            b.position_at_end(diverge);
+            let callee = b
+                .build_int_to_ptr(
+                    self.i64t.const_int(
+                        crate::exec::branch_for_native as *const () as usize as u64,
+                        false,
+                    ),
+                    self.ctx.ptr_type(AddressSpace::default()),
+                    "branch",
+                )
+                .map_err(error)?;
+            b.build_indirect_call(
+                self.call_branch.get_type(),
+                callee,
+                &[
+                    round.exec.into(),
+                    self.i32t.const_int(back.branch.into(), false).into(),
+                    active.into(),
+                    taken.into(),
+                ],
+                "",
+            )
+            .map_err(error)?;
+            b.build_unconditional_branch(join).map_err(error)?;
+            b.position_at_end(join);
+        }
+        let left = b.build_int_sub(budget, cost, "left").map_err(error)?;
+        b.build_store(budget_ptr, left).map_err(error)?;
+        // The pass's instructions and the branches: each issued once by the warp, by the
+        // pass's lanes, but `bra start` after `@p bra out` by the lanes that go round.
+        let pass_len = b
+            .build_int_sub(self.i32t.const_int(len.into(), false), pass, "pass_len")
+            .map_err(error)?;
+        let pass_len = b
+            .build_int_z_extend(pass_len, self.i64t, "pass_len")
+            .map_err(error)?;
+        let warp = b
+            .build_int_add(
+                pass_len,
+                self.i64t.const_int(branches.into(), false),
+                "warp",
+            )
+            .map_err(error)?;
+        let issued_by_pass = b
+            .build_int_add(pass_len, self.i64t.const_int(1, false), "issued_by_pass")
+            .map_err(error)?;
+        let mut thread = b
+            .build_int_mul(self.lanes_in(active)?, issued_by_pass, "thread")
+            .map_err(error)?;
+        if !back.round_when_taken {
+            thread = b
+                .build_int_add(thread, self.lanes_in(again)?, "thread")
+                .map_err(error)?;
+        }
+        for (field, added) in [(Field::LoopedWarp, warp), (Field::LoopedThread, thread)] {
+            let ptr = self.context_field(round.context, field)?;
+            let sum = b
+                .build_load(self.i64t, ptr, "sum")
+                .map_err(error)?
+                .into_int_value();
+            let sum = b.build_int_add(sum, added, "sum").map_err(error)?;
+            b.build_store(ptr, sum).map_err(error)?;
+        }
+        let again_wide = b
+            .build_int_z_extend(again, self.i64t, "again_wide")
+            .map_err(error)?;
+        b.build_store(
+            self.context_field(round.context, Field::LoopedActive)?,
+            again_wide,
+        )
+        .map_err(error)?;
+        b.build_store(round.active_slot, again).map_err(error)?;
+        b.build_store(round.pass_slot, self.i32t.const_zero())
+            .map_err(error)?;
+        b.build_unconditional_branch(round.head).map_err(error)?;
+        Ok(())
+    }
+
+    /// The address of `field` of the run's context.
+    fn context_field(
+        &self,
+        context: PointerValue<'ctx>,
+        field: Field,
+    ) -> Result<PointerValue<'ctx>, CompileError> {
+        // SAFETY: `RunContext` is `u64`s and pointers, 8 bytes each, in `Field`'s order.
+        unsafe {
+            self.builder.build_in_bounds_gep(
+                self.i64t,
+                context,
+                &[self.i64t.const_int(field as u64, false)],
+                "field",
+            )
+        }
+        .map_err(error)
+    }
+
+    /// The number of lanes set in `mask` (`i32`), as an `i64`.
+    fn lanes_in(&self, mask: IntValue<'ctx>) -> Result<IntValue<'ctx>, CompileError> {
+        let ctpop = self.intrinsic("llvm.ctpop", &[self.i32t.into()])?;
+        let count = self
+            .builder
+            .build_call(ctpop, &[mask.into()], "lanes")
+            .map_err(error)?
+            .try_as_basic_value()
+            .left()
+            .ok_or_else(|| error("ctpop without a value"))?
+            .into_int_value();
+        self.builder
+            .build_int_z_extend(count, self.i64t, "lanes")
+            .map_err(error)
     }
 
     /// A memory access's segment (one instruction, its addresses checked): an atomic lane by
@@ -1717,6 +2046,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             atomic: matches!(inst.op, Op::Atom { .. }),
             exec: self.warp_exec(inst, regs, active)?,
             address: self.warp_address(regs, addr, values)?,
+            addr: *addr,
         })
     }
 
@@ -1763,19 +2093,38 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     fn first_lane_access(
         &self,
         lanes: &AccessLanes<'ctx>,
+        regs: PointerValue<'ctx>,
     ) -> Result<FirstAccess<'ctx>, CompileError> {
         let b = &self.builder;
         let e = error;
-        // `& 31` keeps the index in the vector whatever the mask (no lane runs: any lane's
+        // `& 31` keeps the index in the row whatever the mask (no lane runs: any lane's
         // address does, every lane then passing the check).
         let first = self.trailing_zeros(lanes.exec, false, "first")?;
         let first = b
             .build_and(first, self.i32t.const_int(31, false), "first")
             .map_err(e)?;
-        let address = b
-            .build_extract_element(lanes.address, first, "first_address")
-            .map_err(e)?
-            .into_int_value();
+        let address = match lanes.addr.base {
+            // The lane's register read again rather than the vector's element at a variable
+            // index, which LLVM reads back from the vector stored on the stack (four 64-byte
+            // stores before an 8-byte load, for each host access).
+            Src::Reg(r) => {
+                let lane = b.build_int_z_extend(first, self.i64t, "lane").map_err(e)?;
+                let base = b
+                    .build_load(self.i64t, self.row_at(regs, r, lane)?, "first_base")
+                    .map_err(e)?
+                    .into_int_value();
+                b.build_int_add(
+                    base,
+                    self.i64t.const_int(lanes.addr.offset as u64, false),
+                    "first_address",
+                )
+                .map_err(e)?
+            }
+            _ => b
+                .build_extract_element(lanes.address, first, "first_address")
+                .map_err(e)?
+                .into_int_value(),
+        };
         let total = self.i64t.const_int(lanes.total, false);
         let end = b.build_int_add(address, total, "end").map_err(e)?;
         let wraps = b
@@ -3057,6 +3406,10 @@ mod tests {
             local_len: 0,
             global_atomics: Box::leak(Box::new(0)),
             recent: NO_RANGES.as_ptr(),
+            loop_budget: 0,
+            looped_warp: 0,
+            looped_thread: 0,
+            looped_active: 0,
         }
     }
 
@@ -3202,9 +3555,9 @@ mod tests {
                     }
                     expected[7 * 32 + lane] = expected[4 * 32 + lane] & mask;
                 }
-                let context = test_context(0, 0);
+                let mut context = test_context(0, 0);
                 // SAFETY: `regs` holds the frame's registers; no shared memory is read.
-                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &mut context, 0, 8) };
                 assert_eq!(done, 2, "{text}: the whole run");
                 for r in 0..REGISTERS as usize {
                     for lane in 0..32 {
@@ -3479,9 +3832,10 @@ mod tests {
                             }
                         }
                     }
-                    let context = test_context(base, window_bytes);
+                    let mut context = test_context(base, window_bytes);
                     // SAFETY: `regs` holds the frame; the window is `window`.
-                    let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                    let done =
+                        unsafe { (run.entry)(regs.as_mut_ptr(), active, &mut context, 0, 8) };
                     assert_eq!(
                         done,
                         if faulty { 0 } else { 2 },
@@ -3623,9 +3977,10 @@ mod tests {
                             }
                         }
                     }
-                    let context = test_context(base, window_bytes);
+                    let mut context = test_context(base, window_bytes);
                     // SAFETY: `regs` holds the frame; the window is `window`.
-                    let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                    let done =
+                        unsafe { (run.entry)(regs.as_mut_ptr(), active, &mut context, 0, 8) };
                     let what = format!(
                         "{bytes}x{count} offset {offset} guard {guard} immediate {immediate} \
                          round {round}"
@@ -3776,9 +4131,9 @@ mod tests {
                         }
                     }
                 }
-                let context = test_context(window.as_mut_ptr() as u64, window_bytes);
+                let mut context = test_context(window.as_mut_ptr() as u64, window_bytes);
                 // SAFETY: `regs` holds the frame; the window is `window`.
-                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &context, 0, 8) };
+                let done = unsafe { (run.entry)(regs.as_mut_ptr(), active, &mut context, 0, 8) };
                 let what = format!("{op:?} {ty:?} dst {dst} guard {guard} round {round}");
                 assert_eq!(done, if faulty { 0 } else { 2 }, "{what}");
                 assert!(window == expected_memory, "{what}: memory differs");
@@ -3841,6 +4196,53 @@ mod tests {
             find_runs(&function(code)),
             vec![(0, 3), (4, 2), (6, 3), (10, 2)]
         );
+    }
+
+    #[test]
+    fn loop_bodies_are_found_in_both_layouts_with_their_divergent_branches() {
+        let bra = |target: u32, reconverge: u32, guard: u32| {
+            inst(Op::Bra { target, reconverge }, guard, false)
+        };
+        let ret = || inst(Op::Ret, NO_REG, false);
+        // `@p bra head` (p: register 3), the others waiting after it.
+        let taken = function(vec![add(), add(), add(), bra(0, 4, 3), ret()]);
+        assert_eq!(find_runs(&taken), vec![(0, 3)]);
+        assert_eq!(
+            loop_back(&taken, 0, 3),
+            Some(LoopBack {
+                branch: 3,
+                round_when_taken: true,
+                diverges: true,
+            })
+        );
+        // `@p bra out; bra head`, the lanes that leave waiting at `out`.
+        let not_taken = function(vec![add(), add(), bra(4, 4, 3), bra(0, 4, NO_REG), ret()]);
+        assert_eq!(
+            loop_back(&not_taken, 0, 2),
+            Some(LoopBack {
+                branch: 2,
+                round_when_taken: false,
+                diverges: true,
+            })
+        );
+        // Reconvergence points elsewhere: the branch goes to the interpreter where it
+        // diverges (the interpreter's stack would hold other entries than the lanes' going
+        // round).
+        let elsewhere = function(vec![add(), add(), bra(0, 5, 3), add(), add(), ret()]);
+        assert!(!loop_back(&elsewhere, 0, 2).is_some_and(|back| back.diverges));
+        let waits_apart = function(vec![add(), add(), bra(5, 6, 3), bra(0, 6, NO_REG), ret()]);
+        assert!(!loop_back(&waits_apart, 0, 2).is_some_and(|back| back.diverges));
+        // Not loops: a guarded branch back, a branch elsewhere, the body's end not before
+        // the branch, a visible access in the body.
+        let guarded_back = function(vec![add(), add(), bra(4, 4, 3), bra(0, 4, 3), ret()]);
+        assert_eq!(loop_back(&guarded_back, 0, 2), None);
+        let elsewhere = function(vec![add(), add(), bra(3, 3, NO_REG), ret()]);
+        assert_eq!(loop_back(&elsewhere, 0, 2), None);
+        assert_eq!(loop_back(&taken, 0, 2), None);
+        let mut visible = add();
+        visible.visible = true;
+        let with_visible = function(vec![add(), visible, add(), bra(0, 4, 3), ret()]);
+        assert_eq!(loop_back(&with_visible, 0, 3), None);
     }
 
     #[test]

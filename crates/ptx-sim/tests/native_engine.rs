@@ -1064,3 +1064,147 @@ fn global_stores_inline_order_lanes_and_see_unchanged_memory_as_the_interpreter(
         }
     }
 }
+
+/// Two divergent loops whose bodies the native code goes round, without visible accesses
+/// (`ld.global.nc`): `@p bra LOOP1` after the body (each lane's own trip count, lane 9's 2,500
+/// trips outlasting several slices) and `@p bra DONE2; bra.uni LOOP2` (the layout of a loop
+/// that tests first); lanes diverging before the first, reconverging at its head. Mode 1: lane
+/// 5 reads outside the array on its 41st trip.
+const LOOPS: &str = r#"
+.visible .entry loops(.param .u64 a, .param .u64 out, .param .u32 mode)
+{
+    .reg .pred %p<8>;
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [mode];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r5, %r3, %r4, %r2;
+    and.b32 %r6, %r2, 31;
+    mul.lo.u32 %r7, %r6, 97;
+    rem.u32 %r7, %r7, 61;
+    setp.eq.u32 %p1, %r6, 9;
+    selp.b32 %r7, 2500, %r7, %p1;
+    mov.u32 %r10, 0;
+    mov.u32 %r9, 0;
+    and.b32 %r8, %r6, 1;
+    setp.eq.u32 %p2, %r8, 0;
+    @%p2 bra LOOP1;
+    add.u32 %r10, %r10, 7;
+    mul.lo.u32 %r10, %r10, 3;
+LOOP1:
+    add.u32 %r11, %r5, %r9;
+    and.b32 %r11, %r11, 255;
+    setp.eq.u32 %p3, %r1, 1;
+    setp.eq.and.u32 %p3, %r6, 5, %p3;
+    setp.eq.and.u32 %p3, %r9, 40, %p3;
+    selp.b32 %r11, 100000, %r11, %p3;
+    mul.wide.u32 %rd3, %r11, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.nc.u32 %r12, [%rd4];
+    mad.lo.s32 %r10, %r10, 5, %r12;
+    add.u32 %r9, %r9, 1;
+    setp.lt.u32 %p4, %r9, %r7;
+    @%p4 bra LOOP1;
+    rem.u32 %r13, %r6, 7;
+    mul.lo.u32 %r13, %r13, 3;
+    mov.u32 %r14, 0;
+    setp.eq.u32 %p5, %r13, 0;
+    @%p5 bra DONE2;
+LOOP2:
+    xor.b32 %r15, %r14, %r5;
+    and.b32 %r15, %r15, 255;
+    mul.wide.u32 %rd5, %r15, 4;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.nc.u32 %r16, [%rd6];
+    xor.b32 %r10, %r10, %r16;
+    add.u32 %r10, %r10, %r14;
+    add.u32 %r14, %r14, 1;
+    setp.ge.u32 %p6, %r14, %r13;
+    @%p6 bra DONE2;
+    bra.uni LOOP2;
+DONE2:
+    mul.wide.u32 %rd7, %r5, 4;
+    add.s64 %rd8, %rd2, %rd7;
+    st.global.u32 [%rd8], %r10;
+    ret;
+}
+"#;
+
+#[test]
+fn divergent_loops_going_round_in_native_code_are_the_interpreters() {
+    let ctas = 3u32;
+    let threads = 96u32;
+    let array: Vec<u32> = (0..256u32)
+        .map(|i| (i + 7).wrapping_mul(2_246_822_519))
+        .collect();
+    for (mode, fails) in [(0u32, false), (1, true)] {
+        // Two workers race to a fault: which CTA's is reported first is not determined.
+        let workers: &[usize] = if fails { &[1] } else { &[1, 2] };
+        for &workers in workers {
+            let inputs = vec![array.clone(), vec![0; (ctas * threads) as usize]];
+            let outcome = agree(
+                LOOPS,
+                "loops",
+                config([ctas, 1, 1], [threads, 1, 1], workers),
+                &inputs,
+                &[mode],
+            );
+            assert_fails(&outcome, fails, mode);
+            if fails {
+                continue;
+            }
+            // Each thread's result and the launch's counts, computed here.
+            let (mut warp_instructions, mut thread_instructions) = (0u64, 0u64);
+            let out = &outcome.buffers[1];
+            for g in 0..ctas * threads {
+                let lane = g % threads % 32;
+                let mut sum = if lane % 2 == 1 { 21u32 } else { 0 };
+                let trips = if lane == 9 { 2500 } else { lane * 97 % 61 };
+                for k in 0..trips.max(1) {
+                    sum = sum
+                        .wrapping_mul(5)
+                        .wrapping_add(array[(g.wrapping_add(k) & 255) as usize]);
+                }
+                for k in 0..lane % 7 * 3 {
+                    sum = (sum ^ array[((k ^ g) & 255) as usize]).wrapping_add(k);
+                }
+                assert_eq!(out[g as usize], sum, "thread {g}");
+            }
+            // Per warp (all full): 17 instructions before the first loop, the odd lanes' 2,
+            // the first loop's 13 per trip of its longest lane (each lane counting its own),
+            // 5 between the loops, the second's 11 per trip (10 on a lane's last: it leaves at
+            // the first branch) and 4 after them.
+            for _warp in 0..ctas * threads / 32 {
+                let trips1: Vec<u64> = (0..32u64)
+                    .map(|lane| {
+                        if lane == 9 {
+                            2500
+                        } else {
+                            (lane * 97 % 61).max(1)
+                        }
+                    })
+                    .collect();
+                let trips2: Vec<u64> = (0..32u64).map(|lane| lane % 7 * 3).collect();
+                let most1 = *trips1.iter().max().unwrap_or(&0);
+                let most2 = *trips2.iter().max().unwrap_or(&0);
+                warp_instructions += 17 + 2 + 13 * most1 + 5 + 11 * most2 - 1 + 4;
+                thread_instructions += 32 * (17 + 5 + 4) + 16 * 2;
+                for lane in 0..32 {
+                    thread_instructions += 13 * trips1[lane];
+                    if trips2[lane] > 0 {
+                        thread_instructions += 11 * trips2[lane] - 1;
+                    }
+                }
+            }
+            let stats = outcome.result.as_ref().expect("ran");
+            assert_eq!(
+                (stats.warp_instructions, stats.thread_instructions),
+                (warp_instructions, thread_instructions)
+            );
+        }
+    }
+}
