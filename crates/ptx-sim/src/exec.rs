@@ -313,6 +313,7 @@ impl<'a> Exec<'a, '_> {
             looped_warp: 0,
             looped_thread: 0,
             looped_active: 0,
+            looped_allowance: 0,
         };
         loop {
             let Some(frame) = self.warp.frames.last_mut() else {
@@ -386,15 +387,23 @@ impl<'a> Exec<'a, '_> {
                                 (run.entry)(regs, active, &mut context, run.offset, allowance)
                             };
                             if context.looped_warp > 0 {
-                                // It went round (a run without visible accesses): counted as
-                                // the loop below and the branches count, its last pass from
-                                // the run's first instruction with the lanes that went round,
-                                // and the warp goes on from the stack's top (a divergent branch
-                                // pushed an entry for those lanes).
+                                // It went round: counted as the loop below and the branches
+                                // count, its last pass from the run's first instruction with
+                                // the lanes that went round, and the warp goes on from the
+                                // stack's top (a divergent branch pushed an entry for those
+                                // lanes). Visible accesses: each completed pass's (the first
+                                // from the entry), then the last pass's.
                                 let lanes = context.looped_active as u32;
                                 let done = stopped.min(run.offset + run.len);
                                 let warp = context.looped_warp + u64::from(done);
                                 budget = budget.saturating_sub(warp);
+                                let last_pass = &func.code[first as usize..(first + done) as usize];
+                                let passes_visible = u64::from(allowance)
+                                    .saturating_sub(context.looped_allowance)
+                                    .saturating_sub(u64::from(run.visible_before));
+                                let seen = passes_visible
+                                    + last_pass.iter().filter(|inst| inst.visible).count() as u64;
+                                visible = visible.saturating_sub(seen);
                                 self.warp.clock += warp;
                                 self.warp.thread_instructions += context.looped_thread
                                     + u64::from(lanes.count_ones()) * u64::from(done);
@@ -405,6 +414,9 @@ impl<'a> Exec<'a, '_> {
                                 }
                                 if let Some(error) = self.native_error.take() {
                                     budget = budget.saturating_sub(1);
+                                    if let Some(inst) = func.code.get(pc as usize) {
+                                        visible = visible.saturating_sub(u64::from(inst.visible));
+                                    }
                                     self.warp.clock += 1;
                                     self.warp.thread_instructions += u64::from(lanes.count_ones());
                                     break Err(error);

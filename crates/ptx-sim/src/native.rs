@@ -132,6 +132,9 @@ pub(crate) struct RunContext {
     pub looped_thread: u64,
     /// Out, where it went round: the lanes of its last pass.
     pub looped_active: u64,
+    /// Out, where it went round: the allowance of visible accesses at its last pass's start
+    /// (the entry's, less the visible accesses of every pass through the whole run before).
+    pub looped_allowance: u64,
 }
 
 /// The special registers the same in every lane of a launch's CTA that runs read from
@@ -170,6 +173,7 @@ enum Field {
     LoopedWarp,
     LoopedThread,
     LoopedActive,
+    LoopedAllowance,
 }
 
 // `Field` is `RunContext`'s layout: each field 8 bytes, in order.
@@ -194,7 +198,8 @@ const _: () = {
     assert!(offset_of!(RunContext, looped_warp) == 8 * Field::LoopedWarp as usize);
     assert!(offset_of!(RunContext, looped_thread) == 8 * Field::LoopedThread as usize);
     assert!(offset_of!(RunContext, looped_active) == 8 * Field::LoopedActive as usize);
-    assert!(size_of::<RunContext>() == 8 * (Field::LoopedActive as usize + 1));
+    assert!(offset_of!(RunContext, looped_allowance) == 8 * Field::LoopedAllowance as usize);
+    assert!(size_of::<RunContext>() == 8 * (Field::LoopedAllowance as usize + 1));
 };
 
 /// A run's native function: the frame's register file, the active mask, the context, the
@@ -230,8 +235,8 @@ pub(crate) struct NativeRun {
     pub visible_before: u32,
     /// The branches after the run that go back to its first instruction, where the run is a
     /// loop's body ([`loop_back`]; 0: it is not): the native code goes round the loop while
-    /// the interpreter would, the slice has budget for a whole pass and
-    /// [`RunContext::loop_budget`] allows it.
+    /// the interpreter would, the slice has budget for a whole pass
+    /// ([`RunContext::loop_budget`]) and an access of its allowance left after the pass's.
     pub loop_branches: u32,
 }
 
@@ -578,14 +583,10 @@ impl LoopBack {
 
 /// The loop the run `(start, len)` of `func` is the body of, if it is one: its last
 /// instruction followed by `@p bra start`, or by `@p bra out; bra start` (a loop that ends on
-/// a test, as compilers lay them out). Not for runs with visible accesses (the allowance of a
-/// slice counts them; going round would need it per pass).
+/// a test, as compilers lay them out).
 fn loop_back(func: &DecodedFunction, start: u32, len: u32) -> Option<LoopBack> {
     let end = start.checked_add(len)?;
-    let body = func.code.get(start as usize..end as usize)?;
-    if visible_in(body) > 0 {
-        return None;
-    }
+    func.code.get(start as usize..end as usize)?;
     let branch = func.code.get(end as usize)?;
     let Op::Bra { target, reconverge } = branch.op else {
         return None;
@@ -891,6 +892,11 @@ struct Round<'ctx> {
     /// the entry's on the first pass, 0 on the others).
     active_slot: PointerValue<'ctx>,
     pass_slot: PointerValue<'ctx>,
+    /// Where the allowance of visible accesses lives (`i32`, counted from the run's first
+    /// instruction), its value in this pass, and the run's visible accesses.
+    allowance_slot: PointerValue<'ctx>,
+    allowance: IntValue<'ctx>,
+    visible: u32,
     /// The run's first segment.
     head: inkwell::basic_block::BasicBlock<'ctx>,
 }
@@ -1016,7 +1022,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 .map_err(error)
         };
         let start = param(3)?.into_int_value();
-        let allowance = param(4)?.into_int_value();
+        let entry_allowance = param(4)?.into_int_value();
         let values = RunValues {
             shared_base: field(Field::SharedBase, "shared_base")?,
             shared_len: field(Field::SharedLen, "shared_len")?,
@@ -1055,10 +1061,19 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .builder
             .build_alloca(self.i32t, "pass_slot")
             .map_err(error)?;
+        // ... and the allowance of visible accesses counted from the run's first instruction:
+        // a pass through the whole run uses up its visible accesses.
+        let allowance_slot = self
+            .builder
+            .build_alloca(self.i32t, "allowance_slot")
+            .map_err(error)?;
         self.builder
             .build_store(active_slot, entry_active)
             .map_err(error)?;
         self.builder.build_store(pass_slot, start).map_err(error)?;
+        self.builder
+            .build_store(allowance_slot, entry_allowance)
+            .map_err(error)?;
         // Segments: kernel calls on the whole warp, each memory access alone after its
         // addresses are checked for all lanes (a fault leaves the run before the access,
         // nothing of it done), the other inline instructions in loops over lane groups. The
@@ -1088,6 +1103,11 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             let active = self
                 .builder
                 .build_load(self.i32t, active_slot, "active")
+                .map_err(error)?
+                .into_int_value();
+            let allowance = self
+                .builder
+                .build_load(self.i32t, allowance_slot, "allowance")
                 .map_err(error)?
                 .into_int_value();
             let segment = &code[first..end];
@@ -1217,6 +1237,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                         exec: values.exec,
                         active_slot,
                         pass_slot,
+                        allowance_slot,
+                        allowance,
+                        visible: visible_in(code),
                         head: blocks[0],
                     };
                     let len = code.len() as u32;
@@ -1235,11 +1258,13 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
     /// The end of a loop's body of `len` instructions, `branch` after it (`back`): goes round
     /// from the run's first segment where the interpreter would (the lanes that go round are
     /// all of the pass's `active`, or some and `back.diverges`: then with those, after the
-    /// interpreter's stack took the branch as it would, [`crate::exec::branch_for_native`])
-    /// and the context's budget has room for the branches and a whole pass, counting in the
-    /// context what the pass (started at instruction `pass`) and the branches executed, as
-    /// the interpreter counts them; otherwise returns `len`, the interpreter then executing
-    /// the branch.
+    /// interpreter's stack took the branch as it would, [`crate::exec::branch_for_native`]),
+    /// the context's budget has room for the branches and a whole pass, and the allowance of
+    /// visible accesses one left after the pass's (the next pass's allowance is less the
+    /// run's visible accesses, its accesses' ordinals counting from the run's start again),
+    /// counting in the context what the pass (started at instruction `pass`) and the branches
+    /// executed, as the interpreter counts them; otherwise returns `len`, the interpreter then
+    /// executing the branch.
     #[allow(clippy::too_many_arguments)]
     fn go_round(
         &self,
@@ -1277,6 +1302,27 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             .build_int_compare(IntPredicate::EQ, again, active, "all")
             .map_err(error)?;
         let mut go = b.build_and(enough, some, "go").map_err(error)?;
+        // The interpreter takes the branches only with an access of the slice's allowance
+        // left after the pass's (a pass that used up the allowance has left the run already,
+        // right after the access that did).
+        let left_after = b
+            .build_int_sub(
+                round.allowance,
+                self.i32t.const_int(round.visible.into(), false),
+                "left_after",
+            )
+            .map_err(error)?;
+        if round.visible > 0 {
+            let some_left = b
+                .build_int_compare(
+                    IntPredicate::UGT,
+                    round.allowance,
+                    self.i32t.const_int(round.visible.into(), false),
+                    "some_left",
+                )
+                .map_err(error)?;
+            go = b.build_and(go, some_left, "go").map_err(error)?;
+        }
         if !back.diverges {
             go = b.build_and(go, all, "go").map_err(error)?;
         }
@@ -1361,6 +1407,16 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         b.build_store(round.active_slot, again).map_err(error)?;
         b.build_store(round.pass_slot, self.i32t.const_zero())
             .map_err(error)?;
+        b.build_store(round.allowance_slot, left_after)
+            .map_err(error)?;
+        let left_wide = b
+            .build_int_z_extend(left_after, self.i64t, "left_wide")
+            .map_err(error)?;
+        b.build_store(
+            self.context_field(round.context, Field::LoopedAllowance)?,
+            left_wide,
+        )
+        .map_err(error)?;
         b.build_unconditional_branch(round.head).map_err(error)?;
         Ok(())
     }
@@ -3410,6 +3466,7 @@ mod tests {
             looped_warp: 0,
             looped_thread: 0,
             looped_active: 0,
+            looped_allowance: 0,
         }
     }
 
@@ -4233,16 +4290,12 @@ mod tests {
         let waits_apart = function(vec![add(), add(), bra(5, 6, 3), bra(0, 6, NO_REG), ret()]);
         assert!(!loop_back(&waits_apart, 0, 2).is_some_and(|back| back.diverges));
         // Not loops: a guarded branch back, a branch elsewhere, the body's end not before
-        // the branch, a visible access in the body.
+        // the branch.
         let guarded_back = function(vec![add(), add(), bra(4, 4, 3), bra(0, 4, 3), ret()]);
         assert_eq!(loop_back(&guarded_back, 0, 2), None);
         let elsewhere = function(vec![add(), add(), bra(3, 3, NO_REG), ret()]);
         assert_eq!(loop_back(&elsewhere, 0, 2), None);
         assert_eq!(loop_back(&taken, 0, 2), None);
-        let mut visible = add();
-        visible.visible = true;
-        let with_visible = function(vec![add(), visible, add(), bra(0, 4, 3), ret()]);
-        assert_eq!(loop_back(&with_visible, 0, 3), None);
     }
 
     #[test]

@@ -1065,13 +1065,15 @@ fn global_stores_inline_order_lanes_and_see_unchanged_memory_as_the_interpreter(
     }
 }
 
-/// Two divergent loops whose bodies the native code goes round, without visible accesses
-/// (`ld.global.nc`): `@p bra LOOP1` after the body (each lane's own trip count, lane 9's 2,500
-/// trips outlasting several slices) and `@p bra DONE2; bra.uni LOOP2` (the layout of a loop
-/// that tests first); lanes diverging before the first, reconverging at its head. Mode 1: lane
-/// 5 reads outside the array on its 41st trip.
+/// Three divergent loops whose bodies the native code goes round: two without visible
+/// accesses (`ld.global.nc`), `@p bra LOOP1` after the body (each lane's own trip count, lane
+/// 9's 2,500 trips outlasting several slices) and `@p bra DONE2; bra.uni LOOP2` (the layout of
+/// a loop that tests first), lanes diverging before the first and reconverging at its head; and
+/// a third whose two visible accesses race (`cell += lane + 1`, not atomic, from every thread:
+/// which updates survive depends on where slices end). Mode 1: lane 5 reads outside the array
+/// on its 41st trip.
 const LOOPS: &str = r#"
-.visible .entry loops(.param .u64 a, .param .u64 out, .param .u32 mode)
+.visible .entry loops(.param .u64 a, .param .u64 out, .param .u64 cell, .param .u32 mode)
 {
     .reg .pred %p<8>;
     .reg .b32 %r<20>;
@@ -1130,6 +1132,17 @@ DONE2:
     mul.wide.u32 %rd7, %r5, 4;
     add.s64 %rd8, %rd2, %rd7;
     st.global.u32 [%rd8], %r10;
+    ld.param.u64 %rd9, [cell];
+    rem.u32 %r17, %r6, 5;
+    add.u32 %r17, %r17, 1;
+    add.u32 %r18, %r6, 1;
+LOOP3:
+    ld.global.u32 %r19, [%rd9];
+    add.u32 %r19, %r19, %r18;
+    st.global.u32 [%rd9], %r19;
+    add.u32 %r17, %r17, -1;
+    setp.ne.u32 %p7, %r17, 0;
+    @%p7 bra LOOP3;
     ret;
 }
 "#;
@@ -1145,7 +1158,7 @@ fn divergent_loops_going_round_in_native_code_are_the_interpreters() {
         // Two workers race to a fault: which CTA's is reported first is not determined.
         let workers: &[usize] = if fails { &[1] } else { &[1, 2] };
         for &workers in workers {
-            let inputs = vec![array.clone(), vec![0; (ctas * threads) as usize]];
+            let inputs = vec![array.clone(), vec![0; (ctas * threads) as usize], vec![0]];
             let outcome = agree(
                 LOOPS,
                 "loops",
@@ -1177,7 +1190,8 @@ fn divergent_loops_going_round_in_native_code_are_the_interpreters() {
             // Per warp (all full): 17 instructions before the first loop, the odd lanes' 2,
             // the first loop's 13 per trip of its longest lane (each lane counting its own),
             // 5 between the loops, the second's 11 per trip (10 on a lane's last: it leaves at
-            // the first branch) and 4 after them.
+            // the first branch), 7 before the third, its 6 per trip (`lane % 5 + 1` trips) and
+            // the `ret`.
             for _warp in 0..ctas * threads / 32 {
                 let trips1: Vec<u64> = (0..32u64)
                     .map(|lane| {
@@ -1191,10 +1205,10 @@ fn divergent_loops_going_round_in_native_code_are_the_interpreters() {
                 let trips2: Vec<u64> = (0..32u64).map(|lane| lane % 7 * 3).collect();
                 let most1 = *trips1.iter().max().unwrap_or(&0);
                 let most2 = *trips2.iter().max().unwrap_or(&0);
-                warp_instructions += 17 + 2 + 13 * most1 + 5 + 11 * most2 - 1 + 4;
-                thread_instructions += 32 * (17 + 5 + 4) + 16 * 2;
+                warp_instructions += 17 + 2 + 13 * most1 + 5 + 11 * most2 - 1 + 7 + 6 * 5 + 1;
+                thread_instructions += 32 * (17 + 5 + 7 + 1) + 16 * 2;
                 for lane in 0..32 {
-                    thread_instructions += 13 * trips1[lane];
+                    thread_instructions += 13 * trips1[lane] + 6 * (lane as u64 % 5 + 1);
                     if trips2[lane] > 0 {
                         thread_instructions += 11 * trips2[lane] - 1;
                     }
@@ -1205,6 +1219,13 @@ fn divergent_loops_going_round_in_native_code_are_the_interpreters() {
                 (stats.warp_instructions, stats.thread_instructions),
                 (warp_instructions, thread_instructions)
             );
+            // The race lost some updates (which ones, the interpreter's schedule decides:
+            // `agree` compared the cell), never made one up.
+            let all: u32 = (0..ctas * threads)
+                .map(|g| (g % threads % 32 + 1) * (g % threads % 32 % 5 + 1))
+                .sum();
+            let cell = outcome.buffers[2][0];
+            assert!(cell > 0 && cell <= all, "cell {cell} of {all}");
         }
     }
 }
