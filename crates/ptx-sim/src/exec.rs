@@ -386,68 +386,55 @@ impl<'a> Exec<'a, '_> {
                             let stopped = unsafe {
                                 (run.entry)(regs, active, &mut context, run.offset, allowance)
                             };
-                            if context.looped_warp > 0 {
-                                // It went round: counted as the loop below and the branches
-                                // count, its last pass from the run's first instruction with
-                                // the lanes that went round, and the warp goes on from the
-                                // stack's top (a divergent branch pushed an entry for those
-                                // lanes). Visible accesses: each completed pass's (the first
-                                // from the entry), then the last pass's.
-                                let lanes = context.looped_active as u32;
-                                let done = stopped.min(run.offset + run.len);
-                                let warp = context.looped_warp + u64::from(done);
-                                budget = budget.saturating_sub(warp);
-                                let last_pass = &func.code[first as usize..(first + done) as usize];
-                                let passes_visible = u64::from(allowance)
+                            // What it executed: where it went round, the passes it completed
+                            // (the first from the entry, their branches included, counted by
+                            // the native code; their visible accesses, what they took from
+                            // the allowance), then its last pass, from the run's first
+                            // instruction with the lanes that went round; otherwise its one
+                            // pass from the entry. The warp then goes on from the stack's top
+                            // (a divergent branch pushed an entry for the lanes going round).
+                            looped = context.looped_warp > 0;
+                            let (pass, lanes, passes_visible) = if looped {
+                                let taken = u64::from(allowance)
                                     .saturating_sub(context.looped_allowance)
                                     .saturating_sub(u64::from(run.visible_before));
-                                let seen = passes_visible
-                                    + last_pass.iter().filter(|inst| inst.visible).count() as u64;
-                                visible = visible.saturating_sub(seen);
-                                self.warp.clock += warp;
-                                self.warp.thread_instructions += context.looped_thread
-                                    + u64::from(lanes.count_ones()) * u64::from(done);
-                                pc = first + done;
-                                looped = true;
-                                if let Some(top) = self.frame().stack.last_mut() {
-                                    top.pc = pc;
-                                }
-                                if let Some(error) = self.native_error.take() {
-                                    budget = budget.saturating_sub(1);
-                                    if let Some(inst) = func.code.get(pc as usize) {
-                                        visible = visible.saturating_sub(u64::from(inst.visible));
-                                    }
-                                    self.warp.clock += 1;
-                                    self.warp.thread_instructions += u64::from(lanes.count_ones());
-                                    break Err(error);
-                                }
-                                break Ok(());
-                            }
-                            let done = stopped.saturating_sub(run.offset).min(run.len);
-                            let executed = &func.code[pc as usize..(pc + done) as usize];
-                            let seen = if done == run.len {
+                                (first, context.looped_active as u32, taken)
+                            } else {
+                                (pc, active, 0)
+                            };
+                            let pass_len = run.len + (pc - pass);
+                            let done = stopped.saturating_sub(pass - first).min(pass_len);
+                            let executed = &func.code[pass as usize..(pass + done) as usize];
+                            let seen = if !looped && done == run.len {
                                 run.visible
                             } else {
                                 executed.iter().filter(|inst| inst.visible).count() as u32
                             };
-                            let done_count = u64::from(done);
-                            budget -= done_count;
-                            visible -= u64::from(seen);
-                            self.warp.clock += done_count;
-                            self.warp.thread_instructions += population * done_count;
-                            pc += done;
+                            let lanes = u64::from(lanes.count_ones());
+                            let warp = context.looped_warp + u64::from(done);
+                            budget = budget.saturating_sub(warp);
+                            visible = visible.saturating_sub(passes_visible + u64::from(seen));
+                            self.warp.clock += warp;
+                            self.warp.thread_instructions +=
+                                context.looped_thread + lanes * u64::from(done);
+                            pc = pass + done;
+                            if looped {
+                                if let Some(top) = self.frame().stack.last_mut() {
+                                    top.pc = pc;
+                                }
+                            }
                             if let Some(error) = self.native_error.take() {
                                 // The instruction at `pc` failed in the interpreter: counted
                                 // as the loop below counts one that fails.
-                                budget -= 1;
+                                budget = budget.saturating_sub(1);
                                 if let Some(inst) = func.code.get(pc as usize) {
-                                    visible -= u64::from(inst.visible);
+                                    visible = visible.saturating_sub(u64::from(inst.visible));
                                 }
                                 self.warp.clock += 1;
-                                self.warp.thread_instructions += population;
+                                self.warp.thread_instructions += lanes;
                                 break Err(error);
                             }
-                            if pc == rpc {
+                            if looped || pc == rpc {
                                 break Ok(());
                             }
                             if done > 0 {

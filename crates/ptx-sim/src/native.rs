@@ -666,6 +666,10 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
     if runs.is_empty() {
         return Ok(None);
     }
+    let backs: Vec<Option<LoopBack>> = runs
+        .iter()
+        .map(|&(start, len)| loop_back(func, start, len))
+        .collect();
     // One compilation at a time in the process: LLVM's target registry (initialized by the
     // first) is global, and workers of several launches may compile at once.
     static LLVM: Mutex<()> = Mutex::new(());
@@ -678,11 +682,10 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
         let mut names = Vec::new();
         {
             let gen = Gen::new(ctx, &module)?;
-            for (i, &(start, len)) in runs.iter().enumerate() {
+            for (i, (&(start, len), back)) in runs.iter().zip(&backs).enumerate() {
                 let name = format!("run{i}");
                 let code = &func.code[start as usize..(start + len) as usize];
-                let back = loop_back(func, start, len)
-                    .map(|back| (back, &func.code[back.branch as usize]));
+                let back = back.map(|back| (back, &func.code[back.branch as usize]));
                 gen.run_function(&name, code, &forms_of(code, func.registers)?, start, back)?;
                 names.push(name);
             }
@@ -694,7 +697,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
         note_engine_made();
         let mut compiled = Vec::new();
         let mut pcs = Vec::new();
-        for (name, &(start, len)) in names.iter().zip(&runs) {
+        for ((name, &(start, len)), back) in names.iter().zip(&runs).zip(&backs) {
             let address = engine.get_function_address(name).map_err(error)?;
             if address == 0 {
                 return Err(error(format!("no address for {name}")));
@@ -703,7 +706,7 @@ pub(crate) fn compile(func: &DecodedFunction) -> Result<Option<NativeCode>, Comp
             // convention.
             let entry = unsafe { std::mem::transmute::<usize, RunEntry>(address) };
             let code = &func.code[start as usize..(start + len) as usize];
-            let loop_branches = loop_back(func, start, len).map_or(0, |back| back.branches());
+            let loop_branches = back.map_or(0, |back| back.branches());
             for offset in segment_starts(code, &forms_of(code, func.registers)?) {
                 let visible_before = visible_in(&code[..offset as usize]);
                 compiled.push(NativeRun {
@@ -1000,19 +1003,9 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let entry_active = param(1)?.into_int_value();
         let context = param(2)?.into_pointer_value();
         let field = |field: Field, name: &str| -> Result<IntValue<'ctx>, CompileError> {
-            // SAFETY: `RunContext` is `u64`s and pointers, 8 bytes each, in `Field`'s order.
-            let ptr = unsafe {
-                self.builder.build_in_bounds_gep(
-                    self.i64t,
-                    context,
-                    &[self.i64t.const_int(field as u64, false)],
-                    name,
-                )
-            }
-            .map_err(error)?;
             Ok(self
                 .builder
-                .build_load(self.i64t, ptr, name)
+                .build_load(self.i64t, self.context_field(context, field)?, name)
                 .map_err(error)?
                 .into_int_value())
         };
@@ -1334,16 +1327,10 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             b.build_conditional_branch(all, join, diverge)
                 .map_err(error)?;
             b.position_at_end(diverge);
-            let callee = b
-                .build_int_to_ptr(
-                    self.i64t.const_int(
-                        crate::exec::branch_for_native as *const () as usize as u64,
-                        false,
-                    ),
-                    self.ctx.ptr_type(AddressSpace::default()),
-                    "branch",
-                )
-                .map_err(error)?;
+            let callee = self.host_pointer(
+                crate::exec::branch_for_native as *const () as usize,
+                "branch",
+            )?;
             b.build_indirect_call(
                 self.call_branch.get_type(),
                 callee,
@@ -1419,6 +1406,18 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         .map_err(error)?;
         b.build_unconditional_branch(round.head).map_err(error)?;
         Ok(())
+    }
+
+    /// `address`, of this process, as a pointer constant in the generated code (the native
+    /// code runs in the process that generates it).
+    fn host_pointer(&self, address: usize, name: &str) -> Result<PointerValue<'ctx>, CompileError> {
+        self.builder
+            .build_int_to_ptr(
+                self.i64t.const_int(address as u64, false),
+                self.ctx.ptr_type(AddressSpace::default()),
+                name,
+            )
+            .map_err(error)
     }
 
     /// The address of `field` of the run's context.
@@ -2543,14 +2542,8 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         index: IntValue<'ctx>,
     ) -> Result<(), CompileError> {
         let b = &self.builder;
-        let callee = b
-            .build_int_to_ptr(
-                self.i64t
-                    .const_int(crate::exec::interpret_for_native() as usize as u64, false),
-                self.ctx.ptr_type(AddressSpace::default()),
-                "interpret",
-            )
-            .map_err(error)?;
+        let callee =
+            self.host_pointer(crate::exec::interpret_for_native() as usize, "interpret")?;
         let failed = b
             .build_indirect_call(
                 self.call_interpreter.get_type(),
@@ -2994,14 +2987,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
         let zero = self.i64t.const_zero();
         let row = |r: u32| self.row_at(regs, r, zero);
         let exec = self.warp_exec(inst, regs, active)?;
-        let address = |p: usize| -> Result<PointerValue<'ctx>, CompileError> {
-            b.build_int_to_ptr(
-                self.i64t.const_int(p as u64, false),
-                self.ctx.ptr_type(AddressSpace::default()),
-                "p",
-            )
-            .map_err(error)
-        };
+        let address = |p: usize| self.host_pointer(p, "p");
         let count = usize::from(alu.count);
         let mut immediates = alu.immediates.iter();
         // Unused source slots: any readable row (the kernel does not read them).
