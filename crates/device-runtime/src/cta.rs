@@ -39,17 +39,20 @@ use crate::{bank_base, guarded, ins, BankParams, CountedBy, CounterRegisters};
 const GLOBAL_ADD: &str = "red.global.add.u64";
 /// ... and after it.
 const SHARED_ADD: &str = "red.shared.add.u64";
-/// At least this many counter adds outside cycles in the code (a flush's out-of-line part
-/// counted too, though a warp runs one of its paths) make the CTA counters worth their fixed
-/// cost (about 11 instructions per warp more than global adds); any add on a cycle of the
-/// original code does. Fewer adds save too few global reductions per warp for it. Measured
-/// with a 19-instruction fixed cost (2026-11-28, suites): 2 gave 1.199x instruction expansion
-/// and 3.5 global atomics per 1000 instructions, 8 gave 1.181x and 3.7, 12 gave 1.170x and 6.9
-/// (SHOC's reductions and Rodinia streamcluster then keep global adds). With the 11-instruction
-/// cost and guards on lane and warp indices counted from the launch (2026-11-29): 8 and 6 both
-/// give 1.170x and 2.6 on the suites (6 moves only Parboil sgemm), and on the benchmark
-/// programs and corpus 1.357x and 15.7 (8) against 1.359x and 11.9 (6: `scan_tiles`, whose 7
-/// adds every warp makes, takes them).
+/// At least this many counter adds outside cycles in the code, on the longest of a flush's
+/// alternative paths ([`flush_alternatives`]: a warp runs one of them), make the CTA counters
+/// worth their fixed cost (about 11 instructions per warp more than global adds); any add on a
+/// cycle of the original code does. Fewer adds save too few global reductions per warp for
+/// it. Measured with a 19-instruction fixed cost (2026-11-28, suites): 2 gave 1.199x
+/// instruction expansion and 3.5 global atomics per 1000 instructions, 8 gave 1.181x and 3.7,
+/// 12 gave 1.170x and 6.9 (SHOC's reductions and Rodinia streamcluster then keep global
+/// adds). With the 11-instruction cost and guards on lane and warp indices counted from the
+/// launch (2026-11-29): 8 and 6 both give 1.170x and 2.6 on the suites (6 moves only Parboil
+/// sgemm), and on the benchmark programs and corpus 1.357x and 15.7 (8) against 1.359x and
+/// 11.9 (6: `scan_tiles`, whose 7 adds every warp makes, takes them). Counting one path of each flush rather than all of them
+/// (2026-11-29, suites): 1.148x and 2.5 before, 1.140x and 4.8 after (counter code -10.7%;
+/// SHOC Spmv's `csr_vector`, with a 0-or-1-trip loop per lane and 3 adds per warp, 1.65x to
+/// 1.38x); with no straight adds taking them at all, 1.135x and 7.3.
 const STRAIGHT_ADDS_WORTH_IT: usize = 6;
 
 /// A function of the clone with its counter registers: the kernel first, then its copies of
@@ -97,18 +100,100 @@ fn worth_it(module: &Module, functions: &[Counted], adds: &[Vec<(usize, u64)>]) 
             continue;
         }
         let cfg = Cfg::of(function);
+        let alternative_of = flush_alternatives(function);
+        // Adds on a flush's alternative paths, per flush (its resume label) and path.
+        let mut on_paths: BTreeMap<(&str, usize), usize> = BTreeMap::new();
         for (b, block) in cfg.blocks.iter().enumerate() {
-            let here = adds
+            let here: Vec<usize> = adds
                 .iter()
-                .filter(|(s, _)| block.instructions.contains(s))
-                .count();
-            if here > 0 && on_original_cycle(&cfg, b) {
+                .map(|&(s, _)| s)
+                .filter(|s| block.instructions.contains(s))
+                .collect();
+            if !here.is_empty() && on_original_cycle(&cfg, b) {
                 return true;
             }
-            straight += here;
+            for s in here {
+                match &alternative_of[s] {
+                    Some((resume, path)) => {
+                        *on_paths.entry((resume.as_str(), *path)).or_default() += 1
+                    }
+                    None => straight += 1,
+                }
+            }
         }
+        let mut longest: BTreeMap<&str, usize> = BTreeMap::new();
+        for ((resume, _), n) in on_paths {
+            let most = longest.entry(resume).or_default();
+            *most = (*most).max(n);
+        }
+        straight += longest.values().sum::<usize>();
     }
     straight >= STRAIGHT_ADDS_WORTH_IT
+}
+
+/// For each statement of an instrumented function, the alternative path of a shrinking flush
+/// it lies on, if any: (the flush's resume label, path). A flush with a fast path
+/// ([`crate::shrinking_flush_fast`]) branches uniformly (on a vote, the same in every lane) to
+/// its out-of-line part, `$__cf_slow…`, whose paths (separated by the fresh `$__cf_tree…`
+/// labels of its tests and loops) each end in `bra.uni $__cf_resume…`, back to the label after
+/// the fast path's code: the fast path (path 0, from that branch to the resume label) and each
+/// out-of-line path (1, 2, ...) exclude each other, so a warp makes the adds of one of them.
+fn flush_alternatives(function: &ptx_lexer::Function) -> Vec<Option<(String, usize)>> {
+    let statements = function.statements();
+    let mut alternative_of = vec![None; statements.len()];
+    let is_to = |instruction: &Instruction, prefix: &str| {
+        let target = instruction.operands.first();
+        instruction.opcode.base() == "bra"
+            && matches!(target, Some(Operand::Symbol(s)) if s.starts_with(prefix))
+    };
+    // The statements of the path being walked; whether it is a fast path; the out-of-line
+    // paths of the current flush so far.
+    let mut path: Vec<usize> = Vec::new();
+    let mut fast = false;
+    let mut out_of_line: Option<usize> = None;
+    for (i, statement) in statements.iter().enumerate() {
+        match statement.kind() {
+            StatementKind::Label(label) => {
+                let label = label.as_str();
+                if fast && label.starts_with("$__cf_resume") {
+                    for &s in &path {
+                        alternative_of[s] = Some((label.to_string(), 0));
+                    }
+                }
+                if fast || !(out_of_line.is_some() && label.starts_with("$__cf_tree")) {
+                    // A fast path ends at its resume label; an out-of-line part at a label of
+                    // anything else.
+                    fast = false;
+                    out_of_line = None;
+                    path.clear();
+                }
+                if label.starts_with("$__cf_slow") {
+                    out_of_line = Some(0);
+                }
+            }
+            StatementKind::Instruction(instruction) => {
+                if out_of_line.is_none() && !fast && is_to(instruction, "$__cf_slow") {
+                    fast = true;
+                    path.clear();
+                    continue;
+                }
+                path.push(i);
+                if let (Some(n), None) = (out_of_line, &instruction.guard) {
+                    if is_to(instruction, "$__cf_resume") {
+                        if let Some(Operand::Symbol(resume)) = instruction.operands.first() {
+                            for &s in &path {
+                                alternative_of[s] = Some((resume.to_string(), n + 1));
+                            }
+                        }
+                        out_of_line = Some(n + 1);
+                        path.clear();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    alternative_of
 }
 
 /// Whether block `b` of an instrumented function lies on a cycle of its original control
@@ -641,6 +726,113 @@ mod tests {
         assert_eq!(barriers("bar.sync 0, 64;"), 2);
         assert_eq!(barriers("bar.sync 1;"), 2);
         assert_eq!(barriers("bar.arrive 0, 64;"), 2);
+    }
+
+    #[test]
+    fn a_flushs_alternative_paths_are_told_apart() {
+        let module = ptx_lexer::parse(
+            ".version 7.0\n.target sm_70\n.address_size 64\n\
+             .visible .entry k()\n{\n\
+             .reg .pred %p<5>;\n.reg .b64 %rd<2>;\n\
+             red.global.add.u64 [%rd0+0], 1;\n\
+             @!%p4 bra.uni $__cf_slow0;\n\
+             red.global.add.u64 [%rd0+8], 1;\n\
+             $__cf_resume1:\n\
+             mov.u64 %rd1, 0;\n\
+             ret;\n\
+             $__cf_slow0:\n\
+             @!%p4 bra.uni $__cf_tree2;\n\
+             red.global.add.u64 [%rd0+8], 1;\n\
+             bra.uni $__cf_resume1;\n\
+             $__cf_tree2:\n\
+             red.global.add.u64 [%rd0+8], 1;\n\
+             $__cf_tree3:\n\
+             red.global.add.u64 [%rd0+24], 1;\n\
+             @%p4 bra.uni $__cf_tree3;\n\
+             bra.uni $__cf_resume1;\n\
+             $__cf_exit4:\n\
+             red.global.add.u64 [%rd0+40], 1;\n\
+             ret;\n}\n",
+        )
+        .unwrap();
+        let function = module.function("k").unwrap();
+        let paths: Vec<(String, Option<usize>)> = function
+            .statements()
+            .iter()
+            .zip(flush_alternatives(function))
+            .filter_map(|(s, path)| {
+                let text = s.as_instruction()?.to_string();
+                Some((
+                    text,
+                    path.map(|(resume, n)| {
+                        assert_eq!(resume, "$__cf_resume1");
+                        n
+                    }),
+                ))
+            })
+            .collect();
+        let expected: Vec<(&str, Option<usize>)> = vec![
+            ("red.global.add.u64 [%rd0+0], 1;", None),
+            ("@!%p4 bra.uni $__cf_slow0;", None),
+            ("red.global.add.u64 [%rd0+8], 1;", Some(0)),
+            ("mov.u64 %rd1, 0;", None),
+            ("ret;", None),
+            ("@!%p4 bra.uni $__cf_tree2;", Some(1)),
+            ("red.global.add.u64 [%rd0+8], 1;", Some(1)),
+            ("bra.uni $__cf_resume1;", Some(1)),
+            ("red.global.add.u64 [%rd0+8], 1;", Some(2)),
+            ("red.global.add.u64 [%rd0+24], 1;", Some(2)),
+            ("@%p4 bra.uni $__cf_tree3;", Some(2)),
+            ("bra.uni $__cf_resume1;", Some(2)),
+            ("red.global.add.u64 [%rd0+40], 1;", None),
+            ("ret;", None),
+        ];
+        let paths: Vec<(&str, Option<usize>)> =
+            paths.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+        assert_eq!(paths, expected);
+    }
+
+    #[test]
+    fn a_warp_makes_the_adds_of_one_of_a_flushs_paths() {
+        // A loop that lanes leave at different times, flushed where they meet with a fast path
+        // (match.all) and three out-of-line paths (ballots, butterflies, tree): 2 adds on each,
+        // 8 in all. Blocks that run once per thread take one add each (packed updates). Per
+        // warp, the update before the loop, the flush and the update after it make 4 adds, too
+        // few for CTA counters (10 counting every path of the flush); two more updates on the
+        // warp's way make 6.
+        let kernel = |more: &str| {
+            format!(
+                ".version 7.0\n.target sm_70\n.address_size 64\n\
+                 .visible .entry k(.param .u64 k_p)\n{{\n\
+                 .reg .pred %p<4>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n\
+                 ld.param.u64 %rd1, [k_p];\nmov.u32 %r2, %tid.x;\n\
+                 ld.global.u32 %r1, [%rd1];\n\
+                 setp.eq.u32 %p3, %r1, 0;\n@%p3 bra $D;\n\
+                 mov.u32 %r3, 0;\n\
+                 $L:\nadd.u32 %r3, %r3, 1;\nsetp.lt.u32 %p2, %r3, %r2;\n@%p2 bra $L;\n\
+                 $D:\n\
+                 ld.global.u32 %r4, [%rd1+4];\nsetp.eq.u32 %p1, %r4, %r2;\n@%p1 bra $E;\n\
+                 st.global.u32 [%rd1], %r3;\n\
+                 $E:\n{more}\
+                 ret;\n}}\n"
+            )
+        };
+        let take = |more: &str| {
+            let mut module = ptx_lexer::parse(kernel(more)).unwrap();
+            let results = crate::instrument_module(&mut module);
+            let clone = module.function("k__cf").unwrap();
+            let has_slow_path = clone.statements().iter().any(
+                |s| matches!(s.kind(), StatementKind::Label(l) if l.starts_with("$__cf_slow")),
+            );
+            assert!(has_slow_path, "{more}: no flush with a fast path");
+            results[0].cta_counters
+        };
+        assert!(!take(""));
+        let more = "ld.global.u32 %r5, [%rd1+8];\nsetp.eq.u32 %p1, %r5, %r2;\n@%p1 bra $F;\n\
+                    st.global.u32 [%rd1+8], %r3;\n$F:\n\
+                    ld.global.u32 %r6, [%rd1+12];\nsetp.eq.u32 %p1, %r6, %r2;\n@%p1 bra $G;\n\
+                    st.global.u32 [%rd1+12], %r3;\n$G:\n";
+        assert!(take(more));
     }
 
     #[test]
