@@ -49,10 +49,11 @@ const SHARED_ADD: &str = "red.shared.add.u64";
 /// adds). With the 11-instruction cost and guards on lane and warp indices counted from the
 /// launch (2026-11-29): 8 and 6 both give 1.170x and 2.6 on the suites (6 moves only Parboil
 /// sgemm), and on the benchmark programs and corpus 1.357x and 15.7 (8) against 1.359x and
-/// 11.9 (6: `scan_tiles`, whose 7 adds every warp makes, takes them). Counting one path of each flush rather than all of them
-/// (2026-11-29, suites): 1.148x and 2.5 before, 1.140x and 4.8 after (counter code -10.7%;
-/// SHOC Spmv's `csr_vector`, with a 0-or-1-trip loop per lane and 3 adds per warp, 1.65x to
-/// 1.38x); with no straight adds taking them at all, 1.135x and 7.3.
+/// 11.9 (6: `scan_tiles`, whose 7 adds every warp makes, takes them). Counting one path of
+/// each flush rather than all of them (2026-11-29, suites): 1.148x and 2.5 before, 1.140x and
+/// 4.8 after (counter code -10.7%; SHOC Spmv's `csr_vector`, with a 0-or-1-trip loop per lane
+/// and 3 adds per warp, 1.65x to 1.38x); with no straight adds taking them at all, 1.135x and
+/// 7.3.
 const STRAIGHT_ADDS_WORTH_IT: usize = 6;
 
 /// A function of the clone with its counter registers: the kernel first, then its copies of
