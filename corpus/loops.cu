@@ -1,5 +1,8 @@
 // loops.cu — data-dependent loops: for with break/continue, a nested loop with
-// its own break, a bounded while (Collatz) loop and a do/while loop.
+// its own break, a bounded while (Collatz) loop and a do/while loop; and a loop
+// unrolled four times whose lanes leave at different times, each copy's way out
+// through a block of its own before the ways meet (as in Parboil mri-gridding's
+// splitRearrange).
 #include "witness.cuh"
 #include <vector>
 
@@ -38,6 +41,29 @@ __global__ void loops_kernel(const int* in, int* out, int n) {
     if (i < n) out[i] = loop_work(in[i]);
 }
 
+// Steps back while a pattern holds (0 to 115 trips); the exits of the unrolled
+// copies each fix up the count in a block of their own.
+__host__ __device__ inline int run_length(int v) {
+    int run = v % 40;
+    int i = (v % 29) * 4 - 1;
+#pragma unroll 4
+    while (i >= 0) {
+        if ((((i * 7) ^ v) % 5) != 0) {
+            run++;
+            i--;
+        } else {
+            break;
+        }
+    }
+    if (run >= 45) WITNESS(); // long runs only
+    return run;
+}
+
+__global__ void run_length_kernel(const int* in, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = run_length(in[i]);
+}
+
 int main() {
     const int n = 2048, threads = 64, blocks = (n + threads - 1) / threads;
     std::vector<int> in(n), out(n, 0);
@@ -50,12 +76,21 @@ int main() {
     loops_kernel<<<blocks, threads>>>(din, dout, n);
     CHECK_LAUNCH();
     CHECK(cudaMemcpy(out.data(), dout, n * sizeof(int), cudaMemcpyDeviceToHost));
+    std::vector<int> runs(n, 0);
+    run_length_kernel<<<blocks, threads>>>(din, dout, n);
+    CHECK_LAUNCH();
+    CHECK(cudaMemcpy(runs.data(), dout, n * sizeof(int), cudaMemcpyDeviceToHost));
     witness_report();
     long bad = 0;
     for (int i = 0; i < n; ++i) {
         int ref = loop_work(in[i]);
         if (out[i] != ref) {
             if (bad < 5) std::fprintf(stderr, "mismatch at %d: got %d want %d\n", i, out[i], ref);
+            ++bad;
+        }
+        int run = run_length(in[i]);
+        if (runs[i] != run) {
+            if (bad < 5) std::fprintf(stderr, "run mismatch at %d: got %d want %d\n", i, runs[i], run);
             ++bad;
         }
     }

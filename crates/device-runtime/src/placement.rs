@@ -891,8 +891,16 @@ impl Region {
     }
 }
 
-/// At most this many distinct block counts in a loop that lanes leave at different times.
-const MAX_SHRINKING_COUNTS: usize = 2;
+/// At most this many distinct block counts in a loop that lanes leave at different times: each
+/// costs the flush the count's sum and maximum over the lanes. Measured on the suites
+/// (2026-11-29, `benchmarks/results/...-shrinking-counts.md` and `...-6-experiment.md`): 2 left
+/// out Rodinia huffman's loops of 3 counts; 5 takes them (`pack2` 1.24x to 1.10x, `vlc_encode`
+/// 1.36x to 1.28x but 8 registers more, losing occupancy, `prescan` 1.33x to 1.26x; Parboil
+/// sad's `mb_sad_calc` 1.10x to 1.13x); 6 would also take Parboil mri-gridding's
+/// `splitRearrange` (an unrolled loop whose exits pass blocks of their own, 1.73x to 1.49x), but
+/// Polybench COVAR's and CORR's loops of 6 as well (1.013x to 1.03x, 8 registers more each), and
+/// three more kernels would lose occupancy.
+const MAX_SHRINKING_COUNTS: usize = 5;
 
 fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
     exits.len() > MAX_COUNTER_REGISTERS
@@ -1701,6 +1709,37 @@ fn same_comparison(
         .then_some(complement)
 }
 
+/// Whether a lane at the top of block `from` goes on to `meeting` and nowhere else, arriving
+/// once: `from` is `meeting`, or a chain of blocks each with one successor (no branch that may
+/// be taken or not) and nothing that could end the thread or leave the function (`ret`,
+/// `exit`, `trap`, `call`, `brx`) leads there. Compilers give each exit of an unrolled loop
+/// such a block, to fix up what the loop leaves with (`corpus/loops.cu`'s `run_length`, Parboil
+/// mri-gridding's `splitRearrange`).
+fn leads_only_to(
+    cfg: &Cfg,
+    statements: &[ptx_lexer::Statement],
+    from: usize,
+    meeting: usize,
+) -> bool {
+    let mut at = from;
+    // A chain visits each block at most once; a longer walk is a cycle.
+    for _ in 0..cfg.blocks.len() {
+        if at == meeting {
+            return true;
+        }
+        let leaves_or_calls = cfg.blocks[at]
+            .instructions
+            .iter()
+            .filter_map(|&i| statements[i].as_instruction())
+            .any(|i| matches!(i.opcode.base(), "call" | "ret" | "exit" | "trap" | "brx"));
+        match cfg.succs[at].as_slice() {
+            [next] if !leaves_or_calls => at = *next,
+            _ => return false,
+        }
+    }
+    false
+}
+
 #[allow(clippy::too_many_arguments)]
 fn region_of(
     function: &Function,
@@ -1728,11 +1767,14 @@ fn region_of(
         }
         let join = ipdoms[b].ok_or(Rejection::DivergentBranchNeverMeets { branch: b })?;
         if !l.blocks.contains(&join) {
-            // The lanes that leave go straight to the meeting block; the others stay together.
+            // The lanes that leave go to the meeting block, straight or through blocks that lead
+            // only there; the others stay together.
             let succs = &cfg.succs[b];
             let leaves_directly = succs.len() == 2
-                && succs.contains(&join)
-                && succs.iter().any(|s| l.blocks.contains(s));
+                && succs.iter().any(|s| l.blocks.contains(s))
+                && succs
+                    .iter()
+                    .any(|&s| !l.blocks.contains(&s) && leads_only_to(cfg, statements, s, join));
             if !leaves_directly {
                 return Err(Rejection::DivergentExitNotStraightToMeeting {
                     branch: b,
@@ -1833,12 +1875,14 @@ fn region_of(
         return Err(Rejection::ExitFromDivergentPart { block: e.from });
     }
     if let Some(x) = shrinking_to {
-        // Every exit goes straight to the meeting block, so a lane is flushed there exactly once
-        // per execution of the loop, and no lane re-enters the loop before it is.
-        // (An exit edge always has a target.)
-        let elsewhere = exits
-            .iter()
-            .find_map(|e| e.exit_to.filter(|&t| t != x).map(|t| (e.from, t)));
+        // Every exit goes to the meeting block (straight, or through blocks that lead only
+        // there), so a lane is flushed there exactly once per execution of the loop, and no
+        // lane re-enters the loop before it is. (An exit edge always has a target.)
+        let elsewhere = exits.iter().find_map(|e| {
+            e.exit_to
+                .filter(|&t| !leads_only_to(cfg, statements, t, x))
+                .map(|t| (e.from, t))
+        });
         if let Some((from, to)) = elsewhere {
             return Err(Rejection::ExitAvoidsMeetingBlock {
                 from,

@@ -27,8 +27,9 @@ pub enum Rejection {
     /// post-dominator (some path from it ends the thread, or none reaches the end).
     DivergentBranchNeverMeets { branch: usize },
     /// A divergent branch whose lanes meet again only after the loop, at `meeting`, but whose
-    /// leaving side does not go straight there (or it has more than two successors): lanes
-    /// would leave the loop in different iterations by paths the flush cannot see.
+    /// leaving side does not go there straight or through blocks that lead only there (or it
+    /// has more than two successors): lanes would leave the loop in different iterations by
+    /// paths the flush cannot see.
     DivergentExitNotStraightToMeeting { branch: usize, meeting: usize },
     /// Lanes leave in different iterations towards two different meeting blocks: there is no
     /// one place for the flush.
@@ -156,7 +157,7 @@ impl Rejection {
             ),
             Rejection::DivergentExitNotStraightToMeeting { branch, meeting } => format!(
                 "{} ends in a divergent branch whose lanes meet again only after the loop, at \
-                 {}, but its side that leaves does not go straight there",
+                 {}, but its side that leaves does not go only there",
                 block(*branch),
                 block(*meeting)
             ),
@@ -661,17 +662,34 @@ mod tests {
     }
 
     #[test]
-    fn a_divergent_exit_through_another_block_is_not_straight_to_the_meeting_block() {
-        // Lanes leave $L1 for $X, and meet the others at $J only after it.
-        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p1, %r1, %r2;\n\t@%p1 bra $X;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p2, %r2, %r4;\n\t@%p2 bra $L1;\n\tbra.uni $J;\n$X:\n\tadd.s32 %r3, %r3, 1;\n$J:\n\tret;";
+    fn a_divergent_exit_through_a_branch_is_not_straight_to_the_meeting_block() {
+        // Lanes leave $L1 for $X, and meet the others at $J only after it; $X branches (to $J
+        // either way), so the way out is no chain of blocks leading only to $J.
+        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tsetp.lt.u32 %p1, %r1, %r2;\n\t@%p1 bra $X;\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p2, %r2, %r4;\n\t@%p2 bra $L1;\n\tbra.uni $J;\n$X:\n\tsetp.eq.u32 %p3, %r1, 9;\n\t@%p3 bra $J;\n\tadd.s32 %r3, %r3, 1;\n$J:\n\tret;";
         let e = explained(src);
         assert_eq!(
             rejection(&e, 1),
             &Rejection::DivergentExitNotStraightToMeeting {
                 branch: 1,
-                meeting: 5
+                meeting: 6
             }
         );
+        // Without the branch, $X leads only to $J: lanes that leave there are flushed at $J
+        // with the others (a shrinking region).
+        let chain = src.replace("\tsetp.eq.u32 %p3, %r1, 9;\n\t@%p3 bra $J;\n", "");
+        assert!(matches!(
+            decision(&explained(&chain), 1),
+            Decision::Region {
+                shrinking_to: Some(5),
+                ..
+            }
+        ));
+        // A way out that may end the thread is none either.
+        let leaves = chain.replace("\tadd.s32 %r3, %r3, 1;\n$J:", "\t@%p1 ret;\n$J:");
+        assert!(matches!(
+            rejection(&explained(&leaves), 1),
+            Rejection::DivergentExitNotStraightToMeeting { branch: 1, .. }
+        ));
     }
 
     #[test]
@@ -767,17 +785,27 @@ mod tests {
 
     #[test]
     fn a_shrinking_loop_with_an_exit_elsewhere_is_rejected() {
-        // Lanes leave $L1 at their own trip count for $J; all leave block 2 for $K together.
-        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.ge.u32 %p1, %r2, %r1;\n\t@%p1 bra $J;\n\tsetp.ge.u32 %p2, %r2, %r4;\n\t@%p2 bra $K;\n\tbra.uni $L1;\n$K:\n\tadd.s32 %r3, %r3, 1;\n$J:\n\tret;";
+        // Lanes leave $L1 at their own trip count for $J; all leave block 2 for $K together,
+        // which branches (to $J either way).
+        let src = "\tmov.u32 %r1, %tid.x;\n\tld.param.u32 %r4, [k_n];\n\tmov.u32 %r2, 0;\n$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.ge.u32 %p1, %r2, %r1;\n\t@%p1 bra $J;\n\tsetp.ge.u32 %p2, %r2, %r4;\n\t@%p2 bra $K;\n\tbra.uni $L1;\n$K:\n\tsetp.eq.u32 %p3, %r1, 9;\n\t@%p3 bra $J;\n\tadd.s32 %r3, %r3, 1;\n$J:\n\tret;";
         let e = explained(src);
         assert_eq!(
             rejection(&e, 1),
             &Rejection::ExitAvoidsMeetingBlock {
                 from: 2,
                 to: 4,
-                meeting: 5
+                meeting: 6
             }
         );
+        // Where $K only goes on to $J, the lanes that leave there are flushed at $J too.
+        let through = src.replace("\tsetp.eq.u32 %p3, %r1, 9;\n\t@%p3 bra $J;\n", "");
+        assert!(matches!(
+            decision(&explained(&through), 1),
+            Decision::Region {
+                shrinking_to: Some(5),
+                ..
+            }
+        ));
     }
 
     /// A loop (`$L1`) that lanes leave at different times for `$J`, with `blocks` blocks
@@ -822,14 +850,25 @@ mod tests {
 
     #[test]
     fn a_shrinking_loop_with_more_distinct_counts_than_its_flush_takes_is_rejected() {
-        let src = format!(
-            "\tmov.u32 %r1, %tid.x;\n{}\tret;",
-            loop_with_ifs("%r1", 2, "L1")
-        );
+        let src = |ifs| {
+            format!(
+                "\tmov.u32 %r1, %tid.x;\n{}\tret;",
+                loop_with_ifs("%r1", ifs, "L1")
+            )
+        };
         assert_eq!(
-            rejection(&explained(&src), 1),
-            &Rejection::TooManyShrinkingCounts { counts: 3 }
+            rejection(&explained(&src(MAX_SHRINKING_COUNTS)), 1),
+            &Rejection::TooManyShrinkingCounts {
+                counts: MAX_SHRINKING_COUNTS + 1
+            }
         );
+        assert!(matches!(
+            decision(&explained(&src(MAX_SHRINKING_COUNTS - 1)), 1),
+            Decision::Region {
+                shrinking_to: Some(_),
+                ..
+            }
+        ));
     }
 
     #[test]
