@@ -1,6 +1,6 @@
 // loops.cu — data-dependent loops: for with break/continue, a nested loop with
 // its own break, a bounded while (Collatz) loop and a do/while loop; and a loop
-// unrolled four times whose lanes leave at different times, each copy's way out
+// unrolled twice whose lanes leave at different times, each copy's way out
 // through a block of its own before the ways meet (as in Parboil mri-gridding's
 // splitRearrange).
 #include "witness.cuh"
@@ -41,12 +41,12 @@ __global__ void loops_kernel(const int* in, int* out, int n) {
     if (i < n) out[i] = loop_work(in[i]);
 }
 
-// Steps back while a pattern holds (0 to 115 trips); the exits of the unrolled
+// Steps back while a pattern holds (0 to 112 trips); the exits of the unrolled
 // copies each fix up the count in a block of their own.
 __host__ __device__ inline int run_length(int v) {
     int run = v % 40;
     int i = (v % 29) * 4 - 1;
-#pragma unroll 4
+#pragma unroll 2
     while (i >= 0) {
         if ((((i * 7) ^ v) % 5) != 0) {
             run++;

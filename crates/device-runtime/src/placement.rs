@@ -892,15 +892,17 @@ impl Region {
 }
 
 /// At most this many distinct block counts in a loop that lanes leave at different times: each
-/// costs the flush the count's sum and maximum over the lanes. Measured on the suites
-/// (2026-11-29, `benchmarks/results/...-shrinking-counts.md` and `...-6-experiment.md`): 2 left
-/// out Rodinia huffman's loops of 3 counts; 5 takes them (`pack2` 1.24x to 1.10x, `vlc_encode`
-/// 1.36x to 1.28x but 8 registers more, losing occupancy, `prescan` 1.33x to 1.26x; Parboil
-/// sad's `mb_sad_calc` 1.10x to 1.13x); 6 would also take Parboil mri-gridding's
-/// `splitRearrange` (an unrolled loop whose exits pass blocks of their own, 1.73x to 1.49x), but
-/// Polybench COVAR's and CORR's loops of 6 as well (1.013x to 1.03x, 8 registers more each), and
-/// three more kernels would lose occupancy.
-const MAX_SHRINKING_COUNTS: usize = 5;
+/// costs the flush the count's sum and maximum over the lanes, every time a group leaves the
+/// loop, so that a loop of many counts and few trips costs more flushed than counted at its
+/// blocks. Measured on the suites (2026-11-29, `benchmarks/results/...-shrinking-counts.md`,
+/// `...-6-experiment.md`): 2 left out Rodinia huffman's loops of 3 counts; 3 takes them
+/// (`pack2` 1.24x to 1.10x, `vlc_encode` 1.36x to 1.28x but 8 registers more, losing
+/// occupancy, `prescan` 1.33x to 1.26x; Parboil sad's `mb_sad_calc` 1.10x to 1.13x); 4 and 5
+/// take nothing more there, and 5 makes `corpus/loops.cu`'s `run_length` unrolled four times
+/// (5 counts, about 4 trips per lane) 2.82x instead of 2.08x; 6 would take Parboil
+/// mri-gridding's `splitRearrange` (1.73x to 1.49x), but Polybench COVAR's and CORR's loops as
+/// well (1.013x to 1.03x, 8 registers more each), and three more kernels would lose occupancy.
+const MAX_SHRINKING_COUNTS: usize = 3;
 
 fn counted_exits_too_many(exits: &[RegionEdge]) -> bool {
     exits.len() > MAX_COUNTER_REGISTERS
