@@ -178,7 +178,9 @@ fn flush_alternatives(function: &ptx_lexer::Function) -> Vec<Option<(String, usi
                     path.clear();
                     continue;
                 }
-                path.push(i);
+                if fast || out_of_line.is_some() {
+                    path.push(i);
+                }
                 if let (Some(n), None) = (out_of_line, &instruction.guard) {
                     if is_to(instruction, "$__cf_resume") {
                         if let Some(Operand::Symbol(resume)) = instruction.operands.first() {

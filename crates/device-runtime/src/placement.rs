@@ -1711,6 +1711,11 @@ fn same_comparison(
         .then_some(complement)
 }
 
+/// Opcodes after which a thread may not go on to the next instruction of the function: it may
+/// end (`ret`, `exit`, `trap`), or a callee may end it (`call`), or it jumps through a table
+/// (`brx`).
+const LEAVES_OR_CALLS: [&str; 5] = ["call", "ret", "exit", "trap", "brx"];
+
 /// Whether a lane at the top of block `from` goes on to `meeting` and nowhere else, arriving
 /// once: `from` is `meeting`, or a chain of blocks each with one successor (no branch that may
 /// be taken or not) and nothing that could end the thread or leave the function (`ret`,
@@ -1733,7 +1738,7 @@ fn leads_only_to(
             .instructions
             .iter()
             .filter_map(|&i| statements[i].as_instruction())
-            .any(|i| matches!(i.opcode.base(), "call" | "ret" | "exit" | "trap" | "brx"));
+            .any(|i| LEAVES_OR_CALLS.contains(&i.opcode.base()));
         match cfg.succs[at].as_slice() {
             [next] if !leaves_or_calls => at = *next,
             _ => return false,
@@ -1826,7 +1831,7 @@ fn region_of(
             .filter_map(|&s| statements[s].as_instruction());
         for instruction in instructions {
             let opcode = instruction.opcode.base();
-            if matches!(opcode, "call" | "ret" | "exit" | "trap" | "brx") {
+            if LEAVES_OR_CALLS.contains(&opcode) {
                 return Err(Rejection::LeavesOrCalls {
                     block: b,
                     opcode: opcode.to_string(),

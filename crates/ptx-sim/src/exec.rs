@@ -418,11 +418,6 @@ impl<'a> Exec<'a, '_> {
                             self.warp.thread_instructions +=
                                 context.looped_thread + lanes * u64::from(done);
                             pc = pass + done;
-                            if looped {
-                                if let Some(top) = self.frame().stack.last_mut() {
-                                    top.pc = pc;
-                                }
-                            }
                             if let Some(error) = self.native_error.take() {
                                 // The instruction at `pc` failed in the interpreter: counted
                                 // as the loop below counts one that fails.
@@ -461,7 +456,9 @@ impl<'a> Exec<'a, '_> {
                         break Ok(());
                     }
                 };
-                if pc != start && !looped {
+                // The stack's top resumes at `pc` (after a native run that went round, the
+                // entry a divergent loop branch pushed, if it did).
+                if pc != start || looped {
                     if let Some(top) = self.frame().stack.last_mut() {
                         top.pc = pc;
                     }

@@ -1375,35 +1375,22 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
                 .map_err(error)?;
         }
         for (field, added) in [(Field::LoopedWarp, warp), (Field::LoopedThread, thread)] {
-            let ptr = self.context_field(round.context, field)?;
-            let sum = b
-                .build_load(self.i64t, ptr, "sum")
-                .map_err(error)?
-                .into_int_value();
-            let sum = b.build_int_add(sum, added, "sum").map_err(error)?;
-            b.build_store(ptr, sum).map_err(error)?;
+            self.add_to(self.context_field(round.context, field)?, added)?;
         }
-        let again_wide = b
-            .build_int_z_extend(again, self.i64t, "again_wide")
-            .map_err(error)?;
-        b.build_store(
-            self.context_field(round.context, Field::LoopedActive)?,
-            again_wide,
-        )
-        .map_err(error)?;
-        b.build_store(round.active_slot, again).map_err(error)?;
+        // The next pass's lanes and allowance, for the run's segments and for the context.
+        for (field, slot, value) in [
+            (Field::LoopedActive, round.active_slot, again),
+            (Field::LoopedAllowance, round.allowance_slot, left_after),
+        ] {
+            b.build_store(slot, value).map_err(error)?;
+            let wide = b
+                .build_int_z_extend(value, self.i64t, "wide")
+                .map_err(error)?;
+            b.build_store(self.context_field(round.context, field)?, wide)
+                .map_err(error)?;
+        }
         b.build_store(round.pass_slot, self.i32t.const_zero())
             .map_err(error)?;
-        b.build_store(round.allowance_slot, left_after)
-            .map_err(error)?;
-        let left_wide = b
-            .build_int_z_extend(left_after, self.i64t, "left_wide")
-            .map_err(error)?;
-        b.build_store(
-            self.context_field(round.context, Field::LoopedAllowance)?,
-            left_wide,
-        )
-        .map_err(error)?;
         b.build_unconditional_branch(round.head).map_err(error)?;
         Ok(())
     }
@@ -1436,6 +1423,17 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             )
         }
         .map_err(error)
+    }
+
+    /// `*ptr += added` (`i64`).
+    fn add_to(&self, ptr: PointerValue<'ctx>, added: IntValue<'ctx>) -> Result<(), CompileError> {
+        let b = &self.builder;
+        let old = b
+            .build_load(self.i64t, ptr, "old")
+            .map_err(error)?
+            .into_int_value();
+        let sum = b.build_int_add(old, added, "sum").map_err(error)?;
+        b.build_store(ptr, sum).map(|_| ()).map_err(error)
     }
 
     /// The number of lanes set in `mask` (`i32`), as an `i64`.
@@ -2786,21 +2784,7 @@ impl<'ctx, 'm> Gen<'ctx, 'm> {
             b.build_store(values.wrote, wrote).map_err(e)?;
         }
         if space == Space::Host {
-            let ctpop = self.intrinsic("llvm.ctpop", &[self.i32t.into()])?;
-            let count = b
-                .build_call(ctpop, &[exec.into()], "count")
-                .map_err(e)?
-                .try_as_basic_value()
-                .left()
-                .ok_or_else(|| error("ctpop without a value"))?
-                .into_int_value();
-            let count = b.build_int_z_extend(count, self.i64t, "count").map_err(e)?;
-            let old = b
-                .build_load(self.i64t, values.global_atomics, "global_atomics")
-                .map_err(e)?
-                .into_int_value();
-            let sum = b.build_int_add(old, count, "global_atomics").map_err(e)?;
-            b.build_store(values.global_atomics, sum).map_err(e)?;
+            self.add_to(values.global_atomics, self.lanes_in(exec)?)?;
         }
         Ok(())
     }
